@@ -1,0 +1,11 @@
+# GEEPS_SANITIZE=address,undefined or thread: instruments everything built here.
+if(GEEPS_SANITIZE)
+  string(REPLACE "," ";" _geeps_san_list "${GEEPS_SANITIZE}")
+  foreach(_san IN LISTS _geeps_san_list)
+    if(NOT _san MATCHES "^(address|undefined|thread|leak)$")
+      message(FATAL_ERROR "GEEPS_SANITIZE: unknown sanitizer '${_san}'")
+    endif()
+  endforeach()
+  add_compile_options(-fsanitize=${GEEPS_SANITIZE} -fno-omit-frame-pointer -fno-sanitize-recover=all)
+  add_link_options(-fsanitize=${GEEPS_SANITIZE})
+endif()

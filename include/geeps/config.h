@@ -1,0 +1,84 @@
+// Configuration of a libgeeps job: its tables, its shape and its tunables.
+#ifndef GEEPS_CONFIG_H_
+#define GEEPS_CONFIG_H_
+
+#include <chrono>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "geeps/status.h"
+
+namespace geeps {
+
+using TableId = uint32_t;
+using RowIndex = uint64_t;
+
+// Slack value meaning "no staleness bound" (asynchronous mode). A Read with
+// this slack never waits for other workers (except for the prologue, below).
+constexpr int kUnboundedSlack = std::numeric_limits<int>::max();
+
+// A table of `num_rows` rows of `row_width` floats each. Tables are numbered
+// by their position in Config::tables (TableId 0, 1, ...).
+struct TableSpec {
+  std::string name;
+  uint64_t num_rows = 0;
+  uint32_t row_width = 0;  // floats per row, >= 1
+  // false: a shared parameter table (Read / PreUpdate / Update), sharded over
+  //        the servers.
+  // true:  worker-private local data (LocalAccess), never sent anywhere; each
+  //        worker has its own copy, zero-initialised.
+  bool local = false;
+};
+
+enum class DeviceKind {
+  kAuto,  // CUDA when a GPU is present, else host
+  kHost,  // device memory is host memory under a byte budget
+  kCuda,  // an NVIDIA GPU (error where none exists or CUDA was not built)
+};
+
+struct Config {
+  std::vector<TableSpec> tables;
+
+  int num_workers = 1;   // workers (one application thread each)
+  int num_shards = 1;    // server shards; each owns a contiguous row range
+  int num_channels = 1;  // sockets + threads per shard (and per worker)
+
+  // A worker sees its own updates at once, re-applied on top of every refresh
+  // from the servers (see docs/api.md).
+  bool read_my_writes = false;
+
+  // Slack of VirtualRead calls that give none. 0 = BSP.
+  int default_slack = 0;
+
+  DeviceKind device = DeviceKind::kAuto;
+  // Device memory each worker may use, in bytes. 0 = no limit.
+  uint64_t device_memory_budget = 0;
+
+  // Longest time any call waits for a peer before it fails (kDeadlineExceeded
+  // or kUnavailable). Nothing in libgeeps waits forever.
+  std::chrono::milliseconds timeout{30000};
+};
+
+// Checks a config; returns kInvalidArgument naming the first bad field.
+Status ValidateConfig(const Config& config);
+
+// Overrides fields of `config` from GEEPS_* environment variables
+// (GEEPS_NUM_WORKERS, GEEPS_NUM_SHARDS, GEEPS_NUM_CHANNELS,
+// GEEPS_READ_MY_WRITES, GEEPS_DEFAULT_SLACK, GEEPS_DEVICE,
+// GEEPS_DEVICE_MEMORY_BUDGET, GEEPS_TIMEOUT_MS). A malformed value is
+// kInvalidArgument naming the variable. See docs/api.md for the table.
+Status ApplyEnvironment(Config* config);
+
+// Rows first, first+1, ..., first+count-1.
+std::vector<RowIndex> RowRange(RowIndex first, RowIndex count);
+
+// Rows needed to hold `num_floats` floats in rows of `row_width`.
+inline uint64_t RowsFor(uint64_t num_floats, uint32_t row_width) {
+  return (num_floats + row_width - 1) / row_width;
+}
+
+}  // namespace geeps
+
+#endif  // GEEPS_CONFIG_H_

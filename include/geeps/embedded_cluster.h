@@ -1,0 +1,54 @@
+// An embedded cluster: N workers and M server shards in one process, wired
+// with ZeroMQ inproc:// sockets. The default for examples and tests.
+#ifndef GEEPS_EMBEDDED_CLUSTER_H_
+#define GEEPS_EMBEDDED_CLUSTER_H_
+
+#include <functional>
+#include <memory>
+
+#include "geeps/config.h"
+#include "geeps/geeps.h"
+#include "geeps/stats.h"
+#include "geeps/status.h"
+
+namespace geeps {
+
+class EmbeddedCluster {
+ public:
+  // Validates `config`, starts the shards' threads and makes the workers.
+  static StatusOr<std::unique_ptr<EmbeddedCluster>> Start(const Config& config);
+  ~EmbeddedCluster();  // Shutdown()
+  EmbeddedCluster(const EmbeddedCluster&) = delete;
+  EmbeddedCluster& operator=(const EmbeddedCluster&) = delete;
+
+  int num_workers() const;
+  int num_shards() const;
+  const Config& config() const;
+  // REQUIRES: 0 <= rank < num_workers(). Owned by the cluster.
+  GeePS* worker(int rank);
+
+  // Runs `fn(worker)` for every worker, each on its own thread, and joins
+  // them. Returns the first non-OK status (by rank). When a worker fails, the
+  // others' blocked calls fail within Config::timeout.
+  Status RunWorkers(const std::function<Status(GeePS&)>& fn);
+
+  ShardStats GetShardStats(int shard) const;
+
+  // The inproc endpoint of a shard's channel (for tests and tools).
+  std::string ShardEndpoint(int shard, int channel) const;
+  // Opaque pointer to the cluster's ZeroMQ context (a zmq::context_t*), for
+  // tests that connect their own sockets to ShardEndpoint().
+  void* zmq_context();
+
+  // Shuts every worker down, then every shard; joins all threads. Idempotent.
+  Status Shutdown();
+
+ private:
+  struct Impl;
+  explicit EmbeddedCluster(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace geeps
+
+#endif  // GEEPS_EMBEDDED_CLUSTER_H_

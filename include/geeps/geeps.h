@@ -1,0 +1,140 @@
+// The worker-side object of libgeeps: one GeePS instance is one worker.
+//
+// Usage has two phases (see docs/api.md for a complete trainer loop):
+//  1. The virtual iteration: the application walks through one iteration
+//     calling the Virtual* form of each call. Nothing is read or written; each
+//     call is recorded and returns a handle. VirtualClock() ends the iteration.
+//     Operations recorded after VirtualClock() are "unrepeated": the prologue,
+//     run once (for example worker 0 writing initial values).
+//     FinishVirtualIteration() then builds the indexes, allocates device
+//     memory, tells the servers which rows this worker reads and starts the
+//     background threads.
+//  2. StartIterations(), then the prologue's operations once (if any; the
+//     prologue ends by itself after its last operation), then the repeated
+//     iteration any number of times, each ended by Clock(). The real calls
+//     must come in exactly the recorded order.
+//
+// Threading: every call except Shutdown() and GetStats() must come from one
+// application thread at a time. Shutdown() may be called from any thread; a
+// call blocked in Read() then returns kCancelled.
+//
+// Errors: every call returns Status / StatusOr. A usage error (a call out of
+// order, an unknown handle, a call in the wrong phase) is kFailedPrecondition
+// or kInvalidArgument and leaves the instance as it was, so the application
+// can go on with the right call.
+#ifndef GEEPS_GEEPS_H_
+#define GEEPS_GEEPS_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "geeps/config.h"
+#include "geeps/stats.h"
+#include "geeps/status.h"
+
+namespace geeps {
+
+// Handles name a recorded operation. Default-constructed handles are invalid.
+struct ReadHandle {
+  int32_t id = -1;
+};
+struct UpdateHandle {
+  int32_t id = -1;
+};
+struct LocalHandle {
+  int32_t id = -1;
+};
+
+namespace client {
+class Worker;
+}  // namespace client
+
+class GeePS {
+ public:
+  // Instances are made by a cluster (EmbeddedCluster::worker()).
+  explicit GeePS(std::unique_ptr<client::Worker> impl);
+  ~GeePS();
+  GeePS(const GeePS&) = delete;
+  GeePS& operator=(const GeePS&) = delete;
+
+  int rank() const;
+  int num_workers() const;
+
+  // ---- Phase 1: the virtual iteration -------------------------------------
+  // Records a read of `rows` of shared table `table` with staleness at most
+  // `slack` clocks (0 = BSP, kUnboundedSlack = asynchronous).
+  // Errors: unknown or local table, empty rows, row out of range, duplicate
+  // row, negative slack, wrong phase.
+  StatusOr<ReadHandle> VirtualRead(TableId table,
+                                   const std::vector<RowIndex>& rows,
+                                   int slack);
+  // Same, with Config::default_slack.
+  StatusOr<ReadHandle> VirtualRead(TableId table,
+                                   const std::vector<RowIndex>& rows);
+  Status VirtualPostRead(ReadHandle handle);
+
+  // Records an update (deltas added to `rows` of shared table `table`).
+  StatusOr<UpdateHandle> VirtualPreUpdate(TableId table,
+                                          const std::vector<RowIndex>& rows);
+  Status VirtualUpdate(UpdateHandle handle);
+
+  // Records an access to rows of local table `table`. fetch=false: the old
+  // contents are not needed (the buffer's contents are unspecified).
+  StatusOr<LocalHandle> VirtualLocalAccess(TableId table,
+                                           const std::vector<RowIndex>& rows,
+                                           bool fetch);
+  // keep=false: the contents may be dropped after this access.
+  Status VirtualPostLocalAccess(LocalHandle handle, bool keep);
+
+  // Ends the recorded iteration; later operations are the prologue.
+  Status VirtualClock();
+  // Builds indexes, allocates device memory, subscribes to the servers and
+  // starts the background threads. kResourceExhausted when the device memory
+  // budget is too small (the message gives the numbers).
+  Status FinishVirtualIteration();
+
+  // ---- Phase 2: real iterations -------------------------------------------
+  Status StartIterations();
+
+  // Returns the rows (contiguous, in request order, row_width floats each) in
+  // device memory, valid until PostRead. Blocks until the rows satisfy the
+  // read's slack, at most Config::timeout.
+  StatusOr<const float*> Read(ReadHandle handle);
+  Status PostRead(ReadHandle handle);
+  // Returns a zeroed device buffer for the deltas of the update's rows.
+  StatusOr<float*> PreUpdate(UpdateHandle handle);
+  // Adds the deltas into the parameters; they reach the servers when the
+  // table's last update of the iteration is done.
+  Status Update(UpdateHandle handle);
+  // Returns the local rows (contiguous, in request order) in device memory.
+  StatusOr<float*> LocalAccess(LocalHandle handle);
+  Status PostLocalAccess(LocalHandle handle);
+  // Ends an iteration.
+  Status Clock();
+
+  // ---- Between iterations -------------------------------------------------
+  // Blocks until every row this worker reads reflects the updates of all
+  // workers up to this worker's clock (at most Config::timeout). Useful
+  // after the last Clock() in asynchronous mode, or before CopyRows.
+  Status Sync();
+  // Copies rows of a shared table from this worker's parameter cache (rows it
+  // reads), or of a local table, to host memory `out` (rows.size() *
+  // row_width floats). Only between iterations.
+  Status CopyRows(TableId table, const std::vector<RowIndex>& rows,
+                  float* out);
+
+  WorkerStats GetStats() const;
+
+  // Stops this worker's background threads (joined before it returns); every
+  // later call returns kFailedPrecondition. Idempotent; never blocks longer
+  // than the time to join threads.
+  Status Shutdown();
+
+ private:
+  std::unique_ptr<client::Worker> impl_;
+};
+
+}  // namespace geeps
+
+#endif  // GEEPS_GEEPS_H_

@@ -1,0 +1,109 @@
+// The device layer: memory, streams, events and the few kernels libgeeps
+// needs. Everything above src/device talks to a Device; backends are host/
+// (always built, a real backend whose device memory is host memory under a
+// byte budget) and cuda/ (a later issue).
+//
+// Stream semantics (both backends): operations enqueued on one stream run in
+// order, asynchronously to the caller. Pointers passed to an async operation
+// must stay valid until it has run (Synchronize the stream or an Event
+// recorded after it). Index arrays used by Gather/ScatterAdd live in device
+// memory.
+#ifndef GEEPS_DEVICE_DEVICE_H_
+#define GEEPS_DEVICE_DEVICE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "geeps/config.h"
+#include "geeps/status.h"
+
+namespace geeps::device {
+
+enum class CopyKind { kHostToDevice, kDeviceToHost, kDeviceToDevice, kHostToHost };
+
+class Stream {
+ public:
+  virtual ~Stream() = default;
+};
+
+// An event marks a point in a stream. Record() re-arms it; a never-recorded
+// event counts as complete.
+class Event {
+ public:
+  virtual ~Event() = default;
+};
+
+struct DeviceOptions {
+  // Bytes of device memory Allocate() may hand out in total; 0 = no limit.
+  uint64_t memory_budget = 0;
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+
+  virtual DeviceKind kind() const = 0;
+  virtual std::string name() const = 0;
+
+  // Device memory. kResourceExhausted when the budget would be exceeded (the
+  // message gives requested, in use and budget bytes). Memory is not zeroed.
+  virtual StatusOr<void*> Allocate(size_t bytes) = 0;
+  // REQUIRES: p came from Allocate() of this device and no queued operation
+  // still uses it. nullptr is ignored.
+  virtual void Free(void* p) = 0;
+  // Host memory that the device can copy to and from asynchronously (pinned
+  // on CUDA). Not counted against the budget.
+  virtual StatusOr<void*> AllocatePinned(size_t bytes) = 0;
+  virtual void FreePinned(void* p) = 0;
+
+  virtual uint64_t bytes_in_use() const = 0;
+  virtual uint64_t memory_budget() const = 0;  // 0 = no limit
+
+  virtual StatusOr<std::unique_ptr<Stream>> CreateStream() = 0;
+  virtual StatusOr<std::unique_ptr<Event>> CreateEvent() = 0;
+
+  // ---- Asynchronous operations, run in order on `stream` -------------------
+  virtual Status Copy(void* dst, const void* src, size_t bytes, CopyKind kind,
+                      Stream* stream) = 0;
+  // dst[i*width .. +width) = src[index[i]*width .. +width) for i < n.
+  virtual Status Gather(float* dst, const float* src, const uint32_t* index,
+                        size_t n, size_t width, Stream* stream) = 0;
+  // dst[index[i]*width + j] += src[i*width + j]. Indexes within one call are
+  // distinct.
+  virtual Status ScatterAdd(float* dst, const float* src,
+                            const uint32_t* index, size_t n, size_t width,
+                            Stream* stream) = 0;
+  // dst[index[i]*width .. +width) = src[i*width .. +width) (assignment).
+  virtual Status Scatter(float* dst, const float* src, const uint32_t* index,
+                         size_t n, size_t width, Stream* stream) = 0;
+  // dst[i] += src[i] for i < count.
+  virtual Status Add(float* dst, const float* src, size_t count,
+                     Stream* stream) = 0;
+  // dst[i] = value for i < count.
+  virtual Status Fill(float* dst, float value, size_t count,
+                      Stream* stream) = 0;
+
+  // ---- Ordering -------------------------------------------------------------
+  // Marks the current end of `stream` in `event`.
+  virtual Status Record(Event* event, Stream* stream) = 0;
+  // Later operations on `stream` wait until `event` has completed.
+  virtual Status StreamWait(Stream* stream, Event* event) = 0;
+  // Blocks the caller until everything enqueued on `stream` has run. Returns
+  // the first error of an operation on the stream, if any.
+  virtual Status Synchronize(Stream* stream) = 0;
+  // Blocks the caller until `event` has completed.
+  virtual Status EventSynchronize(Event* event) = 0;
+  // Non-blocking: whether `event` has completed.
+  virtual bool EventDone(Event* event) = 0;
+};
+
+// Creates a device. kAuto picks CUDA when the backend is built and a GPU is
+// present, else host. kCuda without CUDA is kUnavailable with the reason.
+StatusOr<std::unique_ptr<Device>> CreateDevice(DeviceKind kind,
+                                               const DeviceOptions& options);
+
+}  // namespace geeps::device
+
+#endif  // GEEPS_DEVICE_DEVICE_H_
