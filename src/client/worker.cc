@@ -1,0 +1,698 @@
+#include "client/worker.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "common/logging.h"
+#include "common/partition.h"
+
+namespace geeps::client {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+// Position of each of `rows` in the sorted `cached` rows.
+std::vector<uint32_t> Positions(const std::vector<uint64_t>& cached,
+                                const std::vector<RowIndex>& rows) {
+  std::vector<uint32_t> pos(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    pos[i] = static_cast<uint32_t>(
+        std::lower_bound(cached.begin(), cached.end(), rows[i]) - cached.begin());
+  }
+  return pos;
+}
+
+bool Consecutive(const std::vector<RowIndex>& rows) {
+  for (size_t i = 1; i < rows.size(); ++i) {
+    if (rows[i] != rows[0] + i) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+Worker::Worker(const Config& config, int rank, zmq::context_t* zmq_context,
+               std::vector<std::string> partition_endpoints)
+    : config_(config),
+      rank_(rank),
+      zmq_context_(zmq_context),
+      partition_endpoints_(std::move(partition_endpoints)),
+      seq_(&config_) {}
+
+Worker::~Worker() {
+  Shutdown().ok();
+  if (device_) {
+    for (void* p : allocations_) device_->Free(p);
+    for (void* p : pinned_allocations_) device_->FreePinned(p);
+  }
+  stream_.reset();
+  device_.reset();
+}
+
+// ---- Phase 1 ----------------------------------------------------------------
+
+Status Worker::CheckRecording(const char* call) const {
+  if (phase_ == Phase::kShutDown)
+    return FailedPreconditionError(std::string(call) + ": the worker is shut down");
+  if (phase_ != Phase::kRecording)
+    return FailedPreconditionError(std::string(call) +
+                                   ": the virtual iteration is already finished");
+  return Status::OK();
+}
+
+StatusOr<ReadHandle> Worker::VirtualRead(TableId table, const std::vector<RowIndex>& rows,
+                                         int slack) {
+  std::lock_guard<std::mutex> lock(api_mu_);
+  GEEPS_RETURN_IF_ERROR(CheckRecording("VirtualRead"));
+  return seq_.AddRead(table, rows, slack);
+}
+
+Status Worker::VirtualPostRead(ReadHandle h) {
+  std::lock_guard<std::mutex> lock(api_mu_);
+  GEEPS_RETURN_IF_ERROR(CheckRecording("VirtualPostRead"));
+  return seq_.AddPostRead(h);
+}
+
+StatusOr<UpdateHandle> Worker::VirtualPreUpdate(TableId table,
+                                                const std::vector<RowIndex>& rows) {
+  std::lock_guard<std::mutex> lock(api_mu_);
+  GEEPS_RETURN_IF_ERROR(CheckRecording("VirtualPreUpdate"));
+  return seq_.AddPreUpdate(table, rows);
+}
+
+Status Worker::VirtualUpdate(UpdateHandle h) {
+  std::lock_guard<std::mutex> lock(api_mu_);
+  GEEPS_RETURN_IF_ERROR(CheckRecording("VirtualUpdate"));
+  return seq_.AddUpdate(h);
+}
+
+StatusOr<LocalHandle> Worker::VirtualLocalAccess(TableId table,
+                                                 const std::vector<RowIndex>& rows,
+                                                 bool fetch) {
+  std::lock_guard<std::mutex> lock(api_mu_);
+  GEEPS_RETURN_IF_ERROR(CheckRecording("VirtualLocalAccess"));
+  return seq_.AddLocalAccess(table, rows, fetch);
+}
+
+Status Worker::VirtualPostLocalAccess(LocalHandle h, bool keep) {
+  std::lock_guard<std::mutex> lock(api_mu_);
+  GEEPS_RETURN_IF_ERROR(CheckRecording("VirtualPostLocalAccess"));
+  return seq_.AddPostLocalAccess(h, keep);
+}
+
+Status Worker::VirtualClock() {
+  std::lock_guard<std::mutex> lock(api_mu_);
+  GEEPS_RETURN_IF_ERROR(CheckRecording("VirtualClock"));
+  return seq_.AddClock();
+}
+
+Status Worker::CheckBudget() const {
+  const uint64_t budget = config_.device_memory_budget;
+  if (budget == 0) return Status::OK();
+  uint64_t cache = 0, buffers = 0, indexes = 0, local = 0;
+  std::vector<bool> local_used(config_.tables.size(), false);
+  for (const auto& t : tables_) {
+    if (t) cache += 2ull * t->floats() * sizeof(float);  // cache + oplog
+  }
+  for (const auto* list : {&seq_.reads(), &seq_.updates()}) {
+    for (const RecordedAccess& a : *list) {
+      buffers += a.rows.size() * config_.tables[a.table].row_width * sizeof(float);
+      indexes += a.rows.size() * sizeof(uint32_t);
+    }
+  }
+  for (const RecordedAccess& a : seq_.locals()) {
+    local_used[a.table] = true;
+    if (!Consecutive(a.rows)) {
+      buffers += a.rows.size() * config_.tables[a.table].row_width * sizeof(float);
+      indexes += a.rows.size() * sizeof(uint32_t);
+    }
+  }
+  for (size_t i = 0; i < local_used.size(); ++i) {
+    if (local_used[i])
+      local += config_.tables[i].num_rows * config_.tables[i].row_width * sizeof(float);
+  }
+  const uint64_t total = cache + buffers + indexes + local;
+  if (total <= budget) return Status::OK();
+  return ResourceExhaustedError(
+      "FinishVirtualIteration: the device memory budget of " + std::to_string(budget) +
+      " bytes is too small for worker " + std::to_string(rank_) + ": it needs " +
+      std::to_string(total) + " bytes (parameter cache and oplogs " + std::to_string(cache) +
+      ", access buffers " + std::to_string(buffers) + ", indexes " + std::to_string(indexes) +
+      ", local data " + std::to_string(local) +
+      "); raise Config::device_memory_budget (GEEPS_DEVICE_MEMORY_BUDGET)");
+}
+
+StatusOr<float*> Worker::AllocFloats(size_t count) {
+  if (count == 0) return static_cast<float*>(nullptr);
+  GEEPS_ASSIGN_OR_RETURN(void* p, device_->Allocate(count * sizeof(float)));
+  allocations_.push_back(p);
+  return static_cast<float*>(p);
+}
+
+StatusOr<uint32_t*> Worker::UploadIndex(const std::vector<uint32_t>& index) {
+  if (index.empty()) return static_cast<uint32_t*>(nullptr);
+  const size_t bytes = index.size() * sizeof(uint32_t);
+  GEEPS_ASSIGN_OR_RETURN(void* p, device_->Allocate(bytes));
+  allocations_.push_back(p);
+  GEEPS_RETURN_IF_ERROR(device_->Copy(p, index.data(), bytes, device::CopyKind::kHostToDevice,
+                                      stream_.get()));
+  GEEPS_RETURN_IF_ERROR(device_->Synchronize(stream_.get()));
+  return static_cast<uint32_t*>(p);
+}
+
+Status Worker::BuildTables() {
+  const int num_partitions = config_.num_shards * config_.num_channels;
+  tables_.resize(config_.tables.size());
+  local_tables_.assign(config_.tables.size(), nullptr);
+  for (TableId id = 0; id < config_.tables.size(); ++id) {
+    const TableSpec& spec = config_.tables[id];
+    if (spec.local) continue;
+    auto t = std::make_unique<TableCache>();
+    t->id = id;
+    t->width = spec.row_width;
+    std::vector<uint64_t> updated;
+    for (const RecordedAccess& a : seq_.reads())
+      if (a.table == id) t->rows.insert(t->rows.end(), a.rows.begin(), a.rows.end());
+    for (const RecordedAccess& a : seq_.updates())
+      if (a.table == id) updated.insert(updated.end(), a.rows.begin(), a.rows.end());
+    t->rows.insert(t->rows.end(), updated.begin(), updated.end());
+    for (auto* v : {&t->rows, &updated}) {
+      std::sort(v->begin(), v->end());
+      v->erase(std::unique(v->begin(), v->end()), v->end());
+    }
+    for (int p = 0; p < num_partitions; ++p) {
+      common::RowSpan span = common::PartitionRows(spec.num_rows, p, num_partitions);
+      if (span.size() == 0) continue;
+      PartitionSlice s;
+      s.partition = p;
+      s.row_begin = span.begin;
+      s.row_end = span.end;
+      auto lo = std::lower_bound(t->rows.begin(), t->rows.end(), span.begin);
+      auto hi = std::lower_bound(t->rows.begin(), t->rows.end(), span.end);
+      s.cache_begin = static_cast<uint32_t>(lo - t->rows.begin());
+      s.cache_count = static_cast<uint32_t>(hi - lo);
+      auto ulo = std::lower_bound(updated.begin(), updated.end(), span.begin);
+      auto uhi = std::lower_bound(updated.begin(), updated.end(), span.end);
+      s.update_rows.assign(ulo, uhi);
+      s.update_pos = Positions(t->rows, s.update_rows);
+      t->slices.push_back(std::move(s));
+    }
+    tables_[id] = std::move(t);
+  }
+  return Status::OK();
+}
+
+Status Worker::AllocateTables() {
+  for (auto& t : tables_) {
+    if (!t) continue;
+    GEEPS_ASSIGN_OR_RETURN(t->cache, AllocFloats(t->floats()));
+    GEEPS_ASSIGN_OR_RETURN(t->oplog, AllocFloats(t->floats()));
+    if (t->floats() > 0) {
+      GEEPS_RETURN_IF_ERROR(device_->Fill(t->cache, 0.0f, t->floats(), stream_.get()));
+      GEEPS_RETURN_IF_ERROR(device_->Fill(t->oplog, 0.0f, t->floats(), stream_.get()));
+    }
+  }
+  for (const RecordedAccess& a : seq_.locals()) {
+    if (local_tables_[a.table]) continue;
+    const TableSpec& spec = config_.tables[a.table];
+    const size_t floats = spec.num_rows * spec.row_width;
+    GEEPS_ASSIGN_OR_RETURN(local_tables_[a.table], AllocFloats(floats));
+    GEEPS_RETURN_IF_ERROR(device_->Fill(local_tables_[a.table], 0.0f, floats, stream_.get()));
+  }
+  return device_->Synchronize(stream_.get());
+}
+
+Status Worker::BuildAccesses() {
+  read_bufs_.resize(seq_.reads().size());
+  for (size_t i = 0; i < seq_.reads().size(); ++i) {
+    const RecordedAccess& a = seq_.reads()[i];
+    TableCache& t = *tables_[a.table];
+    AccessBuffers& b = read_bufs_[i];
+    GEEPS_ASSIGN_OR_RETURN(b.buffer, AllocFloats(a.rows.size() * t.width));
+    GEEPS_ASSIGN_OR_RETURN(b.index, UploadIndex(Positions(t.rows, a.rows)));
+    for (size_t si = 0; si < t.slices.size(); ++si) {
+      const PartitionSlice& s = t.slices[si];
+      if (std::any_of(a.rows.begin(), a.rows.end(),
+                      [&](RowIndex r) { return r >= s.row_begin && r < s.row_end; }))
+        b.slices.push_back(static_cast<int>(si));
+    }
+  }
+  update_bufs_.resize(seq_.updates().size());
+  for (size_t i = 0; i < seq_.updates().size(); ++i) {
+    const RecordedAccess& a = seq_.updates()[i];
+    TableCache& t = *tables_[a.table];
+    AccessBuffers& b = update_bufs_[i];
+    GEEPS_ASSIGN_OR_RETURN(b.buffer, AllocFloats(a.rows.size() * t.width));
+    GEEPS_ASSIGN_OR_RETURN(b.index, UploadIndex(Positions(t.rows, a.rows)));
+  }
+  local_bufs_.resize(seq_.locals().size());
+  for (size_t i = 0; i < seq_.locals().size(); ++i) {
+    const RecordedAccess& a = seq_.locals()[i];
+    const uint32_t width = config_.tables[a.table].row_width;
+    AccessBuffers& b = local_bufs_[i];
+    if (Consecutive(a.rows)) {
+      b.contiguous = true;
+      b.direct = local_tables_[a.table] + a.rows[0] * width;
+      continue;
+    }
+    GEEPS_ASSIGN_OR_RETURN(b.buffer, AllocFloats(a.rows.size() * width));
+    std::vector<uint32_t> index(a.rows.begin(), a.rows.end());
+    GEEPS_ASSIGN_OR_RETURN(b.index, UploadIndex(index));
+  }
+  return Status::OK();
+}
+
+void Worker::BuildClockPlan() {
+  for (int s = 0; s < 2; ++s) {
+    const std::vector<Op>& ops = seq_.ops(static_cast<Section>(s));
+    advance_after_[s].assign(ops.size(), {});
+    std::vector<int64_t> last_update(config_.tables.size(), -1);
+    for (size_t i = 0; i < ops.size(); ++i) {
+      if (ops[i].type == OpType::kUpdate)
+        last_update[seq_.updates()[ops[i].handle].table] = static_cast<int64_t>(i);
+    }
+    for (TableId id = 0; id < config_.tables.size(); ++id) {
+      if (config_.tables[id].local) continue;
+      if (last_update[id] >= 0) {
+        advance_after_[s][last_update[id]].push_back(id);
+      } else if (s == kRepeated) {
+        advance_after_[s][ops.size() - 1].push_back(id);  // at Clock()
+      } else {
+        prologue_end_tables_.push_back(id);
+      }
+    }
+  }
+}
+
+Status Worker::FinishVirtualIteration() {
+  std::lock_guard<std::mutex> lock(api_mu_);
+  GEEPS_RETURN_IF_ERROR(CheckRecording("FinishVirtualIteration"));
+  GEEPS_RETURN_IF_ERROR(seq_.Finish());
+  auto fail = [this](Status st) {
+    for (auto& c : channels_) c->Stop();
+    phase_ = Phase::kShutDown;
+    return st;
+  };
+  device::DeviceOptions options;
+  options.memory_budget = config_.device_memory_budget;
+  auto device = device::CreateDevice(config_.device, options);
+  if (!device.ok()) return fail(device.status());
+  device_ = std::move(device).value();
+  auto stream = device_->CreateStream();
+  if (!stream.ok()) return fail(stream.status());
+  stream_ = std::move(stream).value();
+
+  // Plan the tables first, to check the budget before allocating anything.
+  Status st = BuildTables();
+  if (st.ok()) st = CheckBudget();
+  if (st.ok()) st = AllocateTables();
+  if (st.ok()) st = BuildAccesses();
+  if (!st.ok()) return fail(st);
+  BuildClockPlan();
+
+  ClientContext ctx;
+  ctx.config = &config_;
+  ctx.rank = rank_;
+  ctx.device = device_.get();
+  ctx.tables = &tables_;
+  ctx.counters = &counters_;
+  for (int k = 0; k < config_.num_channels; ++k) {
+    std::vector<std::string> endpoints;
+    for (int s = 0; s < config_.num_shards; ++s)
+      endpoints.push_back(partition_endpoints_[s * config_.num_channels + k]);
+    channels_.push_back(std::make_unique<CommChannel>(ctx, zmq_context_, k, endpoints));
+    st = channels_.back()->Start();
+    if (!st.ok()) return fail(st);
+  }
+  for (const auto& t : tables_) {
+    if (!t || t->rows.empty()) continue;
+    for (auto& c : channels_) {
+      st = c->Enqueue({CommTask::kSubscribe, t->id, nullptr});
+      if (!st.ok()) return fail(st);
+    }
+  }
+  device_bytes_.store(device_->bytes_in_use());
+  phase_ = Phase::kFinished;
+  return Status::OK();
+}
+
+// ---- Phase 2 ----------------------------------------------------------------
+
+Status Worker::StartIterations() {
+  std::lock_guard<std::mutex> lock(api_mu_);
+  if (phase_ == Phase::kShutDown)
+    return FailedPreconditionError("StartIterations: the worker is shut down");
+  if (phase_ == Phase::kRecording)
+    return FailedPreconditionError("StartIterations: call FinishVirtualIteration first");
+  if (phase_ == Phase::kRunning)
+    return FailedPreconditionError("StartIterations: already called");
+  phase_ = Phase::kRunning;
+  if (seq_.ops(kPrologue).empty()) return EndPrologue();
+  section_ = kPrologue;
+  pos_ = 0;
+  return Status::OK();
+}
+
+Status Worker::Expect(OpType type, int32_t handle, size_t count, const char* call) {
+  if (phase_ == Phase::kShutDown)
+    return FailedPreconditionError(std::string(call) + ": the worker is shut down");
+  if (phase_ != Phase::kRunning)
+    return FailedPreconditionError(std::string(call) + ": called before StartIterations");
+  if (type != OpType::kClock && (handle < 0 || static_cast<size_t>(handle) >= count))
+    return InvalidArgumentError(std::string(call) + ": unknown handle #" +
+                                std::to_string(handle));
+  const Op& expected = seq_.ops(section_)[pos_];
+  if (expected.type != type || expected.handle != handle) {
+    return FailedPreconditionError(
+        OpSequence::Describe({type, handle}) + " is out of the recorded order: expected " +
+        OpSequence::Describe(expected) + " at position " + std::to_string(pos_) + " of the " +
+        (section_ == kPrologue ? "prologue" : "iteration") + " (clock " +
+        std::to_string(clock_.load()) + ")");
+  }
+  return Status::OK();
+}
+
+Status Worker::AdvanceTable(TableId id) {
+  TableCache& t = *tables_[id];
+  OplogSlot* slot = nullptr;
+  int senders = 0;
+  {
+    std::lock_guard<std::mutex> lock(t.mu);
+    for (auto& s : t.slots) {
+      if (!s->in_use) {
+        slot = s.get();
+        break;
+      }
+    }
+    if (slot == nullptr) {
+      auto fresh = std::make_unique<OplogSlot>();
+      if (t.floats() > 0) {
+        GEEPS_ASSIGN_OR_RETURN(void* host, device_->AllocatePinned(t.floats() * sizeof(float)));
+        pinned_allocations_.push_back(host);
+        fresh->host = static_cast<float*>(host);
+      }
+      t.slots.push_back(std::move(fresh));
+      slot = t.slots.back().get();
+    }
+    std::vector<bool> has_channel(config_.num_channels, false);
+    for (const PartitionSlice& s : t.slices) has_channel[s.partition % config_.num_channels] = true;
+    senders = static_cast<int>(std::count(has_channel.begin(), has_channel.end(), true));
+    slot->in_use = true;
+    slot->clock = clock_.load();
+    slot->dirty = t.oplog_dirty;
+    slot->pending_sends = senders;
+    if (t.oplog_dirty) {
+      GEEPS_RETURN_IF_ERROR(device_->Copy(slot->host, t.oplog, t.floats() * sizeof(float),
+                                          device::CopyKind::kDeviceToHost, stream_.get()));
+      GEEPS_RETURN_IF_ERROR(device_->Fill(t.oplog, 0.0f, t.floats(), stream_.get()));
+      GEEPS_RETURN_IF_ERROR(device_->Synchronize(stream_.get()));
+      t.oplog_dirty = false;
+      if (config_.read_my_writes) {
+        slot->retained = true;
+        t.retained.push_back(slot);
+      }
+    }
+  }
+  std::vector<bool> sent(config_.num_channels, false);
+  for (const PartitionSlice& s : t.slices) {
+    const int k = s.partition % config_.num_channels;
+    if (sent[k]) continue;
+    sent[k] = true;
+    GEEPS_RETURN_IF_ERROR(channels_[k]->Enqueue({CommTask::kSend, id, slot}));
+  }
+  return Status::OK();
+}
+
+Status Worker::EndPrologue() {
+  for (TableId id : prologue_end_tables_) GEEPS_RETURN_IF_ERROR(AdvanceTable(id));
+  clock_.store(1);
+  section_ = kRepeated;
+  pos_ = 0;
+  return Status::OK();
+}
+
+Status Worker::Advance() {
+  const std::vector<Op>& ops = seq_.ops(section_);
+  const Op op = ops[pos_];
+  for (TableId id : advance_after_[section_][pos_]) GEEPS_RETURN_IF_ERROR(AdvanceTable(id));
+  ++pos_;
+  if (section_ == kRepeated && op.type == OpType::kClock) {
+    clock_.fetch_add(1);
+    iterations_.fetch_add(1);
+    pos_ = 0;
+  } else if (section_ == kPrologue && pos_ == ops.size()) {
+    return EndPrologue();
+  }
+  return Status::OK();
+}
+
+int64_t Worker::RequiredAge(int slack) const {
+  const int64_t c = clock_.load();
+  if (c == 0) return 0;  // the prologue reads whatever is there
+  if (slack == kUnboundedSlack) return 1;
+  return std::max<int64_t>(1, c - slack);
+}
+
+StatusOr<const float*> Worker::Read(ReadHandle h) {
+  std::lock_guard<std::mutex> api_lock(api_mu_);
+  GEEPS_RETURN_IF_ERROR(Expect(OpType::kRead, h.id, read_bufs_.size(), "Read"));
+  const RecordedAccess& a = seq_.reads()[h.id];
+  const AccessBuffers& b = read_bufs_[h.id];
+  TableCache& t = *tables_[a.table];
+  const int64_t required = RequiredAge(a.slack);
+  {
+    std::unique_lock<std::mutex> lock(t.mu);
+    auto fresh = [&] {
+      for (int si : b.slices)
+        if (t.slices[si].age < required) return false;
+      return true;
+    };
+    if (!fresh()) {
+      reads_waited_.fetch_add(1);
+      const auto start = SteadyClock::now();
+      const bool ok = t.cv.wait_until(lock, start + config_.timeout, [&] {
+        return fresh() || shutdown_requested_.load();
+      });
+      read_wait_ns_.fetch_add(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(SteadyClock::now() - start)
+              .count());
+      if (shutdown_requested_.load())
+        return CancelledError("Read(read#" + std::to_string(h.id) +
+                              "): the worker was shut down while the read waited");
+      if (!ok) {
+        int64_t lowest = required;
+        int lowest_partition = -1;
+        for (int si : b.slices) {
+          if (t.slices[si].age < lowest) {
+            lowest = t.slices[si].age;
+            lowest_partition = t.slices[si].partition;
+          }
+        }
+        return DeadlineExceededError(
+            "Read(read#" + std::to_string(h.id) + ") of table " + std::to_string(a.table) +
+            " ('" + config_.tables[a.table].name + "') at clock " +
+            std::to_string(clock_.load()) + " waited " +
+            std::to_string(config_.timeout.count()) + " ms for rows of clock >= " +
+            std::to_string(required) + "; server partition " +
+            std::to_string(lowest_partition) + " is still at clock " + std::to_string(lowest) +
+            " (a slower worker has not clocked: is one stuck, failed or shut down?)");
+      }
+    }
+    GEEPS_RETURN_IF_ERROR(
+        device_->Gather(b.buffer, t.cache, b.index, a.rows.size(), t.width, stream_.get()));
+    GEEPS_RETURN_IF_ERROR(device_->Synchronize(stream_.get()));
+  }
+  GEEPS_RETURN_IF_ERROR(Advance());
+  return static_cast<const float*>(b.buffer);
+}
+
+Status Worker::PostRead(ReadHandle h) {
+  std::lock_guard<std::mutex> api_lock(api_mu_);
+  GEEPS_RETURN_IF_ERROR(Expect(OpType::kPostRead, h.id, read_bufs_.size(), "PostRead"));
+  return Advance();
+}
+
+StatusOr<float*> Worker::PreUpdate(UpdateHandle h) {
+  std::lock_guard<std::mutex> api_lock(api_mu_);
+  GEEPS_RETURN_IF_ERROR(Expect(OpType::kPreUpdate, h.id, update_bufs_.size(), "PreUpdate"));
+  const RecordedAccess& a = seq_.updates()[h.id];
+  const AccessBuffers& b = update_bufs_[h.id];
+  const size_t floats = a.rows.size() * config_.tables[a.table].row_width;
+  GEEPS_RETURN_IF_ERROR(device_->Fill(b.buffer, 0.0f, floats, stream_.get()));
+  GEEPS_RETURN_IF_ERROR(device_->Synchronize(stream_.get()));
+  GEEPS_RETURN_IF_ERROR(Advance());
+  return b.buffer;
+}
+
+Status Worker::Update(UpdateHandle h) {
+  std::lock_guard<std::mutex> api_lock(api_mu_);
+  GEEPS_RETURN_IF_ERROR(Expect(OpType::kUpdate, h.id, update_bufs_.size(), "Update"));
+  const RecordedAccess& a = seq_.updates()[h.id];
+  const AccessBuffers& b = update_bufs_[h.id];
+  TableCache& t = *tables_[a.table];
+  {
+    std::lock_guard<std::mutex> lock(t.mu);
+    GEEPS_RETURN_IF_ERROR(
+        device_->ScatterAdd(t.oplog, b.buffer, b.index, a.rows.size(), t.width, stream_.get()));
+    if (config_.read_my_writes) {
+      GEEPS_RETURN_IF_ERROR(device_->ScatterAdd(t.cache, b.buffer, b.index, a.rows.size(),
+                                                t.width, stream_.get()));
+    }
+    GEEPS_RETURN_IF_ERROR(device_->Synchronize(stream_.get()));
+    t.oplog_dirty = true;
+  }
+  return Advance();
+}
+
+StatusOr<float*> Worker::LocalAccess(LocalHandle h) {
+  std::lock_guard<std::mutex> api_lock(api_mu_);
+  GEEPS_RETURN_IF_ERROR(Expect(OpType::kLocalAccess, h.id, local_bufs_.size(), "LocalAccess"));
+  const RecordedAccess& a = seq_.locals()[h.id];
+  const AccessBuffers& b = local_bufs_[h.id];
+  float* result = b.direct;
+  if (!b.contiguous) {
+    if (a.fetch) {
+      GEEPS_RETURN_IF_ERROR(device_->Gather(b.buffer, local_tables_[a.table], b.index,
+                                            a.rows.size(), config_.tables[a.table].row_width,
+                                            stream_.get()));
+      GEEPS_RETURN_IF_ERROR(device_->Synchronize(stream_.get()));
+    }
+    result = b.buffer;
+  }
+  GEEPS_RETURN_IF_ERROR(Advance());
+  return result;
+}
+
+Status Worker::PostLocalAccess(LocalHandle h) {
+  std::lock_guard<std::mutex> api_lock(api_mu_);
+  GEEPS_RETURN_IF_ERROR(
+      Expect(OpType::kPostLocalAccess, h.id, local_bufs_.size(), "PostLocalAccess"));
+  const RecordedAccess& a = seq_.locals()[h.id];
+  const AccessBuffers& b = local_bufs_[h.id];
+  if (!b.contiguous && a.keep) {
+    GEEPS_RETURN_IF_ERROR(device_->Scatter(local_tables_[a.table], b.buffer, b.index,
+                                           a.rows.size(), config_.tables[a.table].row_width,
+                                           stream_.get()));
+    GEEPS_RETURN_IF_ERROR(device_->Synchronize(stream_.get()));
+  }
+  return Advance();
+}
+
+Status Worker::Clock() {
+  std::lock_guard<std::mutex> api_lock(api_mu_);
+  GEEPS_RETURN_IF_ERROR(Expect(OpType::kClock, -1, 0, "Clock"));
+  return Advance();
+}
+
+// ---- Between iterations -------------------------------------------------------
+
+Status Worker::Sync() {
+  std::lock_guard<std::mutex> api_lock(api_mu_);
+  if (phase_ != Phase::kRunning)
+    return FailedPreconditionError("Sync: only after StartIterations and before Shutdown");
+  if (pos_ != 0)
+    return FailedPreconditionError("Sync: only between iterations (the iteration is at position " +
+                                   std::to_string(pos_) + ")");
+  const int64_t target = clock_.load();
+  const auto deadline = SteadyClock::now() + config_.timeout;
+  for (auto& tp : tables_) {
+    if (!tp) continue;
+    TableCache& t = *tp;
+    std::unique_lock<std::mutex> lock(t.mu);
+    auto done = [&] {
+      for (const PartitionSlice& s : t.slices)
+        if (s.cache_count > 0 && s.age < target) return false;
+      return true;
+    };
+    if (!t.cv.wait_until(lock, deadline, [&] { return done() || shutdown_requested_.load(); }))
+      return DeadlineExceededError("Sync: table " + std::to_string(t.id) +
+                                   " did not reach clock " + std::to_string(target) + " within " +
+                                   std::to_string(config_.timeout.count()) + " ms");
+    if (shutdown_requested_.load()) return CancelledError("Sync: the worker was shut down");
+  }
+  return Status::OK();
+}
+
+Status Worker::CopyRows(TableId table, const std::vector<RowIndex>& rows, float* out) {
+  std::lock_guard<std::mutex> api_lock(api_mu_);
+  if (phase_ != Phase::kRunning && phase_ != Phase::kFinished)
+    return FailedPreconditionError(
+        "CopyRows: only after FinishVirtualIteration and before Shutdown");
+  if (pos_ != 0 && phase_ == Phase::kRunning)
+    return FailedPreconditionError("CopyRows: only between iterations");
+  if (table >= config_.tables.size())
+    return OutOfRangeError("CopyRows: table " + std::to_string(table) + " does not exist");
+  if (out == nullptr && !rows.empty()) return InvalidArgumentError("CopyRows: out is null");
+  const TableSpec& spec = config_.tables[table];
+  for (RowIndex r : rows) {
+    if (r >= spec.num_rows)
+      return OutOfRangeError("CopyRows: row " + std::to_string(r) + " is out of range for table " +
+                             std::to_string(table) + " with " + std::to_string(spec.num_rows) +
+                             " rows");
+  }
+  const size_t row_bytes = spec.row_width * sizeof(float);
+  if (spec.local) {
+    for (size_t i = 0; i < rows.size(); ++i) {
+      if (local_tables_[table] == nullptr) {
+        std::fill(out + i * spec.row_width, out + (i + 1) * spec.row_width, 0.0f);
+        continue;
+      }
+      GEEPS_RETURN_IF_ERROR(device_->Copy(out + i * spec.row_width,
+                                          local_tables_[table] + rows[i] * spec.row_width,
+                                          row_bytes, device::CopyKind::kDeviceToHost,
+                                          stream_.get()));
+    }
+    return device_->Synchronize(stream_.get());
+  }
+  TableCache& t = *tables_[table];
+  std::lock_guard<std::mutex> lock(t.mu);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    auto it = std::lower_bound(t.rows.begin(), t.rows.end(), rows[i]);
+    if (it == t.rows.end() || *it != rows[i])
+      return InvalidArgumentError("CopyRows: row " + std::to_string(rows[i]) + " of table " +
+                                  std::to_string(table) +
+                                  " is not in this worker's cache (it neither reads nor "
+                                  "updates it)");
+    GEEPS_RETURN_IF_ERROR(device_->Copy(out + i * spec.row_width,
+                                        t.cache + (it - t.rows.begin()) * spec.row_width,
+                                        row_bytes, device::CopyKind::kDeviceToHost,
+                                        stream_.get()));
+  }
+  return device_->Synchronize(stream_.get());
+}
+
+WorkerStats Worker::GetStats() const {
+  WorkerStats s;
+  s.rank = rank_;
+  s.clock = clock_.load();
+  s.iterations = iterations_.load();
+  s.read_wait_seconds = static_cast<double>(read_wait_ns_.load()) * 1e-9;
+  s.reads_waited = reads_waited_.load();
+  s.messages_sent = counters_.messages_sent.load();
+  s.messages_received = counters_.messages_received.load();
+  s.bytes_sent = counters_.bytes_sent.load();
+  s.bytes_received = counters_.bytes_received.load();
+  s.pushes_installed = counters_.pushes_installed.load();
+  s.frames_dropped = counters_.frames_dropped.load();
+  s.device_bytes_in_use = device_bytes_.load();
+  return s;
+}
+
+Status Worker::Shutdown() {
+  shutdown_requested_.store(true);
+  // Wake reads blocked on fresh rows (they hold api_mu_).
+  for (auto& t : tables_) {
+    if (!t) continue;
+    { std::lock_guard<std::mutex> lock(t->mu); }
+    t->cv.notify_all();
+  }
+  std::lock_guard<std::mutex> api_lock(api_mu_);
+  if (phase_ == Phase::kShutDown && channels_.empty()) return Status::OK();
+  for (auto& c : channels_) c->Stop();
+  channels_.clear();
+  phase_ = Phase::kShutDown;
+  if (stream_) return device_->Synchronize(stream_.get());
+  return Status::OK();
+}
+
+}  // namespace geeps::client

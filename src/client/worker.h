@@ -1,0 +1,126 @@
+// The implementation behind geeps::GeePS: one worker's recorder, device
+// memory, parameter cache, oplogs and communication channels.
+//
+// Threads: the application thread makes every call but Shutdown() and
+// GetStats() (any thread). api_mu_ serialises the application's calls
+// against Shutdown(); a Read blocked on fresh rows waits on its table's
+// condition variable, which Shutdown() signals.
+#ifndef GEEPS_CLIENT_WORKER_H_
+#define GEEPS_CLIENT_WORKER_H_
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+#include <zmq.hpp>
+
+#include "client/comm_channel.h"
+#include "client/op_sequence.h"
+#include "client/table_cache.h"
+#include "device/device.h"
+#include "geeps/config.h"
+#include "geeps/geeps.h"
+#include "geeps/stats.h"
+#include "geeps/status.h"
+
+namespace geeps::client {
+
+class Worker {
+ public:
+  // `partition_endpoints[p]` is the endpoint of server partition p (shard p /
+  // num_channels, channel p % num_channels). `zmq_context` outlives the worker.
+  Worker(const Config& config, int rank, zmq::context_t* zmq_context,
+         std::vector<std::string> partition_endpoints);
+  ~Worker();
+
+  int rank() const { return rank_; }
+  int num_workers() const { return config_.num_workers; }
+
+  StatusOr<ReadHandle> VirtualRead(TableId table, const std::vector<RowIndex>& rows, int slack);
+  Status VirtualPostRead(ReadHandle h);
+  StatusOr<UpdateHandle> VirtualPreUpdate(TableId table, const std::vector<RowIndex>& rows);
+  Status VirtualUpdate(UpdateHandle h);
+  StatusOr<LocalHandle> VirtualLocalAccess(TableId table, const std::vector<RowIndex>& rows,
+                                           bool fetch);
+  Status VirtualPostLocalAccess(LocalHandle h, bool keep);
+  Status VirtualClock();
+  Status FinishVirtualIteration();
+  Status StartIterations();
+
+  StatusOr<const float*> Read(ReadHandle h);
+  Status PostRead(ReadHandle h);
+  StatusOr<float*> PreUpdate(UpdateHandle h);
+  Status Update(UpdateHandle h);
+  StatusOr<float*> LocalAccess(LocalHandle h);
+  Status PostLocalAccess(LocalHandle h);
+  Status Clock();
+
+  Status Sync();
+  Status CopyRows(TableId table, const std::vector<RowIndex>& rows, float* out);
+  WorkerStats GetStats() const;
+  Status Shutdown();
+  const Config& config() const { return config_; }
+
+ private:
+  enum class Phase { kRecording, kFinished, kRunning, kShutDown };
+
+  // Device memory of one recorded access.
+  struct AccessBuffers {
+    float* buffer = nullptr;     // rows.size() * width
+    uint32_t* index = nullptr;   // device: positions in the cache / local table
+    bool contiguous = false;     // local access over consecutive rows
+    float* direct = nullptr;     // contiguous local access: pointer into the table
+    std::vector<int> slices;     // reads: indexes into the table's slices
+  };
+
+  Status CheckRecording(const char* call) const;
+  Status Expect(OpType type, int32_t handle, size_t count, const char* call);
+  Status Advance();  // after an op: advance table clocks, move the cursor
+  Status AdvanceTable(TableId table);
+  Status EndPrologue();
+  Status BuildTables();     // plans cached rows and slices, no memory
+  Status AllocateTables();  // cache, oplog, local tables
+  Status BuildAccesses();
+  void BuildClockPlan();
+  StatusOr<uint32_t*> UploadIndex(const std::vector<uint32_t>& index);
+  StatusOr<float*> AllocFloats(size_t count);
+  Status CheckBudget() const;
+  int64_t RequiredAge(int slack) const;
+
+  const Config config_;
+  const int rank_;
+  zmq::context_t* zmq_context_;
+  const std::vector<std::string> partition_endpoints_;
+
+  mutable std::mutex api_mu_;
+  std::atomic<bool> shutdown_requested_{false};
+  Phase phase_ = Phase::kRecording;
+  OpSequence seq_;
+
+  std::unique_ptr<device::Device> device_;
+  std::unique_ptr<device::Stream> stream_;  // the application thread's
+  std::vector<void*> allocations_;          // device memory to free
+  std::vector<void*> pinned_allocations_;
+  std::vector<std::unique_ptr<TableCache>> tables_;  // shared tables; null if local
+  std::vector<float*> local_tables_;                 // local tables; null if unused
+  std::vector<AccessBuffers> read_bufs_, update_bufs_, local_bufs_;
+  // advance_after_[section][pos]: tables whose clock advances after that op.
+  std::vector<std::vector<TableId>> advance_after_[2];
+  std::vector<TableId> prologue_end_tables_;
+
+  ClientCounters counters_;
+  std::vector<std::unique_ptr<CommChannel>> channels_;
+
+  // The real-phase cursor.
+  Section section_ = kRepeated;
+  size_t pos_ = 0;
+  std::atomic<int64_t> clock_{0};  // clocks completed; the prologue is clock 0
+  std::atomic<int64_t> iterations_{0};
+  std::atomic<int64_t> read_wait_ns_{0}, reads_waited_{0};
+  std::atomic<uint64_t> device_bytes_{0};
+};
+
+}  // namespace geeps::client
+
+#endif  // GEEPS_CLIENT_WORKER_H_

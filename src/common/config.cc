@@ -1,0 +1,122 @@
+#include <cerrno>
+#include <cstdlib>
+#include <set>
+#include <string>
+
+#include "geeps/config.h"
+
+namespace geeps {
+namespace {
+
+constexpr int kMaxWorkers = 4096;
+constexpr int kMaxShards = 4096;
+constexpr int kMaxChannels = 64;
+constexpr uint32_t kMaxRowWidth = 1u << 24;
+// Row counts and indexes travel as 64-bit values but caches index rows with
+// 32-bit offsets.
+constexpr uint64_t kMaxRows = (1ull << 32) - 1;
+
+StatusOr<long long> ParseInt(const char* name, const char* text, long long lo,
+                             long long hi) {
+  errno = 0;
+  char* end = nullptr;
+  long long v = std::strtoll(text, &end, 10);
+  if (errno != 0 || end == text || *end != '\0' || v < lo || v > hi) {
+    return InvalidArgumentError(std::string(name) + "='" + text +
+                                "': expected an integer in [" +
+                                std::to_string(lo) + ", " + std::to_string(hi) +
+                                "]");
+  }
+  return v;
+}
+
+}  // namespace
+
+Status ValidateConfig(const Config& c) {
+  if (c.num_workers < 1 || c.num_workers > kMaxWorkers)
+    return InvalidArgumentError("num_workers must be in [1, " +
+                                std::to_string(kMaxWorkers) + "], got " +
+                                std::to_string(c.num_workers));
+  if (c.num_shards < 1 || c.num_shards > kMaxShards)
+    return InvalidArgumentError("num_shards must be in [1, " +
+                                std::to_string(kMaxShards) + "], got " +
+                                std::to_string(c.num_shards));
+  if (c.num_channels < 1 || c.num_channels > kMaxChannels)
+    return InvalidArgumentError("num_channels must be in [1, " +
+                                std::to_string(kMaxChannels) + "], got " +
+                                std::to_string(c.num_channels));
+  if (c.default_slack < 0)
+    return InvalidArgumentError("default_slack must be >= 0, got " +
+                                std::to_string(c.default_slack));
+  if (c.timeout.count() <= 0)
+    return InvalidArgumentError("timeout must be positive");
+  if (c.tables.empty()) return InvalidArgumentError("config has no tables");
+  std::set<std::string> names;
+  for (size_t i = 0; i < c.tables.size(); ++i) {
+    const TableSpec& t = c.tables[i];
+    std::string id = "table " + std::to_string(i) + " ('" + t.name + "')";
+    if (t.row_width == 0)
+      return InvalidArgumentError(id + ": row_width must be >= 1");
+    if (t.row_width > kMaxRowWidth)
+      return InvalidArgumentError(id + ": row_width " +
+                                  std::to_string(t.row_width) + " exceeds " +
+                                  std::to_string(kMaxRowWidth));
+    if (t.num_rows == 0) return InvalidArgumentError(id + ": num_rows must be >= 1");
+    if (t.num_rows > kMaxRows)
+      return InvalidArgumentError(id + ": num_rows " + std::to_string(t.num_rows) +
+                                  " exceeds " + std::to_string(kMaxRows));
+    if (!t.name.empty() && !names.insert(t.name).second)
+      return InvalidArgumentError(id + ": duplicate table name");
+  }
+  return Status::OK();
+}
+
+Status ApplyEnvironment(Config* c) {
+  struct IntVar {
+    const char* name;
+    int* field;
+    long long lo, hi;
+  };
+  const IntVar int_vars[] = {
+      {"GEEPS_NUM_WORKERS", &c->num_workers, 1, kMaxWorkers},
+      {"GEEPS_NUM_SHARDS", &c->num_shards, 1, kMaxShards},
+      {"GEEPS_NUM_CHANNELS", &c->num_channels, 1, kMaxChannels},
+      {"GEEPS_DEFAULT_SLACK", &c->default_slack, 0, 1 << 30},
+  };
+  for (const IntVar& v : int_vars) {
+    if (const char* text = std::getenv(v.name)) {
+      GEEPS_ASSIGN_OR_RETURN(long long value, ParseInt(v.name, text, v.lo, v.hi));
+      *v.field = static_cast<int>(value);
+    }
+  }
+  if (const char* text = std::getenv("GEEPS_READ_MY_WRITES")) {
+    GEEPS_ASSIGN_OR_RETURN(long long value, ParseInt("GEEPS_READ_MY_WRITES", text, 0, 1));
+    c->read_my_writes = value != 0;
+  }
+  if (const char* text = std::getenv("GEEPS_DEVICE_MEMORY_BUDGET")) {
+    GEEPS_ASSIGN_OR_RETURN(long long value,
+                           ParseInt("GEEPS_DEVICE_MEMORY_BUDGET", text, 0, (1ll << 62)));
+    c->device_memory_budget = static_cast<uint64_t>(value);
+  }
+  if (const char* text = std::getenv("GEEPS_TIMEOUT_MS")) {
+    GEEPS_ASSIGN_OR_RETURN(long long value,
+                           ParseInt("GEEPS_TIMEOUT_MS", text, 1, 24ll * 3600 * 1000));
+    c->timeout = std::chrono::milliseconds(value);
+  }
+  if (const char* text = std::getenv("GEEPS_DEVICE")) {
+    std::string v = text;
+    if (v == "auto") c->device = DeviceKind::kAuto;
+    else if (v == "host") c->device = DeviceKind::kHost;
+    else if (v == "cuda") c->device = DeviceKind::kCuda;
+    else return InvalidArgumentError("GEEPS_DEVICE='" + v + "': expected auto, host or cuda");
+  }
+  return Status::OK();
+}
+
+std::vector<RowIndex> RowRange(RowIndex first, RowIndex count) {
+  std::vector<RowIndex> rows(count);
+  for (RowIndex i = 0; i < count; ++i) rows[i] = first + i;
+  return rows;
+}
+
+}  // namespace geeps

@@ -1,0 +1,56 @@
+#include "common/logging.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <mutex>
+
+namespace geeps::common {
+namespace {
+
+LogLevel ThresholdFromEnv() {
+  const char* v = std::getenv("GEEPS_LOG_LEVEL");
+  if (v == nullptr) return LogLevel::kWarning;
+  if (std::strcmp(v, "error") == 0) return LogLevel::kError;
+  if (std::strcmp(v, "info") == 0) return LogLevel::kInfo;
+  if (std::strcmp(v, "debug") == 0) return LogLevel::kDebug;
+  return LogLevel::kWarning;
+}
+
+const char* LevelName(LogLevel level) {
+  switch (level) {
+    case LogLevel::kError: return "E";
+    case LogLevel::kWarning: return "W";
+    case LogLevel::kInfo: return "I";
+    case LogLevel::kDebug: return "D";
+  }
+  return "?";
+}
+
+std::mutex& LogMutex() {
+  static std::mutex mu;
+  return mu;
+}
+
+}  // namespace
+
+bool LogEnabled(LogLevel level) {
+  static const LogLevel threshold = ThresholdFromEnv();
+  return static_cast<int>(level) <= static_cast<int>(threshold);
+}
+
+void LogLine(LogLevel level, const char* file, int line, const std::string& msg) {
+  const char* base = std::strrchr(file, '/');
+  std::lock_guard<std::mutex> lock(LogMutex());
+  std::cerr << "[geeps " << LevelName(level) << " " << (base ? base + 1 : file)
+            << ":" << line << "] " << msg << std::endl;
+}
+
+void CheckFailed(const char* file, int line, const char* cond,
+                 const std::string& msg) {
+  LogLine(LogLevel::kError, file, line,
+          std::string("invariant broken (a libgeeps bug): ") + cond + " " + msg);
+  std::abort();
+}
+
+}  // namespace geeps::common

@@ -1,0 +1,34 @@
+#include <sstream>
+
+#include "geeps/stats.h"
+
+namespace geeps {
+
+std::string WorkerStats::ToJson() const {
+  std::ostringstream o;
+  o << "{\"rank\":" << rank << ",\"clock\":" << clock
+    << ",\"iterations\":" << iterations
+    << ",\"read_wait_seconds\":" << read_wait_seconds
+    << ",\"reads_waited\":" << reads_waited
+    << ",\"messages_sent\":" << messages_sent
+    << ",\"messages_received\":" << messages_received
+    << ",\"bytes_sent\":" << bytes_sent
+    << ",\"bytes_received\":" << bytes_received
+    << ",\"pushes_installed\":" << pushes_installed
+    << ",\"frames_dropped\":" << frames_dropped
+    << ",\"device_bytes_in_use\":" << device_bytes_in_use << "}";
+  return o.str();
+}
+
+std::string ShardStats::ToJson() const {
+  std::ostringstream o;
+  o << "{\"shard\":" << shard << ",\"updates_applied\":" << updates_applied
+    << ",\"rows_applied\":" << rows_applied
+    << ",\"pushes_sent\":" << pushes_sent
+    << ",\"bytes_received\":" << bytes_received
+    << ",\"bytes_sent\":" << bytes_sent
+    << ",\"frames_dropped\":" << frames_dropped << "}";
+  return o.str();
+}
+
+}  // namespace geeps

@@ -1,0 +1,261 @@
+#include "server/shard_channel.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/logging.h"
+
+namespace geeps::server {
+
+using transport::DecodedMessage;
+using transport::FrameView;
+using transport::MsgType;
+using transport::WireHeader;
+
+namespace {
+constexpr int kPollSafetyMs = 200;  // re-check stop_ at least this often
+}  // namespace
+
+ShardChannel::ShardChannel(zmq::context_t* context, const Config& config,
+                           int partition, std::string endpoint)
+    : context_(context),
+      config_(config),
+      partition_(partition),
+      endpoint_(std::move(endpoint)),
+      control_endpoint_("inproc://geeps-shard-control-" + std::to_string(partition) +
+                        "-" + std::to_string(reinterpret_cast<uintptr_t>(this))) {
+  const int num_partitions = config_.num_shards * config_.num_channels;
+  tables_.resize(config_.tables.size());
+  for (size_t i = 0; i < config_.tables.size(); ++i) {
+    const TableSpec& spec = config_.tables[i];
+    if (spec.local) continue;
+    auto t = std::make_unique<TableState>();
+    t->span = common::PartitionRows(spec.num_rows, partition_, num_partitions);
+    t->width = spec.row_width;
+    t->data.assign(t->span.size() * spec.row_width, 0.0f);
+    t->clocks.assign(config_.num_workers, 0);
+    t->subscriptions.resize(config_.num_workers);
+    t->subscribed.assign(config_.num_workers, false);
+    tables_[i] = std::move(t);
+  }
+}
+
+ShardChannel::~ShardChannel() { Stop(); }
+
+Status ShardChannel::Start() {
+  if (started_) return FailedPreconditionError("shard channel already started");
+  try {
+    socket_ = std::make_unique<zmq::socket_t>(*context_, zmq::socket_type::router);
+    socket_->set(zmq::sockopt::sndhwm, 0);
+    socket_->set(zmq::sockopt::rcvhwm, 0);
+    socket_->set(zmq::sockopt::router_mandatory, 1);
+    socket_->set(zmq::sockopt::linger, 0);
+    socket_->bind(endpoint_);
+    control_ = std::make_unique<zmq::socket_t>(*context_, zmq::socket_type::pull);
+    control_->set(zmq::sockopt::linger, 0);
+    control_->bind(control_endpoint_);
+  } catch (const zmq::error_t& e) {
+    socket_.reset();
+    control_.reset();
+    return UnavailableError("shard partition " + std::to_string(partition_) +
+                            ": cannot bind " + endpoint_ + ": " + e.what());
+  }
+  started_ = true;
+  thread_ = std::thread([this] { Run(); });
+  return Status::OK();
+}
+
+void ShardChannel::Stop() {
+  if (!started_) return;
+  started_ = false;
+  stop_.store(true);
+  try {
+    zmq::socket_t wake(*context_, zmq::socket_type::push);
+    wake.set(zmq::sockopt::linger, 0);
+    wake.connect(control_endpoint_);
+    wake.send(zmq::str_buffer("stop"), zmq::send_flags::dontwait);
+  } catch (const zmq::error_t&) {
+    // The poll timeout re-checks stop_ anyway.
+  }
+  if (thread_.joinable()) thread_.join();
+  socket_.reset();
+  control_.reset();
+}
+
+ShardStats ShardChannel::GetStats() const {
+  ShardStats s;
+  s.updates_applied = updates_applied_.load();
+  s.rows_applied = rows_applied_.load();
+  s.pushes_sent = pushes_sent_.load();
+  s.bytes_received = bytes_received_.load();
+  s.bytes_sent = bytes_sent_.load();
+  s.frames_dropped = frames_dropped_.load();
+  return s;
+}
+
+std::vector<float> ShardChannel::RowsForTesting(TableId table) const {
+  if (table >= tables_.size() || !tables_[table]) return {};
+  return tables_[table]->data;
+}
+
+void ShardChannel::Run() {
+  std::vector<zmq::message_t> frames;
+  zmq::pollitem_t items[2] = {{socket_->handle(), 0, ZMQ_POLLIN, 0},
+                              {control_->handle(), 0, ZMQ_POLLIN, 0}};
+  while (!stop_.load()) {
+    try {
+      zmq::poll(items, 2, std::chrono::milliseconds(kPollSafetyMs));
+      if (items[1].revents & ZMQ_POLLIN) break;
+      if (!(items[0].revents & ZMQ_POLLIN)) continue;
+      // Drain what is queued, then poll again.
+      for (int budget = 0; budget < 256 && !stop_.load(); ++budget) {
+        frames.clear();
+        bool more = true;
+        bool got_any = false;
+        while (more) {
+          zmq::message_t msg;
+          auto r = socket_->recv(msg, got_any ? zmq::recv_flags::none
+                                              : zmq::recv_flags::dontwait);
+          if (!r) break;
+          got_any = true;
+          more = msg.more();
+          frames.push_back(std::move(msg));
+        }
+        if (!got_any) break;
+        HandleMessage(frames);
+      }
+    } catch (const zmq::error_t& e) {
+      if (e.num() == ETERM) break;
+      GEEPS_LOG(Error) << "shard partition " << partition_ << ": " << e.what();
+    }
+  }
+}
+
+void ShardChannel::Drop(DropReason reason, const std::string& what) {
+  frames_dropped_.fetch_add(1);
+  if (!(logged_drop_reasons_ & (1u << reason))) {
+    logged_drop_reasons_ |= 1u << reason;
+    GEEPS_LOG(Warning) << "shard partition " << partition_
+                       << ": dropped a frame (" << what
+                       << "); further drops of this kind are only counted";
+  }
+}
+
+void ShardChannel::HandleMessage(std::vector<zmq::message_t>& frames) {
+  size_t total = 0;
+  for (const auto& f : frames) total += f.size();
+  bytes_received_.fetch_add(static_cast<int64_t>(total));
+  if (frames.size() < 2) return Drop(kDropFraming, "no routing id or header");
+  const int worker = transport::ParseWorkerRoutingId(frames[0].data(), frames[0].size(),
+                                                     config_.num_workers);
+  if (worker < 0) return Drop(kDropSender, "unknown sender routing id");
+  FrameView views[4];
+  const size_t count = std::min<size_t>(frames.size() - 1, 4);
+  if (frames.size() - 1 > 3) return Drop(kDropFraming, "too many frames");
+  for (size_t i = 0; i < count; ++i) views[i] = {frames[i + 1].data(), frames[i + 1].size()};
+  StatusOr<DecodedMessage> decoded = transport::DecodeFrames(views, count);
+  if (!decoded.ok()) return Drop(kDropFraming, decoded.status().message());
+  const DecodedMessage& m = *decoded;
+  if (m.header.sender != static_cast<uint32_t>(worker))
+    return Drop(kDropSender, "header sender does not match routing id");
+  if (m.header.table >= tables_.size() || !tables_[m.header.table])
+    return Drop(kDropTable, "unknown or local table " + std::to_string(m.header.table));
+  TableState& t = *tables_[m.header.table];
+  if (m.type != MsgType::kSubscribe && m.header.row_width != t.width)
+    return Drop(kDropTable, "row width does not match the table");
+  Status rows_ok = transport::ValidateRows(m, t.span.begin, t.span.end);
+  if (!rows_ok.ok()) return Drop(kDropRows, rows_ok.message());
+  switch (m.type) {
+    case MsgType::kSubscribe:
+      return HandleSubscribe(worker, m);
+    case MsgType::kUpdate:
+      return HandleUpdate(worker, m);
+    default:
+      return Drop(kDropType, std::string("unexpected ") + transport::MsgTypeName(m.type));
+  }
+}
+
+void ShardChannel::HandleSubscribe(int worker, const DecodedMessage& m) {
+  TableState& t = *tables_[m.header.table];
+  if (t.subscribed[worker]) return Drop(kDropDuplicateSubscribe, "second subscription");
+  std::vector<uint64_t>& rows = t.subscriptions[worker];
+  rows.resize(m.header.row_count);
+  for (uint64_t i = 0; i < m.header.row_count; ++i) rows[i] = m.RowAt(i);
+  t.subscribed[worker] = true;
+  // A subscription normally precedes the worker's first clock, so the minimum
+  // clock is still 0; push at once if it is not.
+  if (t.min_clock > 0) PushTo(worker, m.header.table, t);
+}
+
+void ShardChannel::HandleUpdate(int worker, const DecodedMessage& m) {
+  TableState& t = *tables_[m.header.table];
+  if (m.header.clock != t.clocks[worker])
+    return Drop(kDropClock, "update for clock " + std::to_string(m.header.clock) +
+                                " from worker " + std::to_string(worker) + ", expected " +
+                                std::to_string(t.clocks[worker]));
+  const uint32_t w = t.width;
+  for (uint64_t i = 0; i < m.header.row_count; ++i) {
+    float* dst = t.data.data() + (m.RowAt(i) - t.span.begin) * w;
+    const unsigned char* src = m.payload + i * w * sizeof(float);
+    for (uint32_t j = 0; j < w; ++j) {
+      float d;
+      std::memcpy(&d, src + j * sizeof(float), sizeof(float));
+      dst[j] += d;
+    }
+  }
+  updates_applied_.fetch_add(1);
+  rows_applied_.fetch_add(static_cast<int64_t>(m.header.row_count));
+  t.clocks[worker] = m.header.clock + 1;
+  const int64_t new_min = *std::min_element(t.clocks.begin(), t.clocks.end());
+  if (new_min > t.min_clock) {
+    t.min_clock = new_min;
+    for (int s = 0; s < config_.num_workers; ++s) {
+      if (t.subscribed[s]) PushTo(s, m.header.table, t);
+    }
+  }
+}
+
+void ShardChannel::PushTo(int worker, TableId table, TableState& t) {
+  const std::vector<uint64_t>& rows = t.subscriptions[worker];
+  WireHeader h;
+  h.type = static_cast<uint16_t>(MsgType::kPush);
+  h.sender = static_cast<uint32_t>(partition_);
+  h.table = table;
+  h.clock = t.min_clock;
+  h.aux = t.clocks[worker];
+  h.row_count = rows.size();
+  h.row_width = t.width;
+  const size_t row_bytes = static_cast<size_t>(t.width) * sizeof(float);
+  try {
+    const std::string id = transport::WorkerRoutingId(worker);
+    zmq::message_t header(transport::kHeaderBytes);
+    transport::EncodeHeader(h, header.data());
+    socket_->send(zmq::buffer(id), zmq::send_flags::sndmore);
+    if (rows.empty()) {
+      socket_->send(header, zmq::send_flags::none);
+    } else {
+      socket_->send(header, zmq::send_flags::sndmore);
+      zmq::message_t payload(rows.size() * row_bytes);
+      char* out = static_cast<char*>(payload.data());
+      // Subscribed rows are sorted; copy runs of consecutive rows at once.
+      size_t i = 0;
+      while (i < rows.size()) {
+        size_t j = i + 1;
+        while (j < rows.size() && rows[j] == rows[j - 1] + 1) ++j;
+        std::memcpy(out + i * row_bytes,
+                    t.data.data() + (rows[i] - t.span.begin) * t.width,
+                    (j - i) * row_bytes);
+        i = j;
+      }
+      socket_->send(payload, zmq::send_flags::none);
+    }
+    pushes_sent_.fetch_add(1);
+    bytes_sent_.fetch_add(static_cast<int64_t>(transport::kHeaderBytes + rows.size() * row_bytes));
+  } catch (const zmq::error_t& e) {
+    // EHOSTUNREACH: the worker's socket is gone (it shut down).
+    GEEPS_LOG(Info) << "shard partition " << partition_ << ": push to worker "
+                    << worker << " failed: " << e.what();
+  }
+}
+
+}  // namespace geeps::server

@@ -1,0 +1,99 @@
+// One channel of one server shard: a thread with a ZeroMQ ROUTER socket that
+// owns partition p's rows of every shared table (see common/partition.h).
+//
+// State per table: the rows (host memory, zero-initialised), the vector clock
+// (clocks completed per worker), the minimum clock, the subscribed rows of
+// each worker. Updates are applied by addition; when a table's minimum clock
+// advances, every subscriber is pushed its subscribed rows.
+//
+// Every received frame is validated before use; a malformed or unexpected
+// one is counted, logged once per kind, and dropped.
+#ifndef GEEPS_SERVER_SHARD_CHANNEL_H_
+#define GEEPS_SERVER_SHARD_CHANNEL_H_
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+#include <zmq.hpp>
+
+#include "common/partition.h"
+#include "geeps/config.h"
+#include "geeps/stats.h"
+#include "geeps/status.h"
+#include "transport/wire.h"
+
+namespace geeps::server {
+
+class ShardChannel {
+ public:
+  // `context` must outlive this object.
+  ShardChannel(zmq::context_t* context, const Config& config, int partition,
+               std::string endpoint);
+  ~ShardChannel();  // Stop()
+  ShardChannel(const ShardChannel&) = delete;
+  ShardChannel& operator=(const ShardChannel&) = delete;
+
+  // Binds the socket (on the calling thread) and starts the thread. An
+  // endpoint that cannot be bound is kUnavailable naming it.
+  Status Start();
+  // Stops and joins the thread. Idempotent. Messages not yet received are
+  // dropped.
+  void Stop();
+
+  ShardStats GetStats() const;  // thread-safe; `shard` is left 0
+
+  // This partition's rows of shared table `table`, row-major. Only for tests,
+  // after Stop().
+  std::vector<float> RowsForTesting(TableId table) const;
+
+ private:
+  struct TableState {
+    common::RowSpan span;
+    uint32_t width = 0;
+    std::vector<float> data;           // span.size() * width
+    std::vector<int64_t> clocks;       // per worker: clocks completed
+    int64_t min_clock = 0;
+    std::vector<std::vector<uint64_t>> subscriptions;  // per worker, sorted rows
+    std::vector<bool> subscribed;
+  };
+  enum DropReason : uint32_t {
+    kDropFraming = 0,
+    kDropSender,
+    kDropTable,
+    kDropRows,
+    kDropClock,
+    kDropType,
+    kDropDuplicateSubscribe,
+    kNumDropReasons
+  };
+
+  void Run();
+  void HandleMessage(std::vector<zmq::message_t>& frames);
+  void HandleSubscribe(int worker, const transport::DecodedMessage& m);
+  void HandleUpdate(int worker, const transport::DecodedMessage& m);
+  void PushTo(int worker, TableId table, TableState& t);
+  void Drop(DropReason reason, const std::string& what);
+
+  zmq::context_t* context_;
+  const Config config_;
+  const int partition_;
+  const std::string endpoint_;
+  const std::string control_endpoint_;
+  std::vector<std::unique_ptr<TableState>> tables_;  // by TableId; null if local
+
+  std::unique_ptr<zmq::socket_t> socket_;   // owned by the thread once started
+  std::unique_ptr<zmq::socket_t> control_;  // PULL, wakes the thread on Stop()
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  bool started_ = false;
+
+  std::atomic<int64_t> updates_applied_{0}, rows_applied_{0}, pushes_sent_{0},
+      bytes_received_{0}, bytes_sent_{0}, frames_dropped_{0};
+  uint32_t logged_drop_reasons_ = 0;  // thread-owned
+};
+
+}  // namespace geeps::server
+
+#endif  // GEEPS_SERVER_SHARD_CHANNEL_H_

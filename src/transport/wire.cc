@@ -1,0 +1,116 @@
+#include "transport/wire.h"
+
+#include <cstring>
+#include <limits>
+
+namespace geeps::transport {
+namespace {
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "the wire format is little-endian; big-endian hosts need byte swaps");
+
+bool MulOverflows(uint64_t a, uint64_t b, uint64_t* out) {
+  return __builtin_mul_overflow(a, b, out);
+}
+
+}  // namespace
+
+const char* MsgTypeName(MsgType type) {
+  switch (type) {
+    case MsgType::kSubscribe: return "Subscribe";
+    case MsgType::kUpdate: return "Update";
+    case MsgType::kPush: return "Push";
+  }
+  return "Unknown";
+}
+
+uint64_t DecodedMessage::RowAt(uint64_t i) const {
+  uint64_t r;
+  std::memcpy(&r, rows + i * sizeof(uint64_t), sizeof(r));
+  return r;
+}
+
+void EncodeHeader(const WireHeader& h, void* out) { std::memcpy(out, &h, kHeaderBytes); }
+
+StatusOr<DecodedMessage> DecodeFrames(const FrameView* frames, size_t count) {
+  if (count == 0) return InvalidArgumentError("empty message");
+  if (frames[0].size != kHeaderBytes)
+    return InvalidArgumentError("header frame has " + std::to_string(frames[0].size) +
+                                " bytes, expected " + std::to_string(kHeaderBytes));
+  DecodedMessage m;
+  std::memcpy(&m.header, frames[0].data, kHeaderBytes);
+  const WireHeader& h = m.header;
+  if (h.magic != kWireMagic) return InvalidArgumentError("bad magic");
+  if (h.version != kWireVersion)
+    return InvalidArgumentError("unsupported wire version " + std::to_string(h.version));
+  if (h.flags != 0) return InvalidArgumentError("reserved flags set");
+  if (h.clock < 0) return InvalidArgumentError("negative clock");
+  if (h.type < static_cast<uint16_t>(MsgType::kSubscribe) ||
+      h.type > static_cast<uint16_t>(MsgType::kPush))
+    return InvalidArgumentError("unknown message type " + std::to_string(h.type));
+  m.type = static_cast<MsgType>(h.type);
+
+  const bool has_rows = m.type != MsgType::kPush;
+  const bool has_payload = m.type != MsgType::kSubscribe;
+  if (has_payload && h.row_width == 0) return InvalidArgumentError("zero row width");
+  uint64_t row_bytes = 0, floats = 0, payload_bytes = 0;
+  if (MulOverflows(h.row_count, sizeof(uint64_t), &row_bytes) ||
+      MulOverflows(h.row_count, h.row_width, &floats) ||
+      MulOverflows(floats, sizeof(float), &payload_bytes))
+    return InvalidArgumentError("row_count overflows");
+
+  // Frames present: header, then rows (if the type has rows and row_count >
+  // 0), then payload (if the type has a payload and row_count > 0).
+  size_t expected = 1 + ((has_rows && h.row_count > 0) ? 1 : 0) +
+                    ((has_payload && h.row_count > 0) ? 1 : 0);
+  if (count != expected)
+    return InvalidArgumentError(std::string(MsgTypeName(m.type)) + " with " +
+                                std::to_string(h.row_count) + " rows has " +
+                                std::to_string(count) + " frames, expected " +
+                                std::to_string(expected));
+  size_t next = 1;
+  if (has_rows && h.row_count > 0) {
+    if (frames[next].size != row_bytes)
+      return InvalidArgumentError("rows frame has " + std::to_string(frames[next].size) +
+                                  " bytes, expected " + std::to_string(row_bytes));
+    m.rows = static_cast<const unsigned char*>(frames[next].data);
+    ++next;
+  }
+  if (has_payload && h.row_count > 0) {
+    if (frames[next].size != payload_bytes)
+      return InvalidArgumentError("payload frame has " +
+                                  std::to_string(frames[next].size) + " bytes, expected " +
+                                  std::to_string(payload_bytes));
+    m.payload = static_cast<const unsigned char*>(frames[next].data);
+  }
+  return m;
+}
+
+Status ValidateRows(const DecodedMessage& m, uint64_t begin, uint64_t end) {
+  uint64_t prev = 0;
+  for (uint64_t i = 0; i < m.header.row_count; ++i) {
+    uint64_t r = m.RowAt(i);
+    if (r < begin || r >= end)
+      return OutOfRangeError("row " + std::to_string(r) + " outside [" +
+                             std::to_string(begin) + ", " + std::to_string(end) + ")");
+    if (i > 0 && r <= prev) return InvalidArgumentError("rows not strictly increasing");
+    prev = r;
+  }
+  return Status::OK();
+}
+
+std::string WorkerRoutingId(int rank) { return "w" + std::to_string(rank); }
+
+int ParseWorkerRoutingId(const void* data, size_t size, int num_workers) {
+  const char* s = static_cast<const char*>(data);
+  if (size < 2 || size > 11 || s[0] != 'w') return -1;
+  long long v = 0;
+  for (size_t i = 1; i < size; ++i) {
+    if (s[i] < '0' || s[i] > '9') return -1;
+    if (i == 1 && s[i] == '0' && size > 2) return -1;  // no leading zeros
+    v = v * 10 + (s[i] - '0');
+  }
+  return v < num_workers ? static_cast<int>(v) : -1;
+}
+
+}  // namespace geeps::transport

@@ -1,0 +1,93 @@
+// The wire format shared by clients and server partitions.
+//
+// A message is 1 to 3 ZeroMQ frames: [header][rows][payload].
+//  header  48 bytes, little-endian, layout of WireHeader below.
+//  rows    row_count uint64 row indexes, strictly increasing (kSubscribe,
+//          kUpdate); absent for kPush, whose rows are the subscription.
+//  payload row_count * row_width float32 values (kUpdate, kPush).
+// A ROUTER socket adds the peer's routing id as a first frame.
+//
+// Message types:
+//  kSubscribe  client -> partition: the rows of `table` this client caches.
+//  kUpdate     client -> partition: deltas for clock `clock` of `table`, and
+//              "this client has completed clock `clock` of `table`". May carry
+//              zero rows (a clock advance only).
+//  kPush       partition -> client: the subscribed rows of `table` as of
+//              minimum clock `clock` (every worker's updates from clocks <
+//              clock are in); `aux` = clocks of the recipient included.
+//
+// Nothing in a frame is trusted: DecodeFrames() checks sizes and the fixed
+// fields; the receiver then checks what depends on its state (table ids,
+// row ranges, clocks) with the helpers below before using anything.
+#ifndef GEEPS_TRANSPORT_WIRE_H_
+#define GEEPS_TRANSPORT_WIRE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "geeps/status.h"
+
+namespace geeps::transport {
+
+constexpr uint32_t kWireMagic = 0x53504547;  // "GEPS" little-endian
+constexpr uint16_t kWireVersion = 1;
+
+enum class MsgType : uint16_t {
+  kSubscribe = 1,
+  kUpdate = 2,
+  kPush = 3,
+};
+
+const char* MsgTypeName(MsgType type);
+
+struct WireHeader {
+  uint32_t magic = kWireMagic;
+  uint16_t version = kWireVersion;
+  uint16_t type = 0;
+  uint32_t sender = 0;   // worker rank (client -> server) or partition id
+  uint32_t table = 0;
+  int64_t clock = 0;
+  int64_t aux = 0;
+  uint64_t row_count = 0;
+  uint32_t row_width = 0;
+  uint32_t flags = 0;    // reserved, must be 0
+};
+constexpr size_t kHeaderBytes = 48;
+static_assert(sizeof(WireHeader) == kHeaderBytes, "packed header layout");
+
+// One received message, frames borrowed from the caller.
+struct FrameView {
+  const void* data = nullptr;
+  size_t size = 0;
+};
+
+struct DecodedMessage {
+  WireHeader header;
+  MsgType type = MsgType::kUpdate;
+  const unsigned char* rows = nullptr;     // row_count uint64, maybe unaligned
+  const unsigned char* payload = nullptr;  // row_count*row_width float32
+  uint64_t RowAt(uint64_t i) const;        // REQUIRES: i < row_count
+};
+
+// Validates framing and the fixed fields: frame count for the type, header
+// size, magic, version, type, flags, rows/payload frame sizes against
+// row_count and row_width (overflow-safe), clock >= 0. Does not check the
+// header against any receiver state.
+StatusOr<DecodedMessage> DecodeFrames(const FrameView* frames, size_t count);
+
+// Checks rows are strictly increasing and inside [begin, end).
+Status ValidateRows(const DecodedMessage& m, uint64_t begin, uint64_t end);
+
+// Encodes a header into 48 bytes.
+void EncodeHeader(const WireHeader& h, void* out);
+
+// Routing ids of worker sockets: "w" followed by the decimal rank.
+std::string WorkerRoutingId(int rank);
+// Parses a routing id; -1 when it is not a worker id below num_workers.
+int ParseWorkerRoutingId(const void* data, size_t size, int num_workers);
+
+}  // namespace geeps::transport
+
+#endif  // GEEPS_TRANSPORT_WIRE_H_

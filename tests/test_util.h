@@ -1,0 +1,41 @@
+// Shared helpers for the cluster tests.
+#ifndef GEEPS_TESTS_TEST_UTIL_H_
+#define GEEPS_TESTS_TEST_UTIL_H_
+
+#include <fstream>
+#include <string>
+
+#include "geeps/status.h"
+
+namespace geeps::testing {
+
+// Threads of this process, from /proc/self/status (-1 if unavailable).
+inline int ThreadCount() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
+  }
+  return -1;
+}
+
+}  // namespace geeps::testing
+
+#define ASSERT_OK(expr)                                  \
+  do {                                                   \
+    const ::geeps::Status geeps_st_ = (expr);            \
+    ASSERT_TRUE(geeps_st_.ok()) << geeps_st_.ToString(); \
+  } while (0)
+#define EXPECT_OK(expr)                                  \
+  do {                                                   \
+    const ::geeps::Status geeps_st_ = (expr);            \
+    EXPECT_TRUE(geeps_st_.ok()) << geeps_st_.ToString(); \
+  } while (0)
+// Inside a worker function returning Status.
+#define W_CHECK(cond, msg)                                                      \
+  do {                                                                          \
+    if (!(cond)) return ::geeps::InternalError(std::string("check failed: ") + \
+                                               #cond + ": " + (msg));          \
+  } while (0)
+
+#endif  // GEEPS_TESTS_TEST_UTIL_H_
