@@ -622,7 +622,6 @@ Status Worker::CopyRows(TableId table, const std::vector<RowIndex>& rows, float*
     return FailedPreconditionError("CopyRows: only between iterations");
   if (table >= config_.tables.size())
     return OutOfRangeError("CopyRows: table " + std::to_string(table) + " does not exist");
-  if (out == nullptr && !rows.empty()) return InvalidArgumentError("CopyRows: out is null");
   const TableSpec& spec = config_.tables[table];
   for (RowIndex r : rows) {
     if (r >= spec.num_rows)
@@ -630,6 +629,7 @@ Status Worker::CopyRows(TableId table, const std::vector<RowIndex>& rows, float*
                              std::to_string(table) + " with " + std::to_string(spec.num_rows) +
                              " rows");
   }
+  if (out == nullptr && !rows.empty()) return InvalidArgumentError("CopyRows: out is null");
   const size_t row_bytes = spec.row_width * sizeof(float);
   if (spec.local) {
     for (size_t i = 0; i < rows.size(); ++i) {

@@ -1,0 +1,381 @@
+// The GeePS API on an embedded cluster: usage errors, local data,
+// read-my-writes, the tail of the last row, timeouts and shutdown.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "geeps/embedded_cluster.h"
+#include "test_util.h"
+
+namespace geeps {
+namespace {
+
+using std::chrono::milliseconds;
+
+Config OneTable(int workers = 1) {
+  Config c;
+  c.num_workers = workers;
+  c.tables = {{"w", 10, 4}, {"scratch", 8, 2, /*local=*/true}};
+  c.timeout = milliseconds(5000);
+  return c;
+}
+
+std::unique_ptr<EmbeddedCluster> StartOrDie(const Config& c) {
+  auto cluster = EmbeddedCluster::Start(c);
+  EXPECT_TRUE(cluster.ok()) << cluster.status();
+  return cluster.ok() ? std::move(cluster).value() : nullptr;
+}
+
+TEST(ConfigTest, RejectsBadConfigs) {
+  Config c = OneTable();
+  EXPECT_OK(ValidateConfig(c));
+  Config zero_width = c;
+  zero_width.tables[0].row_width = 0;
+  Status st = ValidateConfig(zero_width);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("row_width"), std::string::npos) << st;
+  EXPECT_FALSE(EmbeddedCluster::Start(zero_width).ok());
+  Config zero_rows = c;
+  zero_rows.tables[0].num_rows = 0;
+  EXPECT_EQ(ValidateConfig(zero_rows).code(), StatusCode::kInvalidArgument);
+  Config no_workers = c;
+  no_workers.num_workers = 0;
+  EXPECT_EQ(ValidateConfig(no_workers).code(), StatusCode::kInvalidArgument);
+  Config no_tables = c;
+  no_tables.tables.clear();
+  EXPECT_EQ(ValidateConfig(no_tables).code(), StatusCode::kInvalidArgument);
+  Config dup = c;
+  dup.tables[1].name = "w";
+  EXPECT_EQ(ValidateConfig(dup).code(), StatusCode::kInvalidArgument);
+  Config bad_channels = c;
+  bad_channels.num_channels = 0;
+  EXPECT_EQ(ValidateConfig(bad_channels).code(), StatusCode::kInvalidArgument);
+}
+
+TEST(ConfigTest, EnvironmentOverrides) {
+  Config c = OneTable();
+  setenv("GEEPS_NUM_CHANNELS", "3", 1);
+  setenv("GEEPS_READ_MY_WRITES", "1", 1);
+  setenv("GEEPS_DEVICE", "host", 1);
+  EXPECT_OK(ApplyEnvironment(&c));
+  EXPECT_EQ(c.num_channels, 3);
+  EXPECT_TRUE(c.read_my_writes);
+  EXPECT_EQ(c.device, DeviceKind::kHost);
+  setenv("GEEPS_NUM_CHANNELS", "three", 1);
+  Status st = ApplyEnvironment(&c);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("GEEPS_NUM_CHANNELS"), std::string::npos);
+  unsetenv("GEEPS_NUM_CHANNELS");
+  unsetenv("GEEPS_READ_MY_WRITES");
+  unsetenv("GEEPS_DEVICE");
+}
+
+TEST(UsageTest, RecordingErrors) {
+  auto cluster = StartOrDie(OneTable());
+  ASSERT_TRUE(cluster);
+  GeePS& ps = *cluster->worker(0);
+  EXPECT_EQ(ps.VirtualRead(7, {0}).status().code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(ps.VirtualRead(0, {10}).status().code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(ps.VirtualRead(0, {}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ps.VirtualRead(0, {1, 1}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ps.VirtualRead(0, {1}, -1).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ps.VirtualRead(1, {0}).status().code(), StatusCode::kInvalidArgument);  // local
+  EXPECT_EQ(ps.VirtualLocalAccess(0, {0}, true).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ps.VirtualPostRead(ReadHandle{}).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ps.VirtualUpdate(UpdateHandle{3}).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ps.FinishVirtualIteration().code(), StatusCode::kFailedPrecondition);
+  auto r = ps.VirtualRead(0, {1, 2});
+  ASSERT_OK(r.status());
+  EXPECT_EQ(ps.VirtualClock().code(), StatusCode::kFailedPrecondition);  // read open
+  ASSERT_OK(ps.VirtualPostRead(*r));
+  EXPECT_EQ(ps.VirtualPostRead(*r).code(), StatusCode::kFailedPrecondition);  // twice
+  EXPECT_EQ(ps.StartIterations().code(), StatusCode::kFailedPrecondition);
+  auto read_result = ps.Read(*r);
+  EXPECT_EQ(read_result.status().code(), StatusCode::kFailedPrecondition);
+  ASSERT_OK(ps.VirtualClock());
+  EXPECT_EQ(ps.VirtualClock().code(), StatusCode::kFailedPrecondition);
+  ASSERT_OK(ps.FinishVirtualIteration());
+  EXPECT_EQ(ps.VirtualRead(0, {1}).status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(ps.FinishVirtualIteration().code(), StatusCode::kFailedPrecondition);
+}
+
+TEST(UsageTest, RealCallErrorsLeaveTheWorkerUsable) {
+  auto cluster = StartOrDie(OneTable());
+  ASSERT_TRUE(cluster);
+  GeePS& ps = *cluster->worker(0);
+  auto r = ps.VirtualRead(0, RowRange(0, 10));
+  ASSERT_OK(r.status());
+  ASSERT_OK(ps.VirtualPostRead(*r));
+  auto u = ps.VirtualPreUpdate(0, {3, 9});
+  ASSERT_OK(u.status());
+  ASSERT_OK(ps.VirtualUpdate(*u));
+  ASSERT_OK(ps.VirtualClock());
+  ASSERT_OK(ps.FinishVirtualIteration());
+  // Before StartIterations.
+  Status st = ps.Read(*r).status();
+  EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(st.message().find("StartIterations"), std::string::npos) << st;
+  ASSERT_OK(ps.StartIterations());
+  EXPECT_EQ(ps.StartIterations().code(), StatusCode::kFailedPrecondition);
+  for (int i = 0; i < 3; ++i) {
+    // Out of order: Update without PreUpdate, Clock too early, unknown handle.
+    st = ps.Update(*u);
+    EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition);
+    EXPECT_NE(st.message().find("expected Read(read#0)"), std::string::npos) << st;
+    EXPECT_EQ(ps.Clock().code(), StatusCode::kFailedPrecondition);
+    EXPECT_EQ(ps.Read(ReadHandle{5}).status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(ps.PreUpdate(*u).status().code(), StatusCode::kFailedPrecondition);
+    // Then the right calls still work.
+    auto buf = ps.Read(*r);
+    ASSERT_OK(buf.status());
+    EXPECT_EQ((*buf)[3 * 4], static_cast<float>(i));  // own update of the last clock
+    EXPECT_EQ((*buf)[0], 0.0f);
+    EXPECT_EQ(ps.Update(*u).code(), StatusCode::kFailedPrecondition);
+    ASSERT_OK(ps.PostRead(*r));
+    auto delta = ps.PreUpdate(*u);
+    ASSERT_OK(delta.status());
+    EXPECT_EQ(ps.Clock().code(), StatusCode::kFailedPrecondition);  // Update missing
+    (*delta)[0] = 1.0f;
+    ASSERT_OK(ps.Update(*u));
+    ASSERT_OK(ps.Clock());
+  }
+  EXPECT_EQ(ps.CopyRows(0, {4}, nullptr).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ps.CopyRows(0, {40}, nullptr).code(), StatusCode::kOutOfRange);
+  ASSERT_OK(ps.Shutdown());
+  ASSERT_OK(ps.Shutdown());  // idempotent
+  st = ps.Read(*r).status();
+  EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(st.message().find("shut down"), std::string::npos) << st;
+  EXPECT_EQ(ps.Clock().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(ps.Sync().code(), StatusCode::kFailedPrecondition);
+}
+
+TEST(UsageTest, BudgetTooSmallIsAClearError) {
+  Config c = OneTable();
+  c.device_memory_budget = 64;
+  auto cluster = StartOrDie(c);
+  ASSERT_TRUE(cluster);
+  GeePS& ps = *cluster->worker(0);
+  auto r = ps.VirtualRead(0, RowRange(0, 10));
+  ASSERT_OK(r.status());
+  ASSERT_OK(ps.VirtualPostRead(*r));
+  ASSERT_OK(ps.VirtualClock());
+  Status st = ps.FinishVirtualIteration();
+  EXPECT_EQ(st.code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(st.message().find("64 bytes"), std::string::npos) << st;
+  EXPECT_EQ(ps.StartIterations().code(), StatusCode::kFailedPrecondition);
+}
+
+TEST(LocalAccessTest, FetchAndKeep) {
+  auto cluster = StartOrDie(OneTable());
+  ASSERT_TRUE(cluster);
+  GeePS& ps = *cluster->worker(0);
+  // Rows 1..3 (contiguous) kept; rows {6, 0} (scattered) kept; row 7 scratch.
+  auto a = ps.VirtualLocalAccess(1, {1, 2, 3}, true);
+  ASSERT_OK(a.status());
+  ASSERT_OK(ps.VirtualPostLocalAccess(*a, true));
+  auto b = ps.VirtualLocalAccess(1, {6, 0}, true);
+  ASSERT_OK(b.status());
+  ASSERT_OK(ps.VirtualPostLocalAccess(*b, true));
+  auto out = ps.VirtualLocalAccess(1, {7, 4}, false);
+  ASSERT_OK(out.status());
+  ASSERT_OK(ps.VirtualPostLocalAccess(*out, false));
+  ASSERT_OK(ps.VirtualClock());
+  ASSERT_OK(ps.FinishVirtualIteration());
+  ASSERT_OK(ps.StartIterations());
+  for (int i = 0; i < 4; ++i) {
+    auto pa = ps.LocalAccess(*a);
+    ASSERT_OK(pa.status());
+    for (int k = 0; k < 6; ++k) {
+      EXPECT_EQ((*pa)[k], static_cast<float>(i * (k + 1)));
+      (*pa)[k] += static_cast<float>(k + 1);
+    }
+    ASSERT_OK(ps.PostLocalAccess(*a));
+    auto pb = ps.LocalAccess(*b);
+    ASSERT_OK(pb.status());
+    EXPECT_EQ((*pb)[0], static_cast<float>(2 * i));  // row 6
+    EXPECT_EQ((*pb)[2], static_cast<float>(-i));     // row 0
+    (*pb)[0] += 2;
+    (*pb)[2] -= 1;
+    ASSERT_OK(ps.PostLocalAccess(*b));
+    auto po = ps.LocalAccess(*out);
+    ASSERT_OK(po.status());
+    for (int k = 0; k < 4; ++k) (*po)[k] = 99;  // dropped (keep=false)
+    ASSERT_OK(ps.PostLocalAccess(*out));
+    ASSERT_OK(ps.Clock());
+  }
+  std::vector<float> rows(4);
+  ASSERT_OK(ps.CopyRows(1, {6, 0}, rows.data()));
+  EXPECT_EQ(rows[0], 8.0f);
+  EXPECT_EQ(rows[2], -4.0f);
+  ASSERT_OK(ps.CopyRows(1, {7}, rows.data()));
+  EXPECT_EQ(rows[0], 0.0f) << "keep=false on a scattered access must not write back";
+}
+
+// Read-my-writes: a worker's own updates are visible at once, also on top of
+// refreshes that do not include them yet.
+void RunReadMyWrites(bool rmw) {
+  Config c = OneTable(2);
+  c.read_my_writes = rmw;
+  auto cluster = StartOrDie(c);
+  ASSERT_TRUE(cluster);
+  std::atomic<int> violations{0}, own_seen{0};
+  ASSERT_OK(cluster->RunWorkers([&](GeePS& ps) -> Status {
+    // Update first, then read the same rows, slack 2.
+    GEEPS_ASSIGN_OR_RETURN(UpdateHandle u, ps.VirtualPreUpdate(0, RowRange(0, 10)));
+    GEEPS_RETURN_IF_ERROR(ps.VirtualUpdate(u));
+    GEEPS_ASSIGN_OR_RETURN(ReadHandle r, ps.VirtualRead(0, RowRange(0, 10), 2));
+    GEEPS_RETURN_IF_ERROR(ps.VirtualPostRead(r));
+    GEEPS_RETURN_IF_ERROR(ps.VirtualClock());
+    GEEPS_RETURN_IF_ERROR(ps.FinishVirtualIteration());
+    GEEPS_RETURN_IF_ERROR(ps.StartIterations());
+    // Worker w adds 1 to column w of every row; the other column is the peer's.
+    const int w = ps.rank();
+    for (int i = 0; i < 10; ++i) {
+      GEEPS_ASSIGN_OR_RETURN(float* d, ps.PreUpdate(u));
+      for (int row = 0; row < 10; ++row) d[row * 4 + w] = 1.0f;
+      GEEPS_RETURN_IF_ERROR(ps.Update(u));
+      GEEPS_ASSIGN_OR_RETURN(const float* v, ps.Read(r));
+      const float own = v[w], peer = v[1 - w];
+      if (rmw && own != static_cast<float>(i + 1)) violations++;
+      // Without read-my-writes the own part comes from the servers only: at
+      // least the clocks the slack guarantees, at most all sent so far.
+      if (!rmw && (own < static_cast<float>(std::max(0, i - 2)) || own > static_cast<float>(i + 1)))
+        violations++;
+      if (own == static_cast<float>(i + 1)) own_seen++;
+      if (peer < static_cast<float>(std::max(0, i - 2)) || peer > static_cast<float>(i + 3))
+        violations++;
+      GEEPS_RETURN_IF_ERROR(ps.PostRead(r));
+      if (w == 1) std::this_thread::sleep_for(milliseconds(5));
+      GEEPS_RETURN_IF_ERROR(ps.Clock());
+    }
+    return Status::OK();
+  }));
+  EXPECT_EQ(violations.load(), 0);
+  if (rmw) EXPECT_EQ(own_seen.load(), 20);
+}
+
+TEST(ReadMyWritesTest, OwnUpdatesVisibleAtOnce) { RunReadMyWrites(true); }
+TEST(ReadMyWritesTest, WithoutItOwnUpdatesWaitForTheServer) { RunReadMyWrites(false); }
+
+// A table of 10 floats in rows of width 4: the last row's 2 tail floats are
+// written once by the prologue and never touched by updates of the 10 floats.
+TEST(TailTest, LastRowTailIsNeverClobbered) {
+  Config c;
+  c.num_workers = 2;
+  c.num_shards = 2;
+  c.tables = {{"layer", RowsFor(10, 4), 4}};
+  auto cluster = StartOrDie(c);
+  ASSERT_TRUE(cluster);
+  ASSERT_OK(cluster->RunWorkers([&](GeePS& ps) -> Status {
+    const auto rows = RowRange(0, 3);
+    GEEPS_ASSIGN_OR_RETURN(ReadHandle r, ps.VirtualRead(0, rows));
+    GEEPS_RETURN_IF_ERROR(ps.VirtualPostRead(r));
+    GEEPS_ASSIGN_OR_RETURN(UpdateHandle u, ps.VirtualPreUpdate(0, rows));
+    GEEPS_RETURN_IF_ERROR(ps.VirtualUpdate(u));
+    GEEPS_RETURN_IF_ERROR(ps.VirtualClock());
+    UpdateHandle init;
+    if (ps.rank() == 0) {
+      GEEPS_ASSIGN_OR_RETURN(init, ps.VirtualPreUpdate(0, rows));
+      GEEPS_RETURN_IF_ERROR(ps.VirtualUpdate(init));
+    }
+    GEEPS_RETURN_IF_ERROR(ps.FinishVirtualIteration());
+    GEEPS_RETURN_IF_ERROR(ps.StartIterations());
+    if (ps.rank() == 0) {
+      GEEPS_ASSIGN_OR_RETURN(float* d, ps.PreUpdate(init));
+      d[10] = 42.0f;
+      d[11] = -7.0f;
+      GEEPS_RETURN_IF_ERROR(ps.Update(init));
+    }
+    for (int i = 0; i < 5; ++i) {
+      GEEPS_ASSIGN_OR_RETURN(const float* v, ps.Read(r));
+      W_CHECK(v[10] == 42.0f && v[11] == -7.0f, "tail clobbered");
+      W_CHECK(v[9] == static_cast<float>(2 * i), "last real float wrong");
+      GEEPS_RETURN_IF_ERROR(ps.PostRead(r));
+      GEEPS_ASSIGN_OR_RETURN(float* d, ps.PreUpdate(u));
+      W_CHECK(d[10] == 0.0f && d[11] == 0.0f, "PreUpdate buffer not zeroed");
+      for (int k = 0; k < 10; ++k) d[k] = 1.0f;  // only the 10 real floats
+      GEEPS_RETURN_IF_ERROR(ps.Update(u));
+      GEEPS_RETURN_IF_ERROR(ps.Clock());
+    }
+    return Status::OK();
+  }));
+}
+
+// One worker never clocks: the other's Read fails after Config::timeout,
+// naming what it waited for.
+TEST(FailureTest, ReadTimesOutWhenAPeerNeverClocks) {
+  Config c = OneTable(2);
+  c.timeout = milliseconds(300);
+  auto cluster = StartOrDie(c);
+  ASSERT_TRUE(cluster);
+  GeePS& ps = *cluster->worker(0);
+  auto r = ps.VirtualRead(0, {0});
+  ASSERT_OK(r.status());
+  ASSERT_OK(ps.VirtualPostRead(*r));
+  ASSERT_OK(ps.VirtualClock());
+  ASSERT_OK(ps.FinishVirtualIteration());
+  ASSERT_OK(ps.StartIterations());
+  const auto start = std::chrono::steady_clock::now();
+  Status st = ps.Read(*r).status();
+  const auto waited = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(st.code(), StatusCode::kDeadlineExceeded) << st;
+  EXPECT_NE(st.message().find("clock >= 1"), std::string::npos) << st;
+  EXPECT_GE(waited, milliseconds(250));
+  EXPECT_LT(waited, milliseconds(3000));
+}
+
+// Shutdown while workers are blocked in Read returns promptly, the blocked
+// calls return kCancelled, and no thread is left behind.
+TEST(ShutdownTest, WithWorkInFlightIsPromptAndLeaksNoThread) {
+  const int threads_before = testing::ThreadCount();
+  {
+    Config c = OneTable(3);
+    c.num_shards = 2;
+    c.num_channels = 2;
+    c.timeout = milliseconds(20000);
+    auto cluster = StartOrDie(c);
+    ASSERT_TRUE(cluster);
+    std::atomic<int> started{0};
+    Status results[2];
+    std::vector<std::thread> apps;
+    for (int w = 0; w < 2; ++w) {
+      apps.emplace_back([&, w] {
+        results[w] = [&]() -> Status {
+          GeePS& ps = *cluster->worker(w);
+          GEEPS_ASSIGN_OR_RETURN(ReadHandle r, ps.VirtualRead(0, RowRange(0, 10)));
+          GEEPS_RETURN_IF_ERROR(ps.VirtualPostRead(r));
+          GEEPS_ASSIGN_OR_RETURN(UpdateHandle u, ps.VirtualPreUpdate(0, RowRange(0, 10)));
+          GEEPS_RETURN_IF_ERROR(ps.VirtualUpdate(u));
+          GEEPS_RETURN_IF_ERROR(ps.VirtualClock());
+          GEEPS_RETURN_IF_ERROR(ps.FinishVirtualIteration());
+          GEEPS_RETURN_IF_ERROR(ps.StartIterations());
+          started++;
+          for (;;) {  // worker 2 never starts, so this blocks in Read
+            GEEPS_ASSIGN_OR_RETURN(const float* v, ps.Read(r));
+            (void)v;
+            GEEPS_RETURN_IF_ERROR(ps.PostRead(r));
+            GEEPS_ASSIGN_OR_RETURN(float* d, ps.PreUpdate(u));
+            d[0] = 1;
+            GEEPS_RETURN_IF_ERROR(ps.Update(u));
+            GEEPS_RETURN_IF_ERROR(ps.Clock());
+          }
+        }();
+      });
+    }
+    while (started.load() < 2) std::this_thread::sleep_for(milliseconds(5));
+    std::this_thread::sleep_for(milliseconds(100));
+    EXPECT_GT(testing::ThreadCount(), threads_before);
+    const auto start = std::chrono::steady_clock::now();
+    ASSERT_OK(cluster->Shutdown());
+    for (auto& t : apps) t.join();
+    EXPECT_LT(std::chrono::steady_clock::now() - start, milliseconds(3000));
+    for (const Status& st : results) EXPECT_EQ(st.code(), StatusCode::kCancelled) << st;
+  }
+  EXPECT_EQ(testing::ThreadCount(), threads_before);
+}
+
+}  // namespace
+}  // namespace geeps

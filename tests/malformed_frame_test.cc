@@ -1,0 +1,205 @@
+// Malformed and unexpected frames sent to a shard are dropped and counted;
+// they never crash it or change its rows.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <random>
+#include <thread>
+#include <zmq.hpp>
+
+#include "geeps/embedded_cluster.h"
+#include "server/shard_channel.h"
+#include "test_util.h"
+#include "transport/wire.h"
+
+namespace geeps {
+namespace {
+
+using transport::MsgType;
+using transport::WireHeader;
+
+std::vector<zmq::message_t> Frames(const WireHeader& h, const std::vector<uint64_t>& rows,
+                                   const std::vector<float>& payload) {
+  std::vector<zmq::message_t> f;
+  f.emplace_back(transport::kHeaderBytes);
+  transport::EncodeHeader(h, f[0].data());
+  if (!rows.empty()) f.emplace_back(rows.data(), rows.size() * 8);
+  if (!payload.empty()) f.emplace_back(payload.data(), payload.size() * 4);
+  return f;
+}
+
+void Send(zmq::socket_t& s, std::vector<zmq::message_t> frames) {
+  for (size_t i = 0; i < frames.size(); ++i)
+    s.send(frames[i], i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+}
+
+WireHeader Header(MsgType type, uint32_t table, int64_t clock, uint64_t rows, uint32_t width) {
+  WireHeader h;
+  h.type = static_cast<uint16_t>(type);
+  h.sender = 0;
+  h.table = table;
+  h.clock = clock;
+  h.row_count = rows;
+  h.row_width = width;
+  return h;
+}
+
+// Receives one push; returns its payload.
+std::vector<float> RecvPush(zmq::socket_t& s, int64_t* clock) {
+  std::vector<zmq::message_t> frames;
+  for (bool more = true; more;) {
+    zmq::message_t m;
+    if (!s.recv(m)) return {};
+    more = m.more();
+    frames.push_back(std::move(m));
+  }
+  WireHeader h;
+  std::memcpy(&h, frames[0].data(), sizeof(h));
+  *clock = h.clock;
+  std::vector<float> out(frames.size() > 1 ? frames[1].size() / 4 : 0);
+  if (!out.empty()) std::memcpy(out.data(), frames[1].data(), frames[1].size());
+  return out;
+}
+
+TEST(MalformedFrameTest, ShardDropsAndCountsEveryBadFrame) {
+  Config c;
+  c.num_workers = 1;
+  c.tables = {{"t", 10, 3}, {"local", 4, 2, true}};
+  zmq::context_t ctx;
+  server::ShardChannel shard(&ctx, c, 0, "inproc://shard-under-test");
+  ASSERT_OK(shard.Start());
+  zmq::socket_t w(ctx, zmq::socket_type::dealer);
+  w.set(zmq::sockopt::routing_id, "w0");
+  w.set(zmq::sockopt::rcvtimeo, 5000);
+  w.connect("inproc://shard-under-test");
+
+  int bad = 0;
+  const std::vector<float> three(3, 1.0f);
+  // Framing: empty header, short header, garbage, extra frames.
+  w.send(zmq::str_buffer(""), zmq::send_flags::none), ++bad;
+  w.send(zmq::str_buffer("short"), zmq::send_flags::none), ++bad;
+  {
+    WireHeader h = Header(MsgType::kUpdate, 0, 0, 1, 3);
+    auto f = Frames(h, {1}, three);
+    f.emplace_back(4);
+    Send(w, std::move(f)), ++bad;
+  }
+  // Header fields that need the shard's state.
+  Send(w, Frames(Header(MsgType::kUpdate, 9, 0, 1, 3), {1}, three)), ++bad;  // no table 9
+  Send(w, Frames(Header(MsgType::kUpdate, 1, 0, 1, 2), {1}, {1, 1})), ++bad;  // local table
+  Send(w, Frames(Header(MsgType::kUpdate, 0, 0, 1, 4), {1}, {1, 1, 1, 1})), ++bad;  // width
+  Send(w, Frames(Header(MsgType::kUpdate, 0, 0, 1, 3), {10}, three)), ++bad;  // row range
+  Send(w, Frames(Header(MsgType::kUpdate, 0, 0, 2, 3), {5, 2}, {1, 1, 1, 1, 1, 1})), ++bad;
+  Send(w, Frames(Header(MsgType::kUpdate, 0, 3, 1, 3), {1}, three)), ++bad;  // clock 3
+  Send(w, Frames(Header(MsgType::kPush, 0, 1, 0, 3), {}, {})), ++bad;  // wrong direction
+  {
+    WireHeader h = Header(MsgType::kUpdate, 0, 0, 1, 3);
+    h.sender = 5;  // does not match the routing id
+    Send(w, Frames(h, {1}, three)), ++bad;
+  }
+  {
+    auto f = Frames(Header(MsgType::kUpdate, 0, 0, 1, 3), {1}, three);
+    f[2] = zmq::message_t(11);  // truncated payload
+    Send(w, std::move(f)), ++bad;
+  }
+  // A good subscription and two good clocks: the pushes are exact.
+  Send(w, Frames(Header(MsgType::kSubscribe, 0, 0, 2, 3), {2, 7}, {}));
+  Send(w, Frames(Header(MsgType::kSubscribe, 0, 0, 1, 3), {3}, {})), ++bad;  // second one
+  Send(w, Frames(Header(MsgType::kUpdate, 0, 0, 2, 3), {2, 3}, {1, 2, 3, 4, 5, 6}));
+  int64_t clock = -1;
+  std::vector<float> rows = RecvPush(w, &clock);
+  EXPECT_EQ(clock, 1);
+  EXPECT_EQ(rows, (std::vector<float>{1, 2, 3, 0, 0, 0}));
+  Send(w, Frames(Header(MsgType::kUpdate, 0, 0, 1, 3), {2}, three)), ++bad;  // clock 0 again
+  Send(w, Frames(Header(MsgType::kUpdate, 0, 1, 1, 3), {7}, {10, 20, 30}));
+  rows = RecvPush(w, &clock);
+  EXPECT_EQ(clock, 2);
+  EXPECT_EQ(rows, (std::vector<float>{1, 2, 3, 10, 20, 30}));
+  shard.Stop();
+  EXPECT_EQ(shard.GetStats().frames_dropped, bad);
+  EXPECT_EQ(shard.GetStats().updates_applied, 2);
+  std::vector<float> all = shard.RowsForTesting(0);
+  ASSERT_EQ(all.size(), 30u);
+  EXPECT_EQ(all[2 * 3], 1.0f);
+  EXPECT_EQ(all[3 * 3 + 2], 6.0f);
+  EXPECT_EQ(all[1 * 3], 0.0f);  // every bad update to row 1 was dropped
+}
+
+// Random and truncated frames from strangers hit every shard while a cluster
+// trains; its sums stay exact and the shards count the drops.
+TEST(MalformedFrameTest, InjectedFramesLeaveClusterSumsExact) {
+  Config c;
+  c.num_workers = 2;
+  c.num_shards = 2;
+  c.num_channels = 2;
+  c.tables = {{"t", 20, 3}};
+  auto cluster = EmbeddedCluster::Start(c);
+  ASSERT_OK(cluster.status());
+  std::atomic<bool> done{false};
+  std::thread injector([&] {
+    auto* ctx = static_cast<zmq::context_t*>((*cluster)->zmq_context());
+    std::mt19937 rng(1);
+    std::vector<std::unique_ptr<zmq::socket_t>> socks;
+    const char* ids[] = {"w7", "bogus", "w00", ""};
+    for (int s = 0; s < 2; ++s) {
+      for (int k = 0; k < 2; ++k) {
+        auto sock = std::make_unique<zmq::socket_t>(*ctx, zmq::socket_type::dealer);
+        sock->set(zmq::sockopt::linger, 0);
+        const char* id = ids[(s * 2 + k) % 4];
+        if (*id) sock->set(zmq::sockopt::routing_id, id);
+        sock->connect((*cluster)->ShardEndpoint(s, k));
+        socks.push_back(std::move(sock));
+      }
+    }
+    WireHeader h = Header(MsgType::kUpdate, 0, 0, 1, 3);
+    for (int i = 0; i < 400 && !done.load(); ++i) {
+      zmq::socket_t& sock = *socks[i % socks.size()];
+      std::vector<zmq::message_t> frames;
+      if (i % 2 == 0) {
+        frames = Frames(h, {static_cast<uint64_t>(i % 20)}, {1e6f, 1e6f, 1e6f});
+        frames.back() = zmq::message_t(rng() % 12);  // truncated
+      } else {
+        for (int f = 0, n = 1 + rng() % 3; f < n; ++f) {
+          zmq::message_t m(rng() % 64);
+          for (size_t b = 0; b < m.size(); ++b) static_cast<unsigned char*>(m.data())[b] = rng();
+          frames.push_back(std::move(m));
+        }
+      }
+      Send(sock, std::move(frames));
+      if (i % 50 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  });
+  Status st = (*cluster)->RunWorkers([&](GeePS& ps) -> Status {
+    const auto rows = RowRange(0, 20);
+    GEEPS_ASSIGN_OR_RETURN(ReadHandle r, ps.VirtualRead(0, rows));
+    GEEPS_RETURN_IF_ERROR(ps.VirtualPostRead(r));
+    GEEPS_ASSIGN_OR_RETURN(UpdateHandle u, ps.VirtualPreUpdate(0, rows));
+    GEEPS_RETURN_IF_ERROR(ps.VirtualUpdate(u));
+    GEEPS_RETURN_IF_ERROR(ps.VirtualClock());
+    GEEPS_RETURN_IF_ERROR(ps.FinishVirtualIteration());
+    GEEPS_RETURN_IF_ERROR(ps.StartIterations());
+    for (int i = 0; i < 30; ++i) {
+      GEEPS_ASSIGN_OR_RETURN(const float* v, ps.Read(r));
+      for (int k = 0; k < 60; ++k)
+        W_CHECK(v[k] == static_cast<float>(2 * i * (k % 3 + 1)), "inexact sum");
+      GEEPS_RETURN_IF_ERROR(ps.PostRead(r));
+      GEEPS_ASSIGN_OR_RETURN(float* d, ps.PreUpdate(u));
+      for (int k = 0; k < 60; ++k) d[k] = static_cast<float>(k % 3 + 1);
+      GEEPS_RETURN_IF_ERROR(ps.Update(u));
+      GEEPS_RETURN_IF_ERROR(ps.Clock());
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return Status::OK();
+  });
+  done.store(true);
+  injector.join();
+  ASSERT_OK(st);
+  int64_t dropped = 0;
+  for (int s = 0; s < 2; ++s) dropped += (*cluster)->GetShardStats(s).frames_dropped;
+  EXPECT_GT(dropped, 0);
+}
+
+}  // namespace
+}  // namespace geeps

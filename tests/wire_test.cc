@@ -1,0 +1,201 @@
+// The wire decoder: every field is validated before use.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "transport/wire.h"
+
+namespace geeps::transport {
+namespace {
+
+struct Msg {
+  std::vector<std::vector<unsigned char>> frames;
+  StatusOr<DecodedMessage> Decode() const {
+    std::vector<FrameView> views;
+    for (const auto& f : frames) views.push_back({f.data(), f.size()});
+    return DecodeFrames(views.data(), views.size());
+  }
+};
+
+Msg MakeUpdate(std::vector<uint64_t> rows, uint32_t width) {
+  WireHeader h;
+  h.type = static_cast<uint16_t>(MsgType::kUpdate);
+  h.sender = 1;
+  h.table = 2;
+  h.clock = 3;
+  h.row_count = rows.size();
+  h.row_width = width;
+  Msg m;
+  m.frames.emplace_back(kHeaderBytes);
+  EncodeHeader(h, m.frames[0].data());
+  m.frames.emplace_back(rows.size() * 8);
+  std::memcpy(m.frames[1].data(), rows.data(), rows.size() * 8);
+  m.frames.emplace_back(rows.size() * width * 4, 0);
+  return m;
+}
+
+WireHeader HeaderOf(const Msg& m) {
+  WireHeader h;
+  std::memcpy(&h, m.frames[0].data(), kHeaderBytes);
+  return h;
+}
+void SetHeader(Msg& m, const WireHeader& h) { EncodeHeader(h, m.frames[0].data()); }
+
+TEST(WireTest, ValidUpdateDecodes) {
+  Msg m = MakeUpdate({4, 7, 9}, 5);
+  auto d = m.Decode();
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->type, MsgType::kUpdate);
+  EXPECT_EQ(d->header.row_count, 3u);
+  EXPECT_EQ(d->RowAt(1), 7u);
+  EXPECT_TRUE(ValidateRows(*d, 0, 10).ok());
+  EXPECT_EQ(ValidateRows(*d, 5, 10).code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(ValidateRows(*d, 0, 9).code(), StatusCode::kOutOfRange);
+}
+
+TEST(WireTest, ClockOnlyUpdateHasOneFrame) {
+  Msg m = MakeUpdate({}, 5);
+  m.frames.resize(1);
+  EXPECT_TRUE(m.Decode().ok());
+  Msg extra = MakeUpdate({}, 5);  // three frames for zero rows: wrong
+  EXPECT_FALSE(extra.Decode().ok());
+}
+
+TEST(WireTest, RejectsEveryBadField) {
+  auto expect_bad = [](Msg m, const char* what) {
+    auto d = m.Decode();
+    EXPECT_FALSE(d.ok()) << what;
+  };
+  Msg base = MakeUpdate({1, 2}, 3);
+  {
+    Msg m = base;
+    WireHeader h = HeaderOf(m);
+    h.magic ^= 1;
+    SetHeader(m, h);
+    expect_bad(m, "magic");
+  }
+  {
+    Msg m = base;
+    WireHeader h = HeaderOf(m);
+    h.version = 9;
+    SetHeader(m, h);
+    expect_bad(m, "version");
+  }
+  {
+    Msg m = base;
+    WireHeader h = HeaderOf(m);
+    h.type = 77;
+    SetHeader(m, h);
+    expect_bad(m, "type");
+  }
+  {
+    Msg m = base;
+    WireHeader h = HeaderOf(m);
+    h.flags = 1;
+    SetHeader(m, h);
+    expect_bad(m, "flags");
+  }
+  {
+    Msg m = base;
+    WireHeader h = HeaderOf(m);
+    h.clock = -1;
+    SetHeader(m, h);
+    expect_bad(m, "clock");
+  }
+  {
+    Msg m = base;
+    WireHeader h = HeaderOf(m);
+    h.row_count = 3;  // frames hold 2 rows
+    SetHeader(m, h);
+    expect_bad(m, "row_count");
+  }
+  {
+    Msg m = base;
+    WireHeader h = HeaderOf(m);
+    h.row_count = ~0ull / 2;  // overflow of row_count * width * 4
+    SetHeader(m, h);
+    expect_bad(m, "overflow");
+  }
+  {
+    Msg m = base;
+    WireHeader h = HeaderOf(m);
+    h.row_width = 0;
+    SetHeader(m, h);
+    expect_bad(m, "zero width");
+  }
+  {
+    Msg m = base;
+    m.frames[2].pop_back();
+    expect_bad(m, "truncated payload");
+  }
+  {
+    Msg m = base;
+    m.frames[1].push_back(0);
+    expect_bad(m, "long rows frame");
+  }
+  {
+    Msg m = base;
+    m.frames[0].pop_back();
+    expect_bad(m, "short header");
+  }
+  {
+    Msg m = base;
+    m.frames.pop_back();
+    expect_bad(m, "missing payload");
+  }
+  {
+    Msg m = base;
+    m.frames.push_back({1, 2, 3});
+    expect_bad(m, "extra frame");
+  }
+  Msg none;
+  expect_bad(none, "no frames");
+  Msg unsorted = MakeUpdate({5, 3}, 2);
+  auto d = unsorted.Decode();
+  ASSERT_TRUE(d.ok());
+  EXPECT_FALSE(ValidateRows(*d, 0, 10).ok());
+  Msg dup = MakeUpdate({3, 3}, 2);
+  d = dup.Decode();
+  ASSERT_TRUE(d.ok());
+  EXPECT_FALSE(ValidateRows(*d, 0, 10).ok());
+}
+
+TEST(WireTest, RandomBytesNeverCrash) {
+  std::mt19937 rng(7);
+  int accepted = 0;
+  for (int i = 0; i < 20000; ++i) {
+    Msg m;
+    const int frames = rng() % 5;
+    for (int f = 0; f < frames; ++f) {
+      std::vector<unsigned char> bytes(f == 0 && rng() % 2 ? kHeaderBytes : rng() % 100);
+      for (auto& b : bytes) b = static_cast<unsigned char>(rng());
+      m.frames.push_back(bytes);
+    }
+    if (m.Decode().ok()) ++accepted;
+  }
+  EXPECT_EQ(accepted, 0);  // random headers fail the magic check
+  // Truncations of a valid message never decode.
+  Msg valid = MakeUpdate({0, 1, 2}, 4);
+  for (size_t f = 0; f < valid.frames.size(); ++f) {
+    for (size_t cut = 0; cut < valid.frames[f].size(); cut += 3) {
+      Msg m = valid;
+      m.frames[f].resize(cut);
+      EXPECT_FALSE(m.Decode().ok()) << "frame " << f << " cut at " << cut;
+    }
+  }
+}
+
+TEST(WireTest, RoutingIds) {
+  EXPECT_EQ(WorkerRoutingId(12), "w12");
+  EXPECT_EQ(ParseWorkerRoutingId("w12", 3, 13), 12);
+  EXPECT_EQ(ParseWorkerRoutingId("w12", 3, 12), -1);
+  EXPECT_EQ(ParseWorkerRoutingId("w01", 3, 12), -1);
+  EXPECT_EQ(ParseWorkerRoutingId("x1", 2, 12), -1);
+  EXPECT_EQ(ParseWorkerRoutingId("w", 1, 12), -1);
+  EXPECT_EQ(ParseWorkerRoutingId("w-1", 3, 12), -1);
+}
+
+}  // namespace
+}  // namespace geeps::transport
