@@ -12,6 +12,7 @@
 #include "geeps/embedded_cluster.h"
 #include "server/shard_channel.h"
 #include "test_util.h"
+#include "transport/tsan.h"
 #include "transport/wire.h"
 
 namespace geeps {
@@ -19,6 +20,9 @@ namespace {
 
 using transport::MsgType;
 using transport::WireHeader;
+
+// The ZeroMQ context of the test's sockets, for the TSan annotations.
+void* g_context = nullptr;
 
 std::vector<zmq::message_t> Frames(const WireHeader& h, const std::vector<uint64_t>& rows,
                                    const std::vector<float>& payload) {
@@ -31,6 +35,7 @@ std::vector<zmq::message_t> Frames(const WireHeader& h, const std::vector<uint64
 }
 
 void Send(zmq::socket_t& s, std::vector<zmq::message_t> frames) {
+  transport::ReleaseBeforeSend(g_context);
   for (size_t i = 0; i < frames.size(); ++i)
     s.send(frames[i], i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
 }
@@ -52,6 +57,7 @@ std::vector<float> RecvPush(zmq::socket_t& s, int64_t* clock) {
   for (bool more = true; more;) {
     zmq::message_t m;
     if (!s.recv(m)) return {};
+    transport::AcquireAfterRecv(g_context);
     more = m.more();
     frames.push_back(std::move(m));
   }
@@ -68,6 +74,7 @@ TEST(MalformedFrameTest, ShardDropsAndCountsEveryBadFrame) {
   c.num_workers = 1;
   c.tables = {{"t", 10, 3}, {"local", 4, 2, true}};
   zmq::context_t ctx;
+  g_context = &ctx;
   server::ShardChannel shard(&ctx, c, 0, "inproc://shard-under-test");
   ASSERT_OK(shard.Start());
   zmq::socket_t w(ctx, zmq::socket_type::dealer);
@@ -140,6 +147,7 @@ TEST(MalformedFrameTest, InjectedFramesLeaveClusterSumsExact) {
   std::atomic<bool> done{false};
   std::thread injector([&] {
     auto* ctx = static_cast<zmq::context_t*>((*cluster)->zmq_context());
+    g_context = ctx;
     std::mt19937 rng(1);
     std::vector<std::unique_ptr<zmq::socket_t>> socks;
     const char* ids[] = {"w7", "bogus", "w00", ""};

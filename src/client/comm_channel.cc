@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "common/logging.h"
+#include "transport/tsan.h"
 #include "transport/wire.h"
 
 namespace geeps::client {
@@ -88,6 +89,7 @@ Status CommChannel::Enqueue(const CommTask& task) {
   if (!started_.load() || stop_.load())
     return FailedPreconditionError("communication channel is stopped");
   try {
+    transport::ReleaseBeforeSend(zmq_context_);
     task_out_->send(zmq::buffer(&task, sizeof(task)), zmq::send_flags::none);
   } catch (const zmq::error_t& e) {
     return InternalError(std::string("task queue send failed: ") + e.what());
@@ -124,6 +126,7 @@ void CommChannel::Run() {
       if (items[0].revents & ZMQ_POLLIN) {
         zmq::message_t msg;
         while (task_in_->recv(msg, zmq::recv_flags::dontwait)) {
+          transport::AcquireAfterRecv(zmq_context_);
           CommTask task;
           if (msg.size() == sizeof(task)) {
             std::memcpy(&task, msg.data(), sizeof(task));
@@ -141,6 +144,7 @@ void CommChannel::Run() {
             auto r = shards_[s]->recv(msg, got_any ? zmq::recv_flags::none
                                                    : zmq::recv_flags::dontwait);
             if (!r) break;
+            transport::AcquireAfterRecv(zmq_context_);
             got_any = true;
             more = msg.more();
             frames.push_back(std::move(msg));
@@ -159,6 +163,7 @@ void CommChannel::Run() {
   try {
     zmq::message_t msg;
     while (task_in_->recv(msg, zmq::recv_flags::dontwait)) {
+      transport::AcquireAfterRecv(zmq_context_);
       CommTask task;
       if (msg.size() == sizeof(task)) {
         std::memcpy(&task, msg.data(), sizeof(task));
@@ -193,6 +198,7 @@ void CommChannel::RunTask(const CommTask& task) {
 
 void CommChannel::SendFrames(int shard, zmq::message_t* frames, size_t count) {
   size_t bytes = 0;
+  transport::ReleaseBeforeSend(zmq_context_);
   try {
     for (size_t i = 0; i < count; ++i) {
       bytes += frames[i].size();

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "common/logging.h"
+#include "transport/tsan.h"
 
 namespace geeps::server {
 
@@ -117,6 +118,7 @@ void ShardChannel::Run() {
           auto r = socket_->recv(msg, got_any ? zmq::recv_flags::none
                                               : zmq::recv_flags::dontwait);
           if (!r) break;
+          transport::AcquireAfterRecv(context_);
           got_any = true;
           more = msg.more();
           frames.push_back(std::move(msg));
@@ -230,23 +232,23 @@ void ShardChannel::PushTo(int worker, TableId table, TableState& t) {
     const std::string id = transport::WorkerRoutingId(worker);
     zmq::message_t header(transport::kHeaderBytes);
     transport::EncodeHeader(h, header.data());
+    zmq::message_t payload(rows.size() * row_bytes);
+    char* out = static_cast<char*>(payload.data());
+    // Subscribed rows are sorted; copy runs of consecutive rows at once.
+    size_t i = 0;
+    while (i < rows.size()) {
+      size_t j = i + 1;
+      while (j < rows.size() && rows[j] == rows[j - 1] + 1) ++j;
+      std::memcpy(out + i * row_bytes, t.data.data() + (rows[i] - t.span.begin) * t.width,
+                  (j - i) * row_bytes);
+      i = j;
+    }
+    transport::ReleaseBeforeSend(context_);
     socket_->send(zmq::buffer(id), zmq::send_flags::sndmore);
     if (rows.empty()) {
       socket_->send(header, zmq::send_flags::none);
     } else {
       socket_->send(header, zmq::send_flags::sndmore);
-      zmq::message_t payload(rows.size() * row_bytes);
-      char* out = static_cast<char*>(payload.data());
-      // Subscribed rows are sorted; copy runs of consecutive rows at once.
-      size_t i = 0;
-      while (i < rows.size()) {
-        size_t j = i + 1;
-        while (j < rows.size() && rows[j] == rows[j - 1] + 1) ++j;
-        std::memcpy(out + i * row_bytes,
-                    t.data.data() + (rows[i] - t.span.begin) * t.width,
-                    (j - i) * row_bytes);
-        i = j;
-      }
       socket_->send(payload, zmq::send_flags::none);
     }
     pushes_sent_.fetch_add(1);
