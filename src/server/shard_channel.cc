@@ -196,24 +196,42 @@ void ShardChannel::HandleUpdate(int worker, const DecodedMessage& m) {
                                 " from worker " + std::to_string(worker) + ", expected " +
                                 std::to_string(t.clocks[worker]));
   const uint32_t w = t.width;
-  for (uint64_t i = 0; i < m.header.row_count; ++i) {
-    float* dst = t.data.data() + (m.RowAt(i) - t.span.begin) * w;
-    const unsigned char* src = m.payload + i * w * sizeof(float);
-    for (uint32_t j = 0; j < w; ++j) {
-      float d;
-      std::memcpy(&d, src + j * sizeof(float), sizeof(float));
-      dst[j] += d;
+  if (m.header.row_count > 0) {
+    std::vector<float>& acc = t.pending[m.header.clock];
+    if (acc.empty()) {
+      if (!t.spare.empty()) {
+        acc = std::move(t.spare.back());
+        t.spare.pop_back();
+      } else {
+        acc.assign(t.data.size(), 0.0f);
+      }
+    }
+    for (uint64_t i = 0; i < m.header.row_count; ++i) {
+      float* dst = acc.data() + (m.RowAt(i) - t.span.begin) * w;
+      const unsigned char* src = m.payload + i * w * sizeof(float);
+      for (uint32_t j = 0; j < w; ++j) {
+        float d;
+        std::memcpy(&d, src + j * sizeof(float), sizeof(float));
+        dst[j] += d;
+      }
     }
   }
   updates_applied_.fetch_add(1);
   rows_applied_.fetch_add(static_cast<int64_t>(m.header.row_count));
   t.clocks[worker] = m.header.clock + 1;
   const int64_t new_min = *std::min_element(t.clocks.begin(), t.clocks.end());
-  if (new_min > t.min_clock) {
-    t.min_clock = new_min;
-    for (int s = 0; s < config_.num_workers; ++s) {
-      if (t.subscribed[s]) PushTo(s, m.header.table, t);
-    }
+  if (new_min <= t.min_clock) return;
+  // Fold in the deltas of the clocks the minimum passed.
+  while (!t.pending.empty() && t.pending.begin()->first < new_min) {
+    std::vector<float>& acc = t.pending.begin()->second;
+    for (size_t k = 0; k < acc.size(); ++k) t.data[k] += acc[k];
+    std::fill(acc.begin(), acc.end(), 0.0f);
+    if (t.spare.size() < 4) t.spare.push_back(std::move(acc));
+    t.pending.erase(t.pending.begin());
+  }
+  t.min_clock = new_min;
+  for (int s = 0; s < config_.num_workers; ++s) {
+    if (t.subscribed[s]) PushTo(s, m.header.table, t);
   }
 }
 
@@ -224,7 +242,7 @@ void ShardChannel::PushTo(int worker, TableId table, TableState& t) {
   h.sender = static_cast<uint32_t>(partition_);
   h.table = table;
   h.clock = t.min_clock;
-  h.aux = t.clocks[worker];
+  h.aux = t.min_clock;  // the data holds exactly the clocks < min_clock
   h.row_count = rows.size();
   h.row_width = t.width;
   const size_t row_bytes = static_cast<size_t>(t.width) * sizeof(float);

@@ -3,8 +3,10 @@
 //
 // State per table: the rows (host memory, zero-initialised), the vector clock
 // (clocks completed per worker), the minimum clock, the subscribed rows of
-// each worker. Updates are applied by addition; when a table's minimum clock
-// advances, every subscriber is pushed its subscribed rows.
+// each worker. Updates are applied by addition at clock boundaries: when a
+// table's minimum clock advances to m, the deltas of the clocks it passed are
+// added and every subscriber is pushed its subscribed rows, which then hold
+// exactly every worker's updates of clocks < m.
 //
 // Every received frame is validated before use; a malformed or unexpected
 // one is counted, logged once per kind, and dropped.
@@ -12,6 +14,7 @@
 #define GEEPS_SERVER_SHARD_CHANNEL_H_
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -55,6 +58,11 @@ class ShardChannel {
     std::vector<float> data;           // span.size() * width
     std::vector<int64_t> clocks;       // per worker: clocks completed
     int64_t min_clock = 0;
+    // Deltas of clocks >= min_clock, by clock, each span.size() * width. They
+    // enter `data` when the minimum clock passes them, so `data` (and every
+    // push) holds exactly the updates of clocks < min_clock.
+    std::map<int64_t, std::vector<float>> pending;
+    std::vector<std::vector<float>> spare;  // zeroed buffers for reuse
     std::vector<std::vector<uint64_t>> subscriptions;  // per worker, sorted rows
     std::vector<bool> subscribed;
   };

@@ -14,7 +14,8 @@
 //              zero rows (a clock advance only).
 //  kPush       partition -> client: the subscribed rows of `table` as of
 //              minimum clock `clock` (every worker's updates from clocks <
-//              clock are in); `aux` = clocks of the recipient included.
+//              clock are in, and no later ones); `aux` = this recipient's
+//              clocks included (equal to `clock` today).
 //
 // Nothing in a frame is trusted: DecodeFrames() checks sizes and the fixed
 // fields; the receiver then checks what depends on its state (table ids,
