@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Installs the Debian packages that libgeeps needs to build, test and run its
+# examples. Idempotent: returns at once when all of them are installed.
+# As root it uses apt-get; otherwise sudo where there is one.
+set -euo pipefail
+
+PACKAGES=(
+  cmake ninja-build g++ pkg-config
+  libzmq3-dev cppzmq-dev            # ZeroMQ transport + its C++ header
+  libboost-program-options-dev      # the examples' command-line flags
+  libgtest-dev libgmock-dev         # tests (GoogleTest, GoogleMock)
+  libbenchmark-dev                  # microbenchmarks
+  zlib1g-dev                        # reading the .gz data set
+  dataset-fashion-mnist             # /usr/share/datasets/fashion-mnist
+)
+
+if ! command -v dpkg-query >/dev/null 2>&1; then
+  echo "setup.sh: no dpkg-query: this script expects Debian 12 (bookworm)." >&2
+  echo "Install these packages (or their equivalents): ${PACKAGES[*]}" >&2
+  exit 1
+fi
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+  status="$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)"
+  if [[ "$status" != "install ok installed" ]]; then
+    missing+=("$pkg")
+  fi
+done
+if [[ ${#missing[@]} -eq 0 ]]; then
+  echo "setup.sh: all ${#PACKAGES[@]} packages are installed."
+  exit 0
+fi
+
+if [[ "$(id -u)" -eq 0 ]]; then
+  as_root=()
+elif command -v sudo >/dev/null 2>&1; then
+  as_root=(sudo)
+else
+  echo "setup.sh: not root and no sudo; as root, run:" >&2
+  echo "  apt-get update && apt-get install -y ${missing[*]}" >&2
+  exit 1
+fi
+
+echo "setup.sh: installing: ${missing[*]}"
+"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q
+"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive \
+  apt-get install -y -q --no-install-recommends "${missing[@]}"
