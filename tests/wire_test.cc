@@ -31,7 +31,7 @@ Msg MakeUpdate(std::vector<uint64_t> rows, uint32_t width) {
   m.frames.emplace_back(kHeaderBytes);
   EncodeHeader(h, m.frames[0].data());
   m.frames.emplace_back(rows.size() * 8);
-  std::memcpy(m.frames[1].data(), rows.data(), rows.size() * 8);
+  if (!rows.empty()) std::memcpy(m.frames[1].data(), rows.data(), rows.size() * 8);
   m.frames.emplace_back(rows.size() * width * 4, 0);
   return m;
 }
