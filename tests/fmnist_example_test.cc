@@ -94,7 +94,7 @@ std::vector<uint8_t> Iota(size_t n) {
 
 TEST(IdxReaderTest, ReadsImagesAsFloatsInZeroOne) {
   TempDir dir;
-  const std::vector<uint8_t> pixels = {0, 255, 128, 1, 2, 3,  // image 0 (2x3)
+  const std::vector<uint8_t> pixels = {0, 255, 128, 1, 2, 3,   // image 0 (2x3)
                                        9, 8,   7,   6, 5, 4};  // image 1
   WriteGz(dir.File("img.gz"), IdxBytes(kIdxImagesMagic, {2, 2, 3}, pixels));
   geeps::StatusOr<IdxImages> images = ReadIdxImages(dir.File("img.gz"));
@@ -121,7 +121,7 @@ TEST(IdxReaderTest, ReadsLabels) {
 
 TEST(IdxReaderTest, LimitReadsAPrefix) {
   TempDir dir;
-  const std::vector<uint8_t> pixels = Iota(5 * 4 * 4);
+  const std::vector<uint8_t> pixels = Iota(size_t{5} * 4 * 4);
   WriteGz(dir.File("img.gz"), IdxBytes(kIdxImagesMagic, {5, 4, 4}, pixels));
   WriteGz(dir.File("lab.gz"), IdxBytes(kIdxLabelsMagic, {5}, {0, 1, 2, 3, 4}));
   geeps::StatusOr<IdxImages> images = ReadIdxImages(dir.File("img.gz"), 2);
@@ -186,7 +186,7 @@ TEST(IdxReaderTest, BadMagicIsAnError) {
 
 TEST(IdxReaderTest, TruncatedDataIsAnError) {
   TempDir dir;
-  std::vector<uint8_t> pixels = Iota(3 * 2 * 2);
+  std::vector<uint8_t> pixels = Iota(size_t{3} * 2 * 2);
   pixels.resize(pixels.size() - 1);  // one byte short
   WriteGz(dir.File("img.gz"), IdxBytes(kIdxImagesMagic, {3, 2, 2}, pixels));
   geeps::StatusOr<IdxImages> images = ReadIdxImages(dir.File("img.gz"));
@@ -218,7 +218,7 @@ TEST(IdxReaderTest, TruncatedHeaderIsAnError) {
 TEST(IdxReaderTest, TruncatedGzipStreamIsAnError) {
   TempDir dir;
   WriteGz(dir.File("full.gz"),
-          IdxBytes(kIdxImagesMagic, {50, 28, 28}, Iota(50 * 28 * 28)));
+          IdxBytes(kIdxImagesMagic, {50, 28, 28}, Iota(size_t{50} * 28 * 28)));
   // Cut the compressed file in half.
   std::ifstream in(dir.File("full.gz"), std::ios::binary);
   std::vector<uint8_t> gz((std::istreambuf_iterator<char>(in)),
@@ -268,9 +268,10 @@ TEST(IdxReaderTest, ZeroOrHugeDimensionsAreErrors) {
 TEST(LoadFashionMnistTest, ChecksThatImagesAndLabelsAgree) {
   TempDir dir;
   auto write_split = [&](const std::string& prefix, uint32_t n_images,
-                         std::vector<uint8_t> labels) {
+                         const std::vector<uint8_t>& labels) {
     WriteGz(dir.File(prefix + "-images-idx3-ubyte.gz"),
-            IdxBytes(kIdxImagesMagic, {n_images, 2, 2}, Iota(n_images * 4)));
+            IdxBytes(kIdxImagesMagic, {n_images, 2, 2},
+                     Iota(size_t{n_images} * 4)));
     const uint32_t n_labels = static_cast<uint32_t>(labels.size());
     WriteGz(dir.File(prefix + "-labels-idx1-ubyte.gz"),
             IdxBytes(kIdxLabelsMagic, {n_labels}, labels));
@@ -333,8 +334,8 @@ std::vector<float> RandomParams(int dim, int classes, uint64_t seed) {
 
 TEST(SoftmaxModelTest, LogitsUseTheRowPerFeatureLayout) {
   // dim 2, 3 classes: rows {w0}, {w1}, {bias}.
-  const std::vector<float> params = {1, 2, 3,  //
-                                     4, 5, 6,  //
+  const std::vector<float> params = {1,    2,  3,  //
+                                     4,    5,  6,  //
                                      0.5f, -1, 0};
   const float x[2] = {2, 0.5f};
   float z[3];
@@ -361,8 +362,8 @@ TEST(SoftmaxModelTest, GradientMatchesFiniteDifferences) {
   // A batch with a repeated example and not in order.
   const std::vector<int64_t> batch = {4, 0, 8, 4, 2};
   std::vector<float> grad(params.size(), 123.0f);  // must be overwritten
-  const double loss =
-      LossAndGradient(params.data(), d, batch.data(), batch.size(), grad.data());
+  const double loss = LossAndGradient(params.data(), d, batch.data(),
+                                      batch.size(), grad.data());
   EXPECT_GT(loss, 0.0);
   const float eps = 1e-2f;
   for (size_t j = 0; j < params.size(); ++j) {
@@ -402,7 +403,8 @@ TEST(SoftmaxModelTest, GradientDescentLowersTheLoss) {
   std::iota(all.begin(), all.end(), 0);
   double first = 0, last = 0;
   for (int step = 0; step < 50; ++step) {
-    last = LossAndGradient(params.data(), d, all.data(), all.size(), grad.data());
+    last =
+        LossAndGradient(params.data(), d, all.data(), all.size(), grad.data());
     if (step == 0) first = last;
     for (size_t j = 0; j < params.size(); ++j) params[j] -= 0.5f * grad[j];
   }
@@ -498,9 +500,11 @@ INSTANTIATE_TEST_SUITE_P(
 // End to end on a subset of the real data set.
 TEST(TrainSoftmaxTest, LossFallsOnRealFashionMnistSubset) {
   const char* env = std::getenv("FMNIST_DATA_DIR");
-  const std::string dir = env != nullptr ? env : "/usr/share/datasets/fashion-mnist";
-  for (const char* f : {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
-                        "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"}) {
+  const std::string dir =
+      env != nullptr ? env : "/usr/share/datasets/fashion-mnist";
+  for (const char* f :
+       {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
+        "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"}) {
     if (!fs::exists(dir + "/" + f)) {
       GTEST_SKIP() << "Fashion-MNIST not found: " << dir << "/" << f
                    << " is missing (install the Debian package "

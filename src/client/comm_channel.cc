@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "common/logging.h"
+#include "transport/socket_util.h"
 #include "transport/tsan.h"
 #include "transport/wire.h"
 
@@ -101,13 +102,7 @@ void CommChannel::Stop() {
   std::lock_guard<std::mutex> lock(stop_mu_);
   if (!started_.exchange(false)) return;
   stop_.store(true);
-  try {
-    zmq::socket_t wake(*zmq_context_, zmq::socket_type::push);
-    wake.set(zmq::sockopt::linger, 0);
-    wake.connect(control_endpoint_);
-    wake.send(zmq::str_buffer("stop"), zmq::send_flags::dontwait);
-  } catch (const zmq::error_t&) {
-  }
+  transport::WakeUp(zmq_context_, control_endpoint_);
   if (thread_.joinable()) thread_.join();
   task_out_.reset();
 }
@@ -123,33 +118,11 @@ void CommChannel::Run() {
     try {
       zmq::poll(items.data(), items.size(), std::chrono::milliseconds(kPollSafetyMs));
       if (items[1].revents & ZMQ_POLLIN) break;
-      if (items[0].revents & ZMQ_POLLIN) {
-        zmq::message_t msg;
-        while (task_in_->recv(msg, zmq::recv_flags::dontwait)) {
-          transport::AcquireAfterRecv(zmq_context_);
-          CommTask task;
-          if (msg.size() == sizeof(task)) {
-            std::memcpy(&task, msg.data(), sizeof(task));
-            RunTask(task);
-          }
-        }
-      }
+      if (items[0].revents & ZMQ_POLLIN) DrainTasks();
       for (size_t s = 0; s < n; ++s) {
         if (!(items[s + 2].revents & ZMQ_POLLIN)) continue;
         for (int budget = 0; budget < 64; ++budget) {
-          frames.clear();
-          bool more = true, got_any = false;
-          while (more) {
-            zmq::message_t msg;
-            auto r = shards_[s]->recv(msg, got_any ? zmq::recv_flags::none
-                                                   : zmq::recv_flags::dontwait);
-            if (!r) break;
-            transport::AcquireAfterRecv(zmq_context_);
-            got_any = true;
-            more = msg.more();
-            frames.push_back(std::move(msg));
-          }
-          if (!got_any) break;
+          if (!transport::TryRecvMultipart(*shards_[s], zmq_context_, &frames)) break;
           HandlePush(static_cast<int>(s), frames);
         }
       }
@@ -161,20 +134,24 @@ void CommChannel::Run() {
   }
   // Nothing lost on an orderly stop: send every update already queued.
   try {
-    zmq::message_t msg;
-    while (task_in_->recv(msg, zmq::recv_flags::dontwait)) {
-      transport::AcquireAfterRecv(zmq_context_);
-      CommTask task;
-      if (msg.size() == sizeof(task)) {
-        std::memcpy(&task, msg.data(), sizeof(task));
-        RunTask(task);
-      }
-    }
+    DrainTasks();
   } catch (const zmq::error_t&) {
   }
   shards_.clear();
   task_in_.reset();
   control_.reset();
+}
+
+void CommChannel::DrainTasks() {
+  zmq::message_t msg;
+  while (task_in_->recv(msg, zmq::recv_flags::dontwait)) {
+    transport::AcquireAfterRecv(zmq_context_);
+    CommTask task;
+    if (msg.size() == sizeof(task)) {
+      std::memcpy(&task, msg.data(), sizeof(task));
+      RunTask(task);
+    }
+  }
 }
 
 void CommChannel::RunTask(const CommTask& task) {

@@ -64,6 +64,7 @@ class CommChannel {
 
  private:
   void Run();
+  void DrainTasks();  // runs every queued task
   void RunTask(const CommTask& task);
   void SendSubscribe(TableCache& t, const PartitionSlice& s);
   void SendUpdate(TableCache& t, const PartitionSlice& s, const OplogSlot& slot);

@@ -83,6 +83,21 @@ Status OpSequence::Close(std::vector<RecordedAccess>& list, int32_t id, const ch
   return Status::OK();
 }
 
+int32_t OpSequence::Open(std::vector<RecordedAccess>& list, OpType type, RecordedAccess a) {
+  a.section = clocked_ ? kPrologue : kRepeated;
+  list.push_back(std::move(a));
+  const int32_t id = static_cast<int32_t>(list.size() - 1);
+  ops_[list.back().section].push_back({type, id});
+  return id;
+}
+
+Status OpSequence::Post(std::vector<RecordedAccess>& list, OpType type, int32_t id,
+                        const char* what, const char* call) {
+  GEEPS_RETURN_IF_ERROR(Close(list, id, what, call));
+  ops_[list[id].section].push_back({type, id});
+  return Status::OK();
+}
+
 StatusOr<ReadHandle> OpSequence::AddRead(TableId table, const std::vector<RowIndex>& rows,
                                          int slack) {
   GEEPS_RETURN_IF_ERROR(CheckRows(table, rows, false, "VirtualRead"));
@@ -92,17 +107,11 @@ StatusOr<ReadHandle> OpSequence::AddRead(TableId table, const std::vector<RowInd
   a.table = table;
   a.rows = rows;
   a.slack = slack;
-  a.section = clocked_ ? kPrologue : kRepeated;
-  reads_.push_back(std::move(a));
-  const int32_t id = static_cast<int32_t>(reads_.size() - 1);
-  ops_[reads_.back().section].push_back({OpType::kRead, id});
-  return ReadHandle{id};
+  return ReadHandle{Open(reads_, OpType::kRead, std::move(a))};
 }
 
 Status OpSequence::AddPostRead(ReadHandle h) {
-  GEEPS_RETURN_IF_ERROR(Close(reads_, h.id, "read", "VirtualPostRead"));
-  ops_[reads_[h.id].section].push_back({OpType::kPostRead, h.id});
-  return Status::OK();
+  return Post(reads_, OpType::kPostRead, h.id, "read", "VirtualPostRead");
 }
 
 StatusOr<UpdateHandle> OpSequence::AddPreUpdate(TableId table,
@@ -111,17 +120,11 @@ StatusOr<UpdateHandle> OpSequence::AddPreUpdate(TableId table,
   RecordedAccess a;
   a.table = table;
   a.rows = rows;
-  a.section = clocked_ ? kPrologue : kRepeated;
-  updates_.push_back(std::move(a));
-  const int32_t id = static_cast<int32_t>(updates_.size() - 1);
-  ops_[updates_.back().section].push_back({OpType::kPreUpdate, id});
-  return UpdateHandle{id};
+  return UpdateHandle{Open(updates_, OpType::kPreUpdate, std::move(a))};
 }
 
 Status OpSequence::AddUpdate(UpdateHandle h) {
-  GEEPS_RETURN_IF_ERROR(Close(updates_, h.id, "update", "VirtualUpdate"));
-  ops_[updates_[h.id].section].push_back({OpType::kUpdate, h.id});
-  return Status::OK();
+  return Post(updates_, OpType::kUpdate, h.id, "update", "VirtualUpdate");
 }
 
 StatusOr<LocalHandle> OpSequence::AddLocalAccess(TableId table,
@@ -132,17 +135,13 @@ StatusOr<LocalHandle> OpSequence::AddLocalAccess(TableId table,
   a.table = table;
   a.rows = rows;
   a.fetch = fetch;
-  a.section = clocked_ ? kPrologue : kRepeated;
-  locals_.push_back(std::move(a));
-  const int32_t id = static_cast<int32_t>(locals_.size() - 1);
-  ops_[locals_.back().section].push_back({OpType::kLocalAccess, id});
-  return LocalHandle{id};
+  return LocalHandle{Open(locals_, OpType::kLocalAccess, std::move(a))};
 }
 
 Status OpSequence::AddPostLocalAccess(LocalHandle h, bool keep) {
-  GEEPS_RETURN_IF_ERROR(Close(locals_, h.id, "local", "VirtualPostLocalAccess"));
+  GEEPS_RETURN_IF_ERROR(
+      Post(locals_, OpType::kPostLocalAccess, h.id, "local", "VirtualPostLocalAccess"));
   locals_[h.id].keep = keep;
-  ops_[locals_[h.id].section].push_back({OpType::kPostLocalAccess, h.id});
   return Status::OK();
 }
 

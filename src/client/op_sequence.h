@@ -60,6 +60,11 @@ class OpSequence {
  private:
   Status CheckRows(TableId table, const std::vector<RowIndex>& rows, bool want_local,
                    const char* call) const;
+  // Records the opening op of an access and returns its handle id.
+  int32_t Open(std::vector<RecordedAccess>& list, OpType type, RecordedAccess a);
+  // Records the closing op of access `id` after checking it is open.
+  Status Post(std::vector<RecordedAccess>& list, OpType type, int32_t id, const char* what,
+              const char* call);
   Status Close(std::vector<RecordedAccess>& list, int32_t id, const char* what,
                const char* call);
   Status CheckNothingOpen(const char* when) const;

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "common/logging.h"
+#include "transport/socket_util.h"
 #include "transport/tsan.h"
 
 namespace geeps::server {
@@ -70,14 +71,7 @@ void ShardChannel::Stop() {
   if (!started_) return;
   started_ = false;
   stop_.store(true);
-  try {
-    zmq::socket_t wake(*context_, zmq::socket_type::push);
-    wake.set(zmq::sockopt::linger, 0);
-    wake.connect(control_endpoint_);
-    wake.send(zmq::str_buffer("stop"), zmq::send_flags::dontwait);
-  } catch (const zmq::error_t&) {
-    // The poll timeout re-checks stop_ anyway.
-  }
+  transport::WakeUp(context_, control_endpoint_);
   if (thread_.joinable()) thread_.join();
   socket_.reset();
   control_.reset();
@@ -110,20 +104,7 @@ void ShardChannel::Run() {
       if (!(items[0].revents & ZMQ_POLLIN)) continue;
       // Drain what is queued, then poll again.
       for (int budget = 0; budget < 256 && !stop_.load(); ++budget) {
-        frames.clear();
-        bool more = true;
-        bool got_any = false;
-        while (more) {
-          zmq::message_t msg;
-          auto r = socket_->recv(msg, got_any ? zmq::recv_flags::none
-                                              : zmq::recv_flags::dontwait);
-          if (!r) break;
-          transport::AcquireAfterRecv(context_);
-          got_any = true;
-          more = msg.more();
-          frames.push_back(std::move(msg));
-        }
-        if (!got_any) break;
+        if (!transport::TryRecvMultipart(*socket_, context_, &frames)) break;
         HandleMessage(frames);
       }
     } catch (const zmq::error_t& e) {

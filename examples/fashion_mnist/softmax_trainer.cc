@@ -1,0 +1,322 @@
+#include "softmax_trainer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <condition_variable>
+#include <cstdio>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <utility>
+
+#include "geeps/config.h"
+#include "geeps/embedded_cluster.h"
+#include "geeps/geeps.h"
+
+namespace fmnist {
+namespace {
+
+using geeps::Status;
+using geeps::StatusCode;
+using geeps::StatusOr;
+using Clock = std::chrono::steady_clock;
+
+constexpr geeps::TableId kTable = 0;
+
+Status Annotate(const Status& s, int rank, const char* call) {
+  if (s.ok()) return s;
+  return Status(s.code(), "worker " + std::to_string(rank) + ": " + call +
+                              ": " + s.message());
+}
+template <typename T>
+StatusOr<T> Annotate(StatusOr<T> s, int rank, const char* call) {
+  if (s.ok()) return s;
+  return Annotate(s.status(), rank, call);
+}
+
+// Propagate a libgeeps error with the worker's rank and the call's name.
+#define FMNIST_CHECK(expr, call) \
+  GEEPS_RETURN_IF_ERROR(Annotate((expr), rank, call))
+#define FMNIST_ASSIGN(lhs, expr, call) \
+  GEEPS_ASSIGN_OR_RETURN(lhs, Annotate((expr), rank, call))
+
+// Where the workers post their per-epoch loss so that worker 0 can print the
+// mean over all of them. A worker that fails aborts the board, so that worker
+// 0 never waits for a report that will not come.
+class EpochBoard {
+ public:
+  EpochBoard(int workers, int epochs)
+      : workers_(workers),
+        loss_sum_(epochs),
+        samples_(epochs),
+        reported_(epochs) {}
+
+  void Report(int epoch, double loss_sum, int64_t samples) {
+    std::lock_guard<std::mutex> lock(mu_);
+    loss_sum_[epoch] += loss_sum;
+    samples_[epoch] += samples;
+    ++reported_[epoch];
+    cv_.notify_all();
+  }
+
+  void Abort() {
+    std::lock_guard<std::mutex> lock(mu_);
+    aborted_ = true;
+    cv_.notify_all();
+  }
+
+  // Waits until every worker has reported `epoch`.
+  Status Wait(int epoch, std::chrono::milliseconds timeout, double* loss_sum,
+              int64_t* samples) {
+    std::unique_lock<std::mutex> lock(mu_);
+    bool done = cv_.wait_for(lock, timeout, [&] {
+      return aborted_ || reported_[epoch] == workers_;
+    });
+    if (aborted_)
+      return Status(StatusCode::kCancelled, "another worker failed");
+    if (!done) {
+      return Status(StatusCode::kDeadlineExceeded,
+                    "waited too long for the other workers to finish epoch " +
+                        std::to_string(epoch + 1));
+    }
+    *loss_sum = loss_sum_[epoch];
+    *samples = samples_[epoch];
+    return Status::OK();
+  }
+
+ private:
+  const int workers_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<double> loss_sum_;  // GUARDED_BY(mu_)
+  std::vector<int64_t> samples_;  // GUARDED_BY(mu_)
+  std::vector<int> reported_;     // GUARDED_BY(mu_)
+  bool aborted_ = false;          // GUARDED_BY(mu_)
+};
+
+struct Shared {
+  const TrainOptions& options;
+  const Dataset& train;
+  const Dataset& test;
+  TrainReport* report;  // written by worker 0 only
+  EpochBoard board;
+  size_t num_params;
+  std::vector<geeps::RowIndex> rows;  // all rows of the table, in order
+};
+
+std::vector<float> InitialParams(const TrainOptions& options, int dim,
+                                 int classes) {
+  std::vector<float> params(NumParams(dim, classes), 0.0f);
+  std::mt19937_64 rng(options.seed);
+  std::normal_distribution<float> normal(0.0f, options.init_stddev);
+  const size_t weights = static_cast<size_t>(dim) * classes;
+  if (options.init_stddev > 0) {
+    for (size_t j = 0; j < weights; ++j) params[j] = normal(rng);
+  }
+  return params;
+}
+
+Status RunWorker(geeps::GeePS& ps, Shared& shared) {
+  const int rank = ps.rank();
+  const int workers = ps.num_workers();
+  const TrainOptions& opt = shared.options;
+  const Dataset& train = shared.train;
+  const size_t num_params = shared.num_params;
+
+  // ---- The virtual iteration, then worker 0's prologue. ----
+  FMNIST_ASSIGN(geeps::ReadHandle read,
+                ps.VirtualRead(kTable, shared.rows, opt.slack), "VirtualRead");
+  FMNIST_CHECK(ps.VirtualPostRead(read), "VirtualPostRead");
+  FMNIST_ASSIGN(geeps::UpdateHandle update,
+                ps.VirtualPreUpdate(kTable, shared.rows), "VirtualPreUpdate");
+  FMNIST_CHECK(ps.VirtualUpdate(update), "VirtualUpdate");
+  FMNIST_CHECK(ps.VirtualClock(), "VirtualClock");
+  geeps::UpdateHandle init;
+  if (rank == 0) {
+    FMNIST_ASSIGN(init, ps.VirtualPreUpdate(kTable, shared.rows),
+                  "VirtualPreUpdate (prologue)");
+    FMNIST_CHECK(ps.VirtualUpdate(init), "VirtualUpdate (prologue)");
+  }
+  FMNIST_CHECK(ps.FinishVirtualIteration(), "FinishVirtualIteration");
+  FMNIST_CHECK(ps.StartIterations(), "StartIterations");
+
+  std::vector<float> params;  // worker 0: copies for evaluation
+  if (rank == 0) {
+    params = InitialParams(opt, train.dim, train.num_classes);
+    shared.report->initial_test = Evaluate(params.data(), shared.test);
+    FMNIST_ASSIGN(float* buffer, ps.PreUpdate(init), "PreUpdate (prologue)");
+    std::copy(params.begin(), params.end(), buffer);
+    FMNIST_CHECK(ps.Update(init), "Update (prologue)");
+  }
+
+  // ---- This worker's shard: examples rank, rank + workers, ... ----
+  std::vector<int64_t> shard;
+  for (int64_t i = rank; i < train.size(); i += workers) shard.push_back(i);
+  // Every worker must run the same number of iterations (clocks), so the
+  // count comes from the smallest shard; the last batch takes the rest.
+  const int64_t smallest_shard = train.size() / workers;
+  const int64_t iterations =
+      (smallest_shard + opt.batch_size - 1) / opt.batch_size;
+  std::seed_seq seeds{opt.seed, static_cast<uint64_t>(rank), uint64_t{0x5eed}};
+  std::mt19937_64 rng(seeds);
+
+  std::vector<float> grad(num_params);
+  std::vector<float> velocity(num_params, 0.0f);
+  for (int epoch = 0; epoch < opt.epochs; ++epoch) {
+    std::shuffle(shard.begin(), shard.end(), rng);
+    const float lr =
+        opt.learning_rate * std::pow(opt.lr_decay, static_cast<float>(epoch));
+    const float scale = -lr / static_cast<float>(workers);
+    const Clock::time_point start = Clock::now();
+    double loss_sum = 0;
+    int64_t samples = 0;
+    for (int64_t it = 0; it < iterations; ++it) {
+      const int64_t begin = it * opt.batch_size;
+      const int64_t end = it + 1 == iterations
+                              ? static_cast<int64_t>(shard.size())
+                              : begin + opt.batch_size;
+      const size_t n = static_cast<size_t>(end - begin);
+      FMNIST_ASSIGN(const float* current, ps.Read(read), "Read");
+      loss_sum += n * LossAndGradient(current, train, shard.data() + begin, n,
+                                      grad.data());
+      samples += static_cast<int64_t>(n);
+      FMNIST_CHECK(ps.PostRead(read), "PostRead");
+      for (size_t j = 0; j < num_params; ++j) {
+        velocity[j] = opt.momentum * velocity[j] + grad[j];
+      }
+      FMNIST_ASSIGN(float* delta, ps.PreUpdate(update), "PreUpdate");
+      for (size_t j = 0; j < num_params; ++j) delta[j] = scale * velocity[j];
+      FMNIST_CHECK(ps.Update(update), "Update");
+      FMNIST_CHECK(ps.Clock(), "Clock");
+    }
+    shared.board.Report(epoch, loss_sum, samples);
+    if (rank != 0) continue;
+
+    // Worker 0: the epoch's mean loss over all workers, then the test set
+    // on the parameters after every worker's last update of the epoch.
+    EpochReport er;
+    er.epoch = epoch + 1;
+    double all_loss = 0;
+    int64_t all_samples = 0;
+    FMNIST_CHECK(shared.board.Wait(epoch, opt.timeout, &all_loss, &all_samples),
+                 "waiting for the epoch's losses");
+    er.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    er.train_loss = all_loss / static_cast<double>(all_samples);
+    er.samples_per_second = static_cast<double>(all_samples) / er.seconds;
+    FMNIST_CHECK(ps.Sync(), "Sync");
+    FMNIST_CHECK(ps.CopyRows(kTable, shared.rows, params.data()), "CopyRows");
+    er.test = Evaluate(params.data(), shared.test);
+    shared.report->epochs.push_back(er);
+    if (opt.log != nullptr) {
+      char line[256];
+      std::snprintf(line, sizeof(line),
+                    "epoch %d/%d: %lld samples in %.2f s (%.0f samples/s), "
+                    "lr %.4g, mean train loss %.4f, test loss %.4f, "
+                    "test accuracy %.4f\n",
+                    er.epoch, opt.epochs, static_cast<long long>(all_samples),
+                    er.seconds, er.samples_per_second, lr, er.train_loss,
+                    er.test.loss, er.test.accuracy);
+      *opt.log << line << std::flush;
+    }
+  }
+  if (rank == 0) shared.report->final_params = std::move(params);
+  return Status::OK();
+}
+
+}  // namespace
+
+Status ValidateTrainOptions(const TrainOptions& o) {
+  auto bad = [](const std::string& what) {
+    return Status(StatusCode::kInvalidArgument, what);
+  };
+  if (o.workers < 1) return bad("workers must be >= 1");
+  if (o.shards < 1) return bad("shards must be >= 1");
+  if (o.channels < 1) return bad("channels must be >= 1");
+  if (o.epochs < 0) return bad("epochs must be >= 0");
+  if (o.batch_size < 1) return bad("batch size must be >= 1");
+  if (!std::isfinite(o.learning_rate) || o.learning_rate <= 0) {
+    return bad("learning rate must be a positive number");
+  }
+  if (!std::isfinite(o.lr_decay) || o.lr_decay <= 0 || o.lr_decay > 1) {
+    return bad("learning rate decay must be in (0, 1]");
+  }
+  if (!std::isfinite(o.momentum) || o.momentum < 0 || o.momentum >= 1) {
+    return bad("momentum must be in [0, 1)");
+  }
+  if (o.slack < 0) return bad("slack must be >= 0");
+  if (!std::isfinite(o.init_stddev) || o.init_stddev < 0) {
+    return bad("init stddev must be >= 0");
+  }
+  if (o.timeout.count() <= 0) return bad("timeout must be positive");
+  return Status::OK();
+}
+
+Status TrainSoftmax(const TrainOptions& options, const Dataset& train,
+                    const Dataset& test, TrainReport* report) {
+  GEEPS_RETURN_IF_ERROR(ValidateTrainOptions(options));
+  if (train.dim < 1 || train.num_classes < 2 || train.dim != test.dim ||
+      train.num_classes != test.num_classes || test.size() < 1) {
+    return Status(StatusCode::kInvalidArgument,
+                  "the training and test sets must be non-empty and agree in "
+                  "dim and num_classes");
+  }
+  if (train.size() < options.workers) {
+    return Status(StatusCode::kInvalidArgument,
+                  "only " + std::to_string(train.size()) +
+                      " training examples for " +
+                      std::to_string(options.workers) + " workers");
+  }
+  *report = TrainReport();
+  const Clock::time_point start = Clock::now();
+
+  geeps::Config config;
+  const uint64_t num_rows = static_cast<uint64_t>(train.dim) + 1;
+  config.tables.push_back(geeps::TableSpec{
+      "softmax_params", num_rows, static_cast<uint32_t>(train.num_classes),
+      /*local=*/false});
+  config.num_workers = options.workers;
+  config.num_shards = options.shards;
+  config.num_channels = options.channels;
+  config.default_slack = options.slack;
+  config.read_my_writes = options.read_my_writes;
+  // The gradient is computed on the host, straight from the Read buffer, so
+  // the "device" must be host memory.
+  config.device = geeps::DeviceKind::kHost;
+  config.timeout = options.timeout;
+
+  StatusOr<std::unique_ptr<geeps::EmbeddedCluster>> started =
+      geeps::EmbeddedCluster::Start(config);
+  if (!started.ok()) {
+    return Status(started.status().code(),
+                  "EmbeddedCluster::Start: " + started.status().message());
+  }
+  std::unique_ptr<geeps::EmbeddedCluster> cluster = std::move(*started);
+
+  Shared shared{options,
+                train,
+                test,
+                report,
+                EpochBoard(options.workers, options.epochs),
+                NumParams(train.dim, train.num_classes),
+                geeps::RowRange(0, num_rows)};
+  Status run = cluster->RunWorkers([&shared](geeps::GeePS& ps) {
+    Status s = RunWorker(ps, shared);
+    if (!s.ok()) shared.board.Abort();
+    return s;
+  });
+  report->worker0_stats_json = cluster->worker(0)->GetStats().ToJson();
+  Status shutdown = cluster->Shutdown();
+  report->total_seconds =
+      std::chrono::duration<double>(Clock::now() - start).count();
+  if (!run.ok()) return run;
+  if (!shutdown.ok()) {
+    return Status(shutdown.code(),
+                  "EmbeddedCluster::Shutdown: " + shutdown.message());
+  }
+  if (report->epochs.empty()) {
+    report->final_params = InitialParams(options, train.dim, train.num_classes);
+  }
+  return Status::OK();
+}
+
+}  // namespace fmnist

@@ -1,0 +1,23 @@
+// Small ZeroMQ helpers shared by the client's and the server's threads.
+#ifndef GEEPS_TRANSPORT_SOCKET_UTIL_H_
+#define GEEPS_TRANSPORT_SOCKET_UTIL_H_
+
+#include <string>
+#include <vector>
+#include <zmq.hpp>
+
+namespace geeps::transport {
+
+// Receives one whole multipart message into `frames` (cleared first) without
+// waiting for its first frame. Returns false when none is queued. Tells TSan
+// about the hand-off (see tsan.h). Throws zmq::error_t like cppzmq.
+bool TryRecvMultipart(zmq::socket_t& socket, zmq::context_t* context,
+                      std::vector<zmq::message_t>* frames);
+
+// Sends one byte to the PULL socket bound at `endpoint` to wake its thread's
+// poll. Never throws; a lost wake-up is covered by the poll timeout.
+void WakeUp(zmq::context_t* context, const std::string& endpoint);
+
+}  // namespace geeps::transport
+
+#endif  // GEEPS_TRANSPORT_SOCKET_UTIL_H_
