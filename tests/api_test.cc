@@ -1,6 +1,7 @@
 // The GeePS API on an embedded cluster: usage errors, local data,
 // read-my-writes, the tail of the last row, timeouts and shutdown.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include <atomic>
 #include <chrono>
@@ -49,9 +50,29 @@ TEST(ConfigTest, RejectsBadConfigs) {
   Config dup = c;
   dup.tables[1].name = "w";
   EXPECT_EQ(ValidateConfig(dup).code(), StatusCode::kInvalidArgument);
+  Config huge = c;
+  huge.num_shards = 4096;
+  huge.num_channels = 64;
+  EXPECT_EQ(ValidateConfig(huge).code(), StatusCode::kInvalidArgument);
   Config bad_channels = c;
   bad_channels.num_channels = 0;
   EXPECT_EQ(ValidateConfig(bad_channels).code(), StatusCode::kInvalidArgument);
+}
+
+TEST(ConfigTest, TooManyPartitionsForTheDescriptorLimitIsAClearError) {
+  Config c = OneTable();
+  c.num_shards = 60;
+  c.num_channels = 2;
+  rlimit saved{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &saved), 0);
+  rlimit low = saved;
+  low.rlim_cur = 256;
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  auto cluster = EmbeddedCluster::Start(c);
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &saved), 0);
+  ASSERT_FALSE(cluster.ok());
+  EXPECT_EQ(cluster.status().code(), StatusCode::kResourceExhausted) << cluster.status();
+  EXPECT_NE(cluster.status().message().find("file descriptors"), std::string::npos);
 }
 
 TEST(ConfigTest, EnvironmentOverrides) {

@@ -1,5 +1,7 @@
 #include "geeps/embedded_cluster.h"
 
+#include <sys/resource.h>
+
 #include <mutex>
 #include <thread>
 #include <zmq.hpp>
@@ -8,6 +10,28 @@
 #include "server/shard_channel.h"
 
 namespace geeps {
+namespace {
+
+// ZeroMQ needs a file descriptor per socket (its mailbox) and the context a
+// few more. An embedded cluster opens, per partition, a ROUTER and a control
+// socket, and per worker and channel, a DEALER per shard plus three task and
+// control sockets. Checked up front so that a large shape is a clear error
+// instead of a failed bind halfway through.
+Status CheckDescriptors(const Config& c) {
+  const uint64_t partitions = static_cast<uint64_t>(c.num_shards) * c.num_channels;
+  const uint64_t needed = 64 + 2 * partitions +
+                          static_cast<uint64_t>(c.num_workers) * c.num_channels * (c.num_shards + 3);
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return Status::OK();
+  if (needed <= limit.rlim_cur) return Status::OK();
+  return ResourceExhaustedError(
+      "EmbeddedCluster::Start: " + std::to_string(c.num_workers) + " workers x " +
+      std::to_string(c.num_shards) + " shards x " + std::to_string(c.num_channels) +
+      " channels need about " + std::to_string(needed) + " file descriptors, but the limit is " +
+      std::to_string(limit.rlim_cur) + " (ulimit -n); use fewer shards or channels");
+}
+
+}  // namespace
 
 struct EmbeddedCluster::Impl {
   Config config;
@@ -25,6 +49,7 @@ EmbeddedCluster::~EmbeddedCluster() { Shutdown().ok(); }
 
 StatusOr<std::unique_ptr<EmbeddedCluster>> EmbeddedCluster::Start(const Config& config) {
   GEEPS_RETURN_IF_ERROR(ValidateConfig(config));
+  GEEPS_RETURN_IF_ERROR(CheckDescriptors(config));
   auto impl = std::make_unique<Impl>();
   impl->config = config;
   try {

@@ -11,6 +11,7 @@ namespace {
 constexpr int kMaxWorkers = 4096;
 constexpr int kMaxShards = 4096;
 constexpr int kMaxChannels = 64;
+constexpr int kMaxPartitions = 4096;  // shards x channels: one thread each
 constexpr uint32_t kMaxRowWidth = 1u << 24;
 // Row counts and indexes travel as 64-bit values but caches index rows with
 // 32-bit offsets.
@@ -44,6 +45,11 @@ Status ValidateConfig(const Config& c) {
   if (c.num_channels < 1 || c.num_channels > kMaxChannels)
     return InvalidArgumentError("num_channels must be in [1, " +
                                 std::to_string(kMaxChannels) + "], got " +
+                                std::to_string(c.num_channels));
+  if (static_cast<int64_t>(c.num_shards) * c.num_channels > kMaxPartitions)
+    return InvalidArgumentError("num_shards x num_channels must be at most " +
+                                std::to_string(kMaxPartitions) + ", got " +
+                                std::to_string(c.num_shards) + " x " +
                                 std::to_string(c.num_channels));
   if (c.default_slack < 0)
     return InvalidArgumentError("default_slack must be >= 0, got " +
