@@ -171,6 +171,19 @@ TEST_P(ExactSumTest, BspReadsAreExact) {
   ASSERT_OK((*cluster)->Shutdown());
 }
 
+// Every message split into parts of one or a few rows.
+TEST_P(ExactSumTest, BspReadsAreExactWithMessagesInParts) {
+  Config c = MakeConfig(GetParam());
+  c.max_message_bytes = 64;
+  auto cluster = EmbeddedCluster::Start(c);
+  ASSERT_OK(cluster.status());
+  ASSERT_OK((*cluster)->RunWorkers([&](GeePS& ps) {
+    return RunWorker(ps, c, 0, 4, std::chrono::milliseconds(0));
+  }));
+  for (int s = 0; s < c.num_shards; ++s)
+    EXPECT_EQ((*cluster)->GetShardStats(s).frames_dropped, 0);
+}
+
 TEST_P(ExactSumTest, SspReadsStayWithinSlack) {
   Config c = MakeConfig(GetParam());
   auto cluster = EmbeddedCluster::Start(c);

@@ -93,7 +93,7 @@ TEST(WireTest, RejectsEveryBadField) {
   {
     Msg m = base;
     WireHeader h = HeaderOf(m);
-    h.flags = 1;
+    h.flags = 2;  // bit 0 is kFlagMore; the others are reserved
     SetHeader(m, h);
     expect_bad(m, "flags");
   }
@@ -185,6 +185,24 @@ TEST(WireTest, RandomBytesNeverCrash) {
       EXPECT_FALSE(m.Decode().ok()) << "frame " << f << " cut at " << cut;
     }
   }
+}
+
+TEST(WireTest, PartsAndRowsPerPart) {
+  Msg m = MakeUpdate({8, 9}, 3);
+  WireHeader h = HeaderOf(m);
+  h.flags = kFlagMore;
+  h.offset = 4;
+  SetHeader(m, h);
+  auto d = m.Decode();
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->header.offset, 4u);
+  h.offset = 1ull << 41;
+  SetHeader(m, h);
+  EXPECT_FALSE(m.Decode().ok());
+  // 3 floats (12 bytes) + an 8-byte row id per row.
+  EXPECT_EQ(RowsPerPart(3, true, 100), 5u);
+  EXPECT_EQ(RowsPerPart(3, false, 100), 8u);
+  EXPECT_EQ(RowsPerPart(1000, true, 100), 1u);  // at least one row
 }
 
 TEST(WireTest, RoutingIds) {

@@ -59,6 +59,15 @@ struct Config {
   // Longest time any call waits for a peer before it fails (kDeadlineExceeded
   // or kUnavailable). Nothing in libgeeps waits forever.
   std::chrono::milliseconds timeout{30000};
+
+  // Multi-process jobs: a peer silent this long is declared lost, and every
+  // waiting call fails with kUnavailable naming it. Heartbeats go every
+  // heartbeat_timeout / 10.
+  std::chrono::milliseconds heartbeat_timeout{10000};
+
+  // Largest message put on the wire; larger updates, pushes and subscriptions
+  // travel in parts (libzmq fails on frames over 2 GB).
+  uint64_t max_message_bytes = 1ull << 30;
 };
 
 // Checks a config; returns kInvalidArgument naming the first bad field.
@@ -67,7 +76,8 @@ Status ValidateConfig(const Config& config);
 // Overrides fields of `config` from GEEPS_* environment variables
 // (GEEPS_NUM_WORKERS, GEEPS_NUM_SHARDS, GEEPS_NUM_CHANNELS,
 // GEEPS_READ_MY_WRITES, GEEPS_DEFAULT_SLACK, GEEPS_DEVICE,
-// GEEPS_DEVICE_MEMORY_BUDGET, GEEPS_TIMEOUT_MS). A malformed value is
+// GEEPS_DEVICE_MEMORY_BUDGET, GEEPS_TIMEOUT_MS, GEEPS_HEARTBEAT_TIMEOUT_MS,
+// GEEPS_MAX_MESSAGE_BYTES). A malformed value is
 // kInvalidArgument naming the variable. See docs/api.md for the table.
 Status ApplyEnvironment(Config* config);
 

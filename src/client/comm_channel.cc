@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 
 #include "common/logging.h"
 #include "transport/socket_util.h"
@@ -77,6 +78,7 @@ Status CommChannel::Start() {
       s->connect(ep);
       shards_.push_back(std::move(s));
     }
+    partial_.resize(shards_.size());
   } catch (const zmq::error_t& e) {
     return UnavailableError("worker " + std::to_string(ctx_.rank) + " channel " +
                             std::to_string(channel_) + ": socket setup failed: " + e.what());
@@ -191,19 +193,41 @@ void CommChannel::SendFrames(int shard, zmq::message_t* frames, size_t count) {
   ctx_.counters->bytes_sent.fetch_add(static_cast<int64_t>(bytes));
 }
 
+void CommChannel::SendInParts(int shard, WireHeader h, const uint64_t* rows, uint64_t total,
+                              const std::function<void(char*, uint64_t, uint64_t)>& fill) {
+  const uint64_t per =
+      transport::RowsPerPart(h.row_width, rows != nullptr, ctx_.config->max_message_bytes);
+  const size_t row_bytes = static_cast<size_t>(h.row_width) * sizeof(float);
+  uint64_t first = 0;
+  do {
+    const uint64_t n = std::min(per, total - first);
+    h.offset = first;
+    h.row_count = n;
+    h.flags = first + n < total ? transport::kFlagMore : 0;
+    zmq::message_t frames[3];
+    frames[0].rebuild(transport::kHeaderBytes);
+    transport::EncodeHeader(h, frames[0].data());
+    size_t count = 1;
+    if (n > 0 && rows != nullptr) frames[count++].rebuild(rows + first, n * sizeof(uint64_t));
+    if (n > 0 && fill) {
+      frames[count].rebuild(n * row_bytes);
+      fill(static_cast<char*>(frames[count].data()), first, n);
+      ++count;
+    }
+    SendFrames(shard, frames, count);
+    first += n;
+  } while (first < total);
+}
+
 void CommChannel::SendSubscribe(TableCache& t, const PartitionSlice& s) {
   if (s.cache_count == 0) return;
   WireHeader h;
   h.type = static_cast<uint16_t>(MsgType::kSubscribe);
   h.sender = static_cast<uint32_t>(ctx_.rank);
   h.table = t.id;
-  h.row_count = s.cache_count;
   h.row_width = t.width;
-  zmq::message_t frames[2];
-  frames[0].rebuild(transport::kHeaderBytes);
-  transport::EncodeHeader(h, frames[0].data());
-  frames[1].rebuild(t.rows.data() + s.cache_begin, s.cache_count * sizeof(uint64_t));
-  SendFrames(s.partition / ctx_.config->num_channels, frames, 2);
+  SendInParts(s.partition / ctx_.config->num_channels, h, t.rows.data() + s.cache_begin,
+              s.cache_count, nullptr);
 }
 
 void CommChannel::SendUpdate(TableCache& t, const PartitionSlice& s, const OplogSlot& slot) {
@@ -212,24 +236,17 @@ void CommChannel::SendUpdate(TableCache& t, const PartitionSlice& s, const Oplog
   h.sender = static_cast<uint32_t>(ctx_.rank);
   h.table = t.id;
   h.clock = slot.clock;
-  h.row_count = slot.dirty ? s.update_rows.size() : 0;
   h.row_width = t.width;
-  zmq::message_t frames[3];
-  frames[0].rebuild(transport::kHeaderBytes);
-  transport::EncodeHeader(h, frames[0].data());
-  size_t count = 1;
-  if (h.row_count > 0) {
-    frames[1].rebuild(s.update_rows.data(), s.update_rows.size() * sizeof(uint64_t));
-    const size_t row_bytes = t.width * sizeof(float);
-    frames[2].rebuild(h.row_count * row_bytes);
-    char* out = static_cast<char*>(frames[2].data());
-    for (size_t i = 0; i < s.update_pos.size(); ++i) {
-      std::memcpy(out + i * row_bytes, slot.host + static_cast<size_t>(s.update_pos[i]) * t.width,
-                  row_bytes);
-    }
-    count = 3;
-  }
-  SendFrames(s.partition / ctx_.config->num_channels, frames, count);
+  const uint64_t total = slot.dirty ? s.update_rows.size() : 0;
+  const size_t row_bytes = t.width * sizeof(float);
+  SendInParts(s.partition / ctx_.config->num_channels, h, s.update_rows.data(), total,
+              [&](char* out, uint64_t first, uint64_t n) {
+                for (uint64_t i = 0; i < n; ++i) {
+                  std::memcpy(out + i * row_bytes,
+                              slot.host + static_cast<size_t>(s.update_pos[first + i]) * t.width,
+                              row_bytes);
+                }
+              });
 }
 
 void CommChannel::Drop(const std::string& what) {
@@ -262,8 +279,27 @@ void CommChannel::HandlePush(int shard, std::vector<zmq::message_t>& frames) {
                          [&](const PartitionSlice& s) { return s.partition == partition; });
   if (it == t.slices.end()) return Drop("push for a partition without rows");
   PartitionSlice& s = *it;
-  if (m.header.row_width != t.width || m.header.row_count != s.cache_count || s.cache_count == 0)
+  if (m.header.row_width != t.width || s.cache_count == 0 ||
+      m.header.offset + m.header.row_count > s.cache_count)
     return Drop("push shape does not match the subscription");
+  // Parts of one push arrive back to back on this shard's socket; collect
+  // them, then install the whole push at once.
+  PartialPush& partial = partial_[shard];
+  if (m.header.offset == 0) {
+    partial = PartialPush{static_cast<int>(m.header.table), m.header.clock, 0};
+    partial.rows.resize(static_cast<size_t>(s.cache_count) * t.width);
+  } else if (partial.table != static_cast<int>(m.header.table) ||
+             partial.clock != m.header.clock || partial.received != m.header.offset) {
+    partial.table = -1;
+    return Drop("push part out of sequence");
+  }
+  std::memcpy(partial.rows.data() + m.header.offset * t.width, m.payload,
+              m.header.row_count * t.width * sizeof(float));
+  partial.received += m.header.row_count;
+  if (m.header.flags & transport::kFlagMore) return;
+  partial.table = -1;
+  if (partial.received != s.cache_count) return Drop("push ended before all subscribed rows");
+  std::vector<float>& staging = partial.rows;
   const size_t floats = static_cast<size_t>(s.cache_count) * t.width;
   const size_t offset = static_cast<size_t>(s.cache_begin) * t.width;
   const bool rmw = ctx_.config->read_my_writes;
@@ -271,17 +307,15 @@ void CommChannel::HandlePush(int shard, std::vector<zmq::message_t>& frames) {
     std::lock_guard<std::mutex> lock(t.mu);
     if (m.header.clock <= s.age || m.header.aux < s.included)
       return Drop("stale or repeated push");
-    staging_.resize(floats);
-    std::memcpy(staging_.data(), m.payload, floats * sizeof(float));
     if (rmw) {
       for (const OplogSlot* slot : t.retained) {
         if (slot->clock < m.header.aux) continue;
         const float* d = slot->host + offset;
-        for (size_t i = 0; i < floats; ++i) staging_[i] += d[i];
+        for (size_t i = 0; i < floats; ++i) staging[i] += d[i];
       }
     }
     device::Device* dev = ctx_.device;
-    Status st = dev->Copy(t.cache + offset, staging_.data(), floats * sizeof(float),
+    Status st = dev->Copy(t.cache + offset, staging.data(), floats * sizeof(float),
                           device::CopyKind::kHostToDevice, stream_.get());
     if (st.ok() && rmw && t.oplog_dirty)
       st = dev->Add(t.cache + offset, t.oplog + offset, floats, stream_.get());

@@ -10,6 +10,7 @@
 #define GEEPS_CLIENT_COMM_CHANNEL_H_
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -21,6 +22,7 @@
 #include "device/device.h"
 #include "geeps/config.h"
 #include "geeps/status.h"
+#include "transport/wire.h"
 
 namespace geeps::client {
 
@@ -66,6 +68,11 @@ class CommChannel {
   void Run();
   void DrainTasks();  // runs every queued task
   void RunTask(const CommTask& task);
+  // Sends a message of `total` rows in parts of at most max_message_bytes;
+  // `rows` (may be null) are the row ids, `fill(out, first, n)` writes the
+  // payload of rows [first, first + n) (null: no payload).
+  void SendInParts(int shard, transport::WireHeader h, const uint64_t* rows, uint64_t total,
+                   const std::function<void(char*, uint64_t, uint64_t)>& fill);
   void SendSubscribe(TableCache& t, const PartitionSlice& s);
   void SendUpdate(TableCache& t, const PartitionSlice& s, const OplogSlot& slot);
   void HandlePush(int shard, std::vector<zmq::message_t>& frames);
@@ -83,7 +90,14 @@ class CommChannel {
   std::unique_ptr<zmq::socket_t> control_;   // PULL, channel thread
   std::vector<std::unique_ptr<zmq::socket_t>> shards_;  // DEALER per shard
   std::unique_ptr<device::Stream> stream_;
-  std::vector<float> staging_;
+  // A push being received in parts, per shard socket.
+  struct PartialPush {
+    int table = -1;  // -1: none in progress
+    int64_t clock = 0;
+    uint64_t received = 0;  // rows received so far
+    std::vector<float> rows;
+  };
+  std::vector<PartialPush> partial_;
   std::thread thread_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> started_{false};

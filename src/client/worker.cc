@@ -358,6 +358,7 @@ Status Worker::Expect(OpType type, int32_t handle, size_t count, const char* cal
     return FailedPreconditionError(std::string(call) + ": the worker is shut down");
   if (phase_ != Phase::kRunning)
     return FailedPreconditionError(std::string(call) + ": called before StartIterations");
+  if (peers_failed_.load()) return PeerFailure();
   if (type != OpType::kClock && (handle < 0 || static_cast<size_t>(handle) >= count))
     return InvalidArgumentError(std::string(call) + ": unknown handle #" +
                                 std::to_string(handle));
@@ -471,7 +472,7 @@ StatusOr<const float*> Worker::Read(ReadHandle h) {
       reads_waited_.fetch_add(1);
       const auto start = SteadyClock::now();
       const bool ok = t.cv.wait_until(lock, start + config_.timeout, [&] {
-        return fresh() || shutdown_requested_.load();
+        return fresh() || shutdown_requested_.load() || peers_failed_.load();
       });
       read_wait_ns_.fetch_add(
           std::chrono::duration_cast<std::chrono::nanoseconds>(SteadyClock::now() - start)
@@ -479,6 +480,7 @@ StatusOr<const float*> Worker::Read(ReadHandle h) {
       if (shutdown_requested_.load())
         return CancelledError("Read(read#" + std::to_string(h.id) +
                               "): the worker was shut down while the read waited");
+      if (peers_failed_.load() && !fresh()) return PeerFailure();
       if (!ok) {
         int64_t lowest = required;
         int lowest_partition = -1;
@@ -604,11 +606,14 @@ Status Worker::Sync() {
         if (s.cache_count > 0 && s.age < target) return false;
       return true;
     };
-    if (!t.cv.wait_until(lock, deadline, [&] { return done() || shutdown_requested_.load(); }))
+    if (!t.cv.wait_until(lock, deadline, [&] {
+          return done() || shutdown_requested_.load() || peers_failed_.load();
+        }))
       return DeadlineExceededError("Sync: table " + std::to_string(t.id) +
                                    " did not reach clock " + std::to_string(target) + " within " +
                                    std::to_string(config_.timeout.count()) + " ms");
     if (shutdown_requested_.load()) return CancelledError("Sync: the worker was shut down");
+    if (peers_failed_.load() && !done()) return PeerFailure();
   }
   return Status::OK();
 }
@@ -676,6 +681,25 @@ WorkerStats Worker::GetStats() const {
   s.frames_dropped = counters_.frames_dropped.load();
   s.device_bytes_in_use = device_bytes_.load();
   return s;
+}
+
+Status Worker::PeerFailure() const {
+  std::lock_guard<std::mutex> lock(failure_mu_);
+  return peer_failure_;
+}
+
+void Worker::FailPeers(const Status& reason) {
+  {
+    std::lock_guard<std::mutex> lock(failure_mu_);
+    if (!peer_failure_.ok()) return;
+    peer_failure_ = reason.ok() ? InternalError("FailPeers with an OK status") : reason;
+  }
+  peers_failed_.store(true);
+  for (auto& t : tables_) {
+    if (!t) continue;
+    { std::lock_guard<std::mutex> lock(t->mu); }
+    t->cv.notify_all();
+  }
 }
 
 Status Worker::Shutdown() {

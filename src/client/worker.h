@@ -62,6 +62,11 @@ class Worker {
   Status Shutdown();
   const Config& config() const { return config_; }
 
+  // The job lost a peer (a dead process, a worker that failed): every call
+  // that would wait, and every real call after it, returns `reason`. Any
+  // thread; the first reason is kept.
+  void FailPeers(const Status& reason);
+
  private:
   enum class Phase { kRecording, kFinished, kRunning, kShutDown };
 
@@ -95,6 +100,10 @@ class Worker {
 
   mutable std::mutex api_mu_;
   std::atomic<bool> shutdown_requested_{false};
+  std::atomic<bool> peers_failed_{false};
+  mutable std::mutex failure_mu_;
+  Status peer_failure_;  // guarded by failure_mu_
+  Status PeerFailure() const;
   Phase phase_ = Phase::kRecording;
   OpSequence seq_;
 

@@ -39,6 +39,7 @@ struct EmbeddedCluster::Impl {
   std::unique_ptr<zmq::context_t> context;
   std::vector<std::unique_ptr<server::ShardChannel>> partitions;  // p = s*C + k
   std::vector<std::unique_ptr<GeePS>> workers;
+  std::vector<client::Worker*> impls;  // the workers' implementations
   std::mutex shutdown_mu;
   bool shut_down = false;
 };
@@ -68,8 +69,9 @@ StatusOr<std::unique_ptr<EmbeddedCluster>> EmbeddedCluster::Start(const Config& 
     GEEPS_RETURN_IF_ERROR(c.partitions.back()->Start());
   }
   for (int r = 0; r < config.num_workers; ++r) {
-    c.workers.push_back(std::make_unique<GeePS>(
-        std::make_unique<client::Worker>(config, r, c.context.get(), endpoints)));
+    auto impl = std::make_unique<client::Worker>(config, r, c.context.get(), endpoints);
+    c.impls.push_back(impl.get());
+    c.workers.push_back(std::make_unique<GeePS>(std::move(impl)));
   }
   return cluster;
 }
@@ -90,15 +92,29 @@ Status EmbeddedCluster::RunWorkers(const std::function<Status(GeePS&)>& fn) {
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
       results[r] = fn(*impl_->workers[r]);
-      // A failed worker stops, so that its peers fail fast instead of waiting.
-      if (!results[r].ok()) impl_->workers[r]->Shutdown().ok();
+      if (results[r].ok()) return;
+      // A failed worker stops, and its peers fail at once instead of waiting
+      // for its clocks until their deadline.
+      impl_->workers[r]->Shutdown().ok();
+      for (int other = 0; other < n; ++other) {
+        if (other == r) continue;
+        impl_->impls[other]->FailPeers(UnavailableError(
+            "worker " + std::to_string(r) + " failed: " + results[r].ToString()));
+      }
     });
   }
   for (auto& t : threads) t.join();
+  // The first failure is the cause; the peers' kUnavailable follow from it.
+  int first = -1;
   for (int r = 0; r < n; ++r) {
-    if (!results[r].ok())
-      return Status(results[r].code(), "worker " + std::to_string(r) + ": " + results[r].message());
+    if (results[r].ok()) continue;
+    if (first < 0 || (results[first].code() == StatusCode::kUnavailable &&
+                      results[r].code() != StatusCode::kUnavailable))
+      first = r;
   }
+  if (first >= 0)
+    return Status(results[first].code(),
+                  "worker " + std::to_string(first) + ": " + results[first].message());
   return Status::OK();
 }
 

@@ -11,7 +11,9 @@ namespace {
 constexpr int kMaxWorkers = 4096;
 constexpr int kMaxShards = 4096;
 constexpr int kMaxChannels = 64;
-constexpr int kMaxPartitions = 4096;  // shards x channels: one thread each
+constexpr int kMaxPartitions = 4096;
+constexpr uint64_t kMinMessageBytes = 64;
+constexpr uint64_t kMaxMessageBytes = (1ull << 31) - 4096;  // below libzmq's 2 GB limit  // shards x channels: one thread each
 constexpr uint32_t kMaxRowWidth = 1u << 24;
 // Row counts and indexes travel as 64-bit values but caches index rows with
 // 32-bit offsets.
@@ -56,6 +58,12 @@ Status ValidateConfig(const Config& c) {
                                 std::to_string(c.default_slack));
   if (c.timeout.count() <= 0)
     return InvalidArgumentError("timeout must be positive");
+  if (c.heartbeat_timeout.count() < 10)
+    return InvalidArgumentError("heartbeat_timeout must be at least 10 ms");
+  if (c.max_message_bytes < kMinMessageBytes || c.max_message_bytes > kMaxMessageBytes)
+    return InvalidArgumentError("max_message_bytes must be in [" + std::to_string(kMinMessageBytes) +
+                                ", " + std::to_string(kMaxMessageBytes) + "], got " +
+                                std::to_string(c.max_message_bytes));
   if (c.tables.empty()) return InvalidArgumentError("config has no tables");
   std::set<std::string> names;
   for (size_t i = 0; i < c.tables.size(); ++i) {
@@ -108,6 +116,16 @@ Status ApplyEnvironment(Config* c) {
     GEEPS_ASSIGN_OR_RETURN(long long value,
                            ParseInt("GEEPS_TIMEOUT_MS", text, 1, 24ll * 3600 * 1000));
     c->timeout = std::chrono::milliseconds(value);
+  }
+  if (const char* text = std::getenv("GEEPS_HEARTBEAT_TIMEOUT_MS")) {
+    GEEPS_ASSIGN_OR_RETURN(long long value,
+                           ParseInt("GEEPS_HEARTBEAT_TIMEOUT_MS", text, 10, 24ll * 3600 * 1000));
+    c->heartbeat_timeout = std::chrono::milliseconds(value);
+  }
+  if (const char* text = std::getenv("GEEPS_MAX_MESSAGE_BYTES")) {
+    GEEPS_ASSIGN_OR_RETURN(long long value, ParseInt("GEEPS_MAX_MESSAGE_BYTES", text,
+                                                     kMinMessageBytes, kMaxMessageBytes));
+    c->max_message_bytes = static_cast<uint64_t>(value);
   }
   if (const char* text = std::getenv("GEEPS_DEVICE")) {
     std::string v = text;

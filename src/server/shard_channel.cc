@@ -38,6 +38,7 @@ ShardChannel::ShardChannel(zmq::context_t* context, const Config& config,
     t->clocks.assign(config_.num_workers, 0);
     t->subscriptions.resize(config_.num_workers);
     t->subscribed.assign(config_.num_workers, false);
+    t->parts.resize(config_.num_workers);
     tables_[i] = std::move(t);
   }
 }
@@ -158,12 +159,36 @@ void ShardChannel::HandleMessage(std::vector<zmq::message_t>& frames) {
   }
 }
 
+bool ShardChannel::AcceptPart(TableState& t, int worker, const DecodedMessage& m) {
+  PartState& p = t.parts[worker];
+  const bool continues = m.header.offset > 0;
+  if (continues != (p.type != 0) || (continues && (p.type != m.header.type ||
+                                                   p.clock != m.header.clock ||
+                                                   p.next != m.header.offset ||
+                                                   (m.header.row_count > 0 &&
+                                                    m.RowAt(0) <= p.last_row)))) {
+    Drop(kDropFraming, "message part out of sequence");
+    return false;
+  }
+  if (m.header.flags & transport::kFlagMore) {
+    p.type = m.header.type;
+    p.clock = m.header.clock;
+    p.next = m.header.offset + m.header.row_count;
+    if (m.header.row_count > 0) p.last_row = m.RowAt(m.header.row_count - 1);
+  } else {
+    p = PartState{};
+  }
+  return true;
+}
+
 void ShardChannel::HandleSubscribe(int worker, const DecodedMessage& m) {
   TableState& t = *tables_[m.header.table];
   if (t.subscribed[worker]) return Drop(kDropDuplicateSubscribe, "second subscription");
+  if (!AcceptPart(t, worker, m)) return;
   std::vector<uint64_t>& rows = t.subscriptions[worker];
-  rows.resize(m.header.row_count);
-  for (uint64_t i = 0; i < m.header.row_count; ++i) rows[i] = m.RowAt(i);
+  if (m.header.offset == 0) rows.clear();
+  for (uint64_t i = 0; i < m.header.row_count; ++i) rows.push_back(m.RowAt(i));
+  if (m.header.flags & transport::kFlagMore) return;
   t.subscribed[worker] = true;
   // A subscription normally precedes the worker's first clock, so the minimum
   // clock is still 0; push at once if it is not.
@@ -176,6 +201,7 @@ void ShardChannel::HandleUpdate(int worker, const DecodedMessage& m) {
     return Drop(kDropClock, "update for clock " + std::to_string(m.header.clock) +
                                 " from worker " + std::to_string(worker) + ", expected " +
                                 std::to_string(t.clocks[worker]));
+  if (!AcceptPart(t, worker, m)) return;
   const uint32_t w = t.width;
   if (m.header.row_count > 0) {
     std::vector<float>& acc = t.pending[m.header.clock];
@@ -197,8 +223,9 @@ void ShardChannel::HandleUpdate(int worker, const DecodedMessage& m) {
       }
     }
   }
-  updates_applied_.fetch_add(1);
   rows_applied_.fetch_add(static_cast<int64_t>(m.header.row_count));
+  if (m.header.flags & transport::kFlagMore) return;  // the clock ends with the last part
+  updates_applied_.fetch_add(1);
   t.clocks[worker] = m.header.clock + 1;
   const int64_t new_min = *std::min_element(t.clocks.begin(), t.clocks.end());
   if (new_min <= t.min_clock) return;
@@ -224,34 +251,42 @@ void ShardChannel::PushTo(int worker, TableId table, TableState& t) {
   h.table = table;
   h.clock = t.min_clock;
   h.aux = t.min_clock;  // the data holds exactly the clocks < min_clock
-  h.row_count = rows.size();
   h.row_width = t.width;
   const size_t row_bytes = static_cast<size_t>(t.width) * sizeof(float);
+  const uint64_t per = transport::RowsPerPart(t.width, false, config_.max_message_bytes);
+  const std::string id = transport::WorkerRoutingId(worker);
   try {
-    const std::string id = transport::WorkerRoutingId(worker);
-    zmq::message_t header(transport::kHeaderBytes);
-    transport::EncodeHeader(h, header.data());
-    zmq::message_t payload(rows.size() * row_bytes);
-    char* out = static_cast<char*>(payload.data());
-    // Subscribed rows are sorted; copy runs of consecutive rows at once.
-    size_t i = 0;
-    while (i < rows.size()) {
-      size_t j = i + 1;
-      while (j < rows.size() && rows[j] == rows[j - 1] + 1) ++j;
-      std::memcpy(out + i * row_bytes, t.data.data() + (rows[i] - t.span.begin) * t.width,
-                  (j - i) * row_bytes);
-      i = j;
-    }
-    transport::ReleaseBeforeSend(context_);
-    socket_->send(zmq::buffer(id), zmq::send_flags::sndmore);
-    if (rows.empty()) {
-      socket_->send(header, zmq::send_flags::none);
-    } else {
-      socket_->send(header, zmq::send_flags::sndmore);
-      socket_->send(payload, zmq::send_flags::none);
-    }
+    uint64_t first = 0;
+    do {
+      const uint64_t n = std::min<uint64_t>(per, rows.size() - first);
+      h.offset = first;
+      h.row_count = n;
+      h.flags = first + n < rows.size() ? transport::kFlagMore : 0;
+      zmq::message_t header(transport::kHeaderBytes);
+      transport::EncodeHeader(h, header.data());
+      zmq::message_t payload(n * row_bytes);
+      char* out = static_cast<char*>(payload.data());
+      // Subscribed rows are sorted; copy runs of consecutive rows at once.
+      uint64_t i = first;
+      while (i < first + n) {
+        uint64_t j = i + 1;
+        while (j < first + n && rows[j] == rows[j - 1] + 1) ++j;
+        std::memcpy(out + (i - first) * row_bytes,
+                    t.data.data() + (rows[i] - t.span.begin) * t.width, (j - i) * row_bytes);
+        i = j;
+      }
+      transport::ReleaseBeforeSend(context_);
+      socket_->send(zmq::buffer(id), zmq::send_flags::sndmore);
+      if (n == 0) {
+        socket_->send(header, zmq::send_flags::none);
+      } else {
+        socket_->send(header, zmq::send_flags::sndmore);
+        socket_->send(payload, zmq::send_flags::none);
+      }
+      bytes_sent_.fetch_add(static_cast<int64_t>(transport::kHeaderBytes + n * row_bytes));
+      first += n;
+    } while (first < rows.size());
     pushes_sent_.fetch_add(1);
-    bytes_sent_.fetch_add(static_cast<int64_t>(transport::kHeaderBytes + rows.size() * row_bytes));
   } catch (const zmq::error_t& e) {
     // EHOSTUNREACH: the worker's socket is gone (it shut down).
     GEEPS_LOG(Info) << "shard partition " << partition_ << ": push to worker "

@@ -52,6 +52,13 @@ class ShardChannel {
   std::vector<float> RowsForTesting(TableId table) const;
 
  private:
+  // The message a worker is sending in parts (type 0: none).
+  struct PartState {
+    uint16_t type = 0;
+    int64_t clock = 0;
+    uint64_t next = 0;      // expected offset of the next part
+    uint64_t last_row = 0;  // last row of the previous part
+  };
   struct TableState {
     common::RowSpan span;
     uint32_t width = 0;
@@ -64,6 +71,7 @@ class ShardChannel {
     std::map<int64_t, std::vector<float>> pending;
     std::vector<std::vector<float>> spare;  // zeroed buffers for reuse
     std::vector<std::vector<uint64_t>> subscriptions;  // per worker, sorted rows
+    std::vector<PartState> parts;  // per worker: a message arriving in parts
     std::vector<bool> subscribed;
   };
   enum DropReason : uint32_t {
@@ -79,6 +87,9 @@ class ShardChannel {
 
   void Run();
   void HandleMessage(std::vector<zmq::message_t>& frames);
+  // Checks that `m` continues the message `worker` is sending in parts (or
+  // starts one) and records it; drops it and returns false otherwise.
+  bool AcceptPart(TableState& t, int worker, const transport::DecodedMessage& m);
   void HandleSubscribe(int worker, const transport::DecodedMessage& m);
   void HandleUpdate(int worker, const transport::DecodedMessage& m);
   void PushTo(int worker, TableId table, TableState& t);

@@ -1,5 +1,6 @@
 #include "transport/wire.h"
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 
@@ -43,7 +44,8 @@ StatusOr<DecodedMessage> DecodeFrames(const FrameView* frames, size_t count) {
   if (h.magic != kWireMagic) return InvalidArgumentError("bad magic");
   if (h.version != kWireVersion)
     return InvalidArgumentError("unsupported wire version " + std::to_string(h.version));
-  if (h.flags != 0) return InvalidArgumentError("reserved flags set");
+  if ((h.flags & ~kFlagMore) != 0) return InvalidArgumentError("reserved flags set");
+  if (h.offset > (1ull << 40)) return InvalidArgumentError("part offset out of range");
   if (h.clock < 0) return InvalidArgumentError("negative clock");
   if (h.type < static_cast<uint16_t>(MsgType::kSubscribe) ||
       h.type > static_cast<uint16_t>(MsgType::kPush))
@@ -97,6 +99,12 @@ Status ValidateRows(const DecodedMessage& m, uint64_t begin, uint64_t end) {
     prev = r;
   }
   return Status::OK();
+}
+
+uint64_t RowsPerPart(uint32_t row_width, bool with_rows, uint64_t max_bytes) {
+  const uint64_t row_bytes = static_cast<uint64_t>(row_width) * sizeof(float) +
+                             (with_rows ? sizeof(uint64_t) : 0);
+  return std::max<uint64_t>(1, max_bytes / std::max<uint64_t>(1, row_bytes));
 }
 
 std::string WorkerRoutingId(int rank) { return "w" + std::to_string(rank); }

@@ -1,11 +1,17 @@
 // The wire format shared by clients and server partitions.
 //
 // A message is 1 to 3 ZeroMQ frames: [header][rows][payload].
-//  header  48 bytes, little-endian, layout of WireHeader below.
+//  header  56 bytes, little-endian, layout of WireHeader below.
 //  rows    row_count uint64 row indexes, strictly increasing (kSubscribe,
 //          kUpdate); absent for kPush, whose rows are the subscription.
 //  payload row_count * row_width float32 values (kUpdate, kPush).
 // A ROUTER socket adds the peer's routing id as a first frame.
+//
+// Large messages travel in parts (libzmq 4.3 fails on frames over 2 GB): each
+// part is a message of the same type, table and clock carrying rows
+// [offset, offset + row_count) of the whole; every part but the last has
+// kFlagMore set. Parts of one message are sent back to back on one socket,
+// so they arrive in order.
 //
 // Message types:
 //  kSubscribe  client -> partition: the rows of `table` this client caches.
@@ -53,9 +59,11 @@ struct WireHeader {
   int64_t aux = 0;
   uint64_t row_count = 0;
   uint32_t row_width = 0;
-  uint32_t flags = 0;    // reserved, must be 0
+  uint32_t flags = 0;    // kFlagMore or 0
+  uint64_t offset = 0;   // index of this part's first row in the whole message
 };
-constexpr size_t kHeaderBytes = 48;
+constexpr uint32_t kFlagMore = 1;  // more parts of this message follow
+constexpr size_t kHeaderBytes = 56;
 static_assert(sizeof(WireHeader) == kHeaderBytes, "packed header layout");
 
 // One received message, frames borrowed from the caller.
@@ -73,7 +81,7 @@ struct DecodedMessage {
 };
 
 // Validates framing and the fixed fields: frame count for the type, header
-// size, magic, version, type, flags, rows/payload frame sizes against
+// size, magic, version, type, flags, offset, rows/payload frame sizes against
 // row_count and row_width (overflow-safe), clock >= 0. Does not check the
 // header against any receiver state.
 StatusOr<DecodedMessage> DecodeFrames(const FrameView* frames, size_t count);
@@ -81,8 +89,12 @@ StatusOr<DecodedMessage> DecodeFrames(const FrameView* frames, size_t count);
 // Checks rows are strictly increasing and inside [begin, end).
 Status ValidateRows(const DecodedMessage& m, uint64_t begin, uint64_t end);
 
-// Encodes a header into 48 bytes.
+// Encodes a header into kHeaderBytes bytes.
 void EncodeHeader(const WireHeader& h, void* out);
+
+// Rows per part so that a part's rows and payload stay within max_bytes
+// (at least one row per part).
+uint64_t RowsPerPart(uint32_t row_width, bool with_rows, uint64_t max_bytes);
 
 // Routing ids of worker sockets: "w" followed by the decimal rank.
 std::string WorkerRoutingId(int rank);
