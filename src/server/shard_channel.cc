@@ -19,13 +19,15 @@ constexpr int kPollSafetyMs = 200;  // re-check stop_ at least this often
 }  // namespace
 
 ShardChannel::ShardChannel(zmq::context_t* context, const Config& config,
-                           int partition, std::string endpoint)
+                           int partition, std::string endpoint,
+                           std::unique_ptr<zmq::socket_t> bound)
     : context_(context),
       config_(config),
       partition_(partition),
       endpoint_(std::move(endpoint)),
       control_endpoint_("inproc://geeps-shard-control-" + std::to_string(partition) +
-                        "-" + std::to_string(reinterpret_cast<uintptr_t>(this))) {
+                        "-" + std::to_string(reinterpret_cast<uintptr_t>(this))),
+      socket_(std::move(bound)) {
   const int num_partitions = config_.num_shards * config_.num_channels;
   tables_.resize(config_.tables.size());
   for (size_t i = 0; i < config_.tables.size(); ++i) {
@@ -45,23 +47,41 @@ ShardChannel::ShardChannel(zmq::context_t* context, const Config& config,
 
 ShardChannel::~ShardChannel() { Stop(); }
 
+StatusOr<std::unique_ptr<zmq::socket_t>> ShardChannel::BindSocket(zmq::context_t* context,
+                                                                   const std::string& endpoint,
+                                                                   std::string* actual) {
+  try {
+    auto socket = std::make_unique<zmq::socket_t>(*context, zmq::socket_type::router);
+    socket->set(zmq::sockopt::sndhwm, 0);
+    socket->set(zmq::sockopt::rcvhwm, 0);
+    socket->set(zmq::sockopt::router_mandatory, 1);
+    socket->set(zmq::sockopt::linger, 1000);
+    socket->bind(endpoint);
+    if (actual) *actual = socket->get(zmq::sockopt::last_endpoint);
+    return socket;
+  } catch (const zmq::error_t& e) {
+    return UnavailableError("shard: cannot bind " + endpoint + ": " + e.what());
+  }
+}
+
 Status ShardChannel::Start() {
   if (started_) return FailedPreconditionError("shard channel already started");
+  if (!socket_) {
+    auto socket = BindSocket(context_, endpoint_, nullptr);
+    if (!socket.ok()) {
+      return Status(socket.status().code(), "shard partition " + std::to_string(partition_) +
+                                                ": " + socket.status().message());
+    }
+    socket_ = std::move(socket).value();
+  }
   try {
-    socket_ = std::make_unique<zmq::socket_t>(*context_, zmq::socket_type::router);
-    socket_->set(zmq::sockopt::sndhwm, 0);
-    socket_->set(zmq::sockopt::rcvhwm, 0);
-    socket_->set(zmq::sockopt::router_mandatory, 1);
-    socket_->set(zmq::sockopt::linger, 0);
-    socket_->bind(endpoint_);
     control_ = std::make_unique<zmq::socket_t>(*context_, zmq::socket_type::pull);
     control_->set(zmq::sockopt::linger, 0);
     control_->bind(control_endpoint_);
   } catch (const zmq::error_t& e) {
-    socket_.reset();
     control_.reset();
     return UnavailableError("shard partition " + std::to_string(partition_) +
-                            ": cannot bind " + endpoint_ + ": " + e.what());
+                            ": control socket: " + e.what());
   }
   started_ = true;
   thread_ = std::thread([this] { Run(); });

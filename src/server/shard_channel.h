@@ -31,9 +31,18 @@ namespace geeps::server {
 
 class ShardChannel {
  public:
-  // `context` must outlive this object.
+  // `context` must outlive this object. `bound`, if given, is a ROUTER
+  // already bound by BindSocket() (a process binds before it knows its
+  // partition); else Start() binds `endpoint`.
   ShardChannel(zmq::context_t* context, const Config& config, int partition,
-               std::string endpoint);
+               std::string endpoint, std::unique_ptr<zmq::socket_t> bound = nullptr);
+
+  // Binds a ROUTER with the options shard channels use. `endpoint` may ask
+  // for any port ("tcp://host:*"); the bound address is stored in `*actual`.
+  // A port in use is kUnavailable naming it.
+  static StatusOr<std::unique_ptr<zmq::socket_t>> BindSocket(zmq::context_t* context,
+                                                              const std::string& endpoint,
+                                                              std::string* actual);
   ~ShardChannel();  // Stop()
   ShardChannel(const ShardChannel&) = delete;
   ShardChannel& operator=(const ShardChannel&) = delete;

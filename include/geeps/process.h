@@ -1,0 +1,99 @@
+// One process of a multi-process job: the same workers and shards as the
+// embedded cluster, over tcp:// (or ipc:// on one machine) between processes
+// started by mpirun, srun or geeps_launch.
+//
+//   geeps::Config config;                     // tables etc., as for a cluster
+//   auto process = geeps::Process::Join(config, geeps::ProcessOptions());
+//   GeePS* ps = (*process)->worker();         // null on a server-only process
+//   ... the same calls as with an embedded cluster ...
+//   (*process)->Shutdown();
+//
+// Rank and world size come from the launcher's environment (OpenMPI:
+// OMPI_COMM_WORLD_*, Slurm: SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID, or
+// GEEPS_RANK/GEEPS_WORLD_SIZE), the coordinator (rank 0's rendezvous
+// address) from GEEPS_COORDINATOR=host:port or GEEPS_HOSTFILE. See
+// docs/operations.md.
+#ifndef GEEPS_PROCESS_H_
+#define GEEPS_PROCESS_H_
+
+#include <memory>
+#include <string>
+
+#include "geeps/config.h"
+#include "geeps/geeps.h"
+#include "geeps/stats.h"
+#include "geeps/status.h"
+
+namespace geeps {
+
+enum class ProcessRole {
+  kWorkerAndServer,  // a worker and a server shard (the default)
+  kWorker,           // a worker only
+  kServer,           // a server shard only
+};
+
+struct ProcessOptions {
+  ProcessRole role = ProcessRole::kWorkerAndServer;
+  // "tcp" (any machines) or "ipc" (one machine, Unix sockets).
+  std::string transport = "tcp";
+  // Address the shard sockets bind to and other processes connect to. Empty:
+  // 127.0.0.1 when the coordinator is on loopback, else the local address
+  // that routes to the coordinator. Nothing binds to all interfaces unless
+  // this says "*".
+  std::string bind_host;
+  // First port of the shard sockets (channel k of the process with local
+  // rank l binds base_port + l * num_channels + k); 0 = ports the system picks.
+  int base_port = 0;
+  // Folder of the ipc:// socket files.
+  std::string ipc_dir = "/tmp";
+  // -1: from the environment. Set both to run without a launcher.
+  int rank = -1;
+  int world_size = -1;
+  // host:port of rank 0's rendezvous; empty: from the environment.
+  std::string coordinator;
+};
+
+// Overrides options from GEEPS_ROLE (both|worker|server), GEEPS_TRANSPORT
+// (tcp|ipc), GEEPS_BIND_HOST, GEEPS_BASE_PORT, GEEPS_IPC_DIR. A malformed
+// value is kInvalidArgument naming the variable.
+Status ApplyEnvironment(ProcessOptions* options);
+
+class Process {
+ public:
+  // Joins the job: finds rank and world size, binds this process's shard
+  // sockets, meets every other process at the coordinator (rank 0 binds it)
+  // and learns their endpoints, then starts heartbeats. Every rank must pass
+  // the same config (checked). Errors: a rank missing after Config::timeout
+  // (kDeadlineExceeded naming it), a port in use (kUnavailable naming it),
+  // a config that differs between ranks (kInvalidArgument).
+  static StatusOr<std::unique_ptr<Process>> Join(const Config& config,
+                                                 const ProcessOptions& options);
+  ~Process();  // Shutdown()
+  Process(const Process&) = delete;
+  Process& operator=(const Process&) = delete;
+
+  int rank() const;
+  int world_size() const;
+  // The job's config: num_workers and num_shards as the roles made them.
+  const Config& config() const;
+  // This process's worker (its rank among the workers is worker()->rank()),
+  // or null when the role has none.
+  GeePS* worker();
+  // This process's shard statistics (zeros when the role has no shard).
+  ShardStats GetShardStats() const;
+
+  // Leaves the job: shuts the worker down (sending its queued updates), then
+  // waits until every process has left or is lost (at most Config::timeout),
+  // so that no shard stops while others still need it, then stops the
+  // shards and heartbeats. Idempotent.
+  Status Shutdown();
+
+ private:
+  struct Impl;
+  explicit Process(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace geeps
+
+#endif  // GEEPS_PROCESS_H_

@@ -1,0 +1,426 @@
+#include "cluster/membership.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "common/logging.h"
+#include "transport/socket_util.h"
+
+namespace geeps::cluster {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+std::string PeerId(int rank) { return "r" + std::to_string(rank); }
+
+int ParsePeerId(const zmq::message_t& id, int world_size) {
+  const std::string s(static_cast<const char*>(id.data()), id.size());
+  if (s.size() < 2 || s.size() > 8 || s[0] != 'r') return -1;
+  int v = 0;
+  for (size_t i = 1; i < s.size(); ++i) {
+    if (s[i] < '0' || s[i] > '9') return -1;
+    v = v * 10 + (s[i] - '0');
+  }
+  return (std::to_string(v) == s.substr(1) && v < world_size) ? v : -1;
+}
+
+bool ValidRole(int role) { return role >= 0 && role <= 2; }
+bool HasShard(ProcessRole r) { return r != ProcessRole::kWorker; }
+bool HasWorker(ProcessRole r) { return r != ProcessRole::kServer; }
+
+// Reads "<rank> <role> <n> <endpoint>..." from `in`.
+bool ReadPeer(std::istream& in, int channels, PeerInfo* peer) {
+  int role = -1;
+  size_t n = 0;
+  if (!(in >> peer->rank >> role >> n) || !ValidRole(role) || n > 64) return false;
+  peer->role = static_cast<ProcessRole>(role);
+  peer->endpoints.resize(n);
+  for (auto& ep : peer->endpoints) {
+    if (!(in >> ep) || ep.size() > 512) return false;
+  }
+  return HasShard(peer->role) ? n == static_cast<size_t>(channels) : n == 0;
+}
+
+void WritePeer(std::ostream& out, const PeerInfo& peer) {
+  out << peer.rank << ' ' << static_cast<int>(peer.role) << ' ' << peer.endpoints.size();
+  for (const auto& ep : peer.endpoints) out << ' ' << ep;
+}
+
+std::string Join(const std::vector<int>& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s;
+}
+
+}  // namespace
+
+JobLayout MakeLayout(std::vector<PeerInfo> peers) {
+  JobLayout l;
+  l.worker_index.assign(peers.size(), -1);
+  l.shard_index.assign(peers.size(), -1);
+  for (size_t r = 0; r < peers.size(); ++r) {
+    if (HasWorker(peers[r].role)) l.worker_index[r] = l.num_workers++;
+    if (HasShard(peers[r].role)) l.shard_index[r] = l.num_shards++;
+  }
+  l.peers = std::move(peers);
+  return l;
+}
+
+std::string EncodeHello(const PeerInfo& self, int world_size, uint64_t fingerprint) {
+  std::ostringstream out;
+  out << "HELLO " << world_size << ' ' << fingerprint << ' ';
+  WritePeer(out, self);
+  return out.str();
+}
+
+std::string EncodeWelcome(const JobLayout& layout) {
+  std::ostringstream out;
+  out << "WELCOME " << layout.peers.size();
+  for (const PeerInfo& p : layout.peers) {
+    out << '\n';
+    WritePeer(out, p);
+  }
+  return out.str();
+}
+
+StatusOr<JobLayout> DecodeWelcome(const std::string& text, int world_size, int channels) {
+  std::istringstream in(text);
+  std::string word;
+  int n = 0;
+  if (!(in >> word >> n) || word != "WELCOME" || n != world_size)
+    return InvalidArgumentError("malformed WELCOME from the coordinator");
+  std::vector<PeerInfo> peers(n);
+  for (int r = 0; r < n; ++r) {
+    if (!ReadPeer(in, channels, &peers[r]) || peers[r].rank != r)
+      return InvalidArgumentError("malformed WELCOME entry for rank " + std::to_string(r));
+  }
+  return MakeLayout(std::move(peers));
+}
+
+Membership::Membership(zmq::context_t* context, int rank, int world_size, HostPort coordinator,
+                       std::chrono::milliseconds timeout,
+                       std::chrono::milliseconds heartbeat_timeout)
+    : context_(context),
+      rank_(rank),
+      world_size_(world_size),
+      coordinator_(std::move(coordinator)),
+      timeout_(timeout),
+      heartbeat_timeout_(heartbeat_timeout),
+      control_endpoint_("inproc://geeps-membership-" +
+                        std::to_string(reinterpret_cast<uintptr_t>(this))) {}
+
+Membership::~Membership() { Stop(); }
+
+StatusOr<JobLayout> Membership::Rendezvous(const PeerInfo& self, uint64_t fingerprint,
+                                           int channels) {
+  try {
+    return rank_ == 0 ? RendezvousAsCoordinator(self, fingerprint, channels)
+                      : RendezvousAsPeer(self, fingerprint, channels);
+  } catch (const zmq::error_t& e) {
+    return UnavailableError(std::string("rendezvous failed: ") + e.what());
+  }
+}
+
+StatusOr<JobLayout> Membership::RendezvousAsCoordinator(const PeerInfo& self,
+                                                        uint64_t fingerprint, int channels) {
+  const std::string endpoint = "tcp://" + FormatHostPort(coordinator_);
+  socket_ = std::make_unique<zmq::socket_t>(*context_, zmq::socket_type::router);
+  socket_->set(zmq::sockopt::router_mandatory, 1);
+  socket_->set(zmq::sockopt::linger, 1000);
+  try {
+    socket_->bind(endpoint);
+  } catch (const zmq::error_t& e) {
+    socket_.reset();
+    return UnavailableError("rank 0 cannot bind the coordinator at " + endpoint + ": " +
+                            e.what() +
+                            " (is another job using that port? choose another with "
+                            "GEEPS_COORDINATOR=host:port)");
+  }
+  std::vector<PeerInfo> peers(world_size_);
+  std::vector<bool> joined(world_size_, false);
+  peers[0] = self;
+  joined[0] = true;
+  std::string failure;
+  const auto deadline = SteadyClock::now() + timeout_;
+  std::vector<zmq::message_t> frames;
+  auto abort_all = [&](const std::string& why) {
+    for (int r = 1; r < world_size_; ++r) {
+      if (joined[r]) Send("ABORT " + why, r);
+    }
+  };
+  while (std::count(joined.begin(), joined.end(), true) < world_size_) {
+    if (SteadyClock::now() >= deadline) {
+      std::vector<int> missing;
+      for (int r = 0; r < world_size_; ++r)
+        if (!joined[r]) missing.push_back(r);
+      const std::string why = "rank" + std::string(missing.size() > 1 ? "s " : " ") +
+                              Join(missing) + " did not join within " +
+                              std::to_string(timeout_.count()) + " ms";
+      abort_all(why);
+      return DeadlineExceededError("the job could not start: " + why);
+    }
+    zmq::pollitem_t item = {socket_->handle(), 0, ZMQ_POLLIN, 0};
+    zmq::poll(&item, 1, std::chrono::milliseconds(100));
+    while (transport::TryRecvMultipart(*socket_, context_, &frames)) {
+      if (frames.size() != 2) {
+        Drop("rendezvous frame count");
+        continue;
+      }
+      const int from = ParsePeerId(frames[0], world_size_);
+      std::istringstream in(frames[1].to_string());
+      std::string word;
+      int world = 0;
+      uint64_t fp = 0;
+      PeerInfo peer;
+      if (from <= 0 || !(in >> word >> world >> fp) || word != "HELLO" ||
+          !ReadPeer(in, channels, &peer) || peer.rank != from) {
+        Drop("malformed HELLO");
+        continue;
+      }
+      if (joined[from]) continue;
+      joined[from] = true;
+      peers[from] = peer;
+      if (world != world_size_) {
+        failure = "rank " + std::to_string(from) + " has world size " + std::to_string(world) +
+                  ", rank 0 has " + std::to_string(world_size_);
+      } else if (fp != fingerprint) {
+        failure = "rank " + std::to_string(from) +
+                  "'s config (tables or channels) differs from rank 0's";
+      }
+      if (!failure.empty()) {
+        abort_all(failure);
+        return InvalidArgumentError("the job could not start: " + failure);
+      }
+    }
+  }
+  JobLayout layout = MakeLayout(std::move(peers));
+  const std::string welcome = EncodeWelcome(layout);
+  for (int r = 1; r < world_size_; ++r) Send(welcome, r);
+  return layout;
+}
+
+StatusOr<JobLayout> Membership::RendezvousAsPeer(const PeerInfo& self, uint64_t fingerprint,
+                                                 int channels) {
+  const std::string endpoint = "tcp://" + FormatHostPort(coordinator_);
+  socket_ = std::make_unique<zmq::socket_t>(*context_, zmq::socket_type::dealer);
+  socket_->set(zmq::sockopt::routing_id, PeerId(rank_));
+  socket_->set(zmq::sockopt::linger, 1000);
+  socket_->connect(endpoint);
+  Send(EncodeHello(self, world_size_, fingerprint));
+  // A little longer than rank 0 waits, so that its ABORT (naming the
+  // missing rank) arrives first.
+  const auto deadline = SteadyClock::now() + timeout_ + std::chrono::seconds(5);
+  std::vector<zmq::message_t> frames;
+  while (SteadyClock::now() < deadline) {
+    zmq::pollitem_t item = {socket_->handle(), 0, ZMQ_POLLIN, 0};
+    zmq::poll(&item, 1, std::chrono::milliseconds(100));
+    while (transport::TryRecvMultipart(*socket_, context_, &frames)) {
+      const std::string text = frames.size() == 1 ? frames[0].to_string() : "";
+      if (text.rfind("ABORT ", 0) == 0) {
+        return UnavailableError("the job could not start (rank 0 says): " + text.substr(6));
+      }
+      if (text.rfind("WELCOME", 0) == 0) return DecodeWelcome(text, world_size_, channels);
+      Drop("unexpected frame during rendezvous");
+    }
+  }
+  return DeadlineExceededError("rank " + std::to_string(rank_) +
+                               ": no answer from the coordinator (rank 0) at " + endpoint +
+                               " within " + std::to_string(timeout_.count() + 5000) +
+                               " ms; is rank 0 running, and is GEEPS_COORDINATOR right?");
+}
+
+Status Membership::Start(LostFn on_lost) {
+  if (!socket_) return FailedPreconditionError("Membership::Start before Rendezvous");
+  on_lost_ = std::move(on_lost);
+  try {
+    control_ = std::make_unique<zmq::socket_t>(*context_, zmq::socket_type::pull);
+    control_->bind(control_endpoint_);
+  } catch (const zmq::error_t& e) {
+    return UnavailableError(std::string("membership control socket: ") + e.what());
+  }
+  thread_ = std::thread([this] { Run(); });
+  return Status::OK();
+}
+
+Status Membership::Leave(std::chrono::milliseconds deadline) {
+  if (!thread_.joinable()) return Status::OK();
+  leaving_.store(true);
+  transport::WakeUp(context_, control_endpoint_);
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!cv_.wait_for(lock, deadline, [&] { return finished_; }))
+    return DeadlineExceededError("not every process left the job within " +
+                                 std::to_string(deadline.count()) + " ms");
+  return Status::OK();
+}
+
+void Membership::Stop() {
+  stop_.store(true);
+  if (thread_.joinable()) {
+    transport::WakeUp(context_, control_endpoint_);
+    thread_.join();
+  }
+  socket_.reset();
+  control_.reset();
+}
+
+void Membership::Finish() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    finished_ = true;
+  }
+  cv_.notify_all();
+}
+
+void Membership::Drop(const std::string& why) {
+  frames_dropped_.fetch_add(1);
+  if (!logged_drop_) {
+    logged_drop_ = true;
+    GEEPS_LOG(Warning) << "rank " << rank_ << ": dropped a control frame (" << why
+                       << "); further drops are only counted";
+  }
+}
+
+void Membership::Send(const std::string& text, int to_rank) {
+  try {
+    if (to_rank >= 0) {
+      socket_->send(zmq::buffer(PeerId(to_rank)), zmq::send_flags::sndmore);
+    }
+    socket_->send(zmq::buffer(text), zmq::send_flags::dontwait);
+  } catch (const zmq::error_t&) {
+    // A peer that is gone: the heartbeats report it.
+  }
+}
+
+void Membership::Run() {
+  try {
+    if (rank_ == 0) {
+      RunCoordinator();
+    } else {
+      RunPeer();
+    }
+  } catch (const zmq::error_t& e) {
+    GEEPS_LOG(Error) << "rank " << rank_ << ": heartbeat thread: " << e.what();
+  }
+  Finish();
+}
+
+void Membership::RunCoordinator() {
+  const auto interval = heartbeat_timeout_ / 10;
+  std::vector<SteadyClock::time_point> last_seen(world_size_, SteadyClock::now());
+  std::vector<bool> left(world_size_, false), lost(world_size_, false);
+  auto next_beat = SteadyClock::now();
+  std::vector<zmq::message_t> frames;
+  zmq::pollitem_t items[2] = {{socket_->handle(), 0, ZMQ_POLLIN, 0},
+                              {control_->handle(), 0, ZMQ_POLLIN, 0}};
+  while (!stop_.load()) {
+    zmq::poll(items, 2, interval);
+    if (items[1].revents & ZMQ_POLLIN) {
+      zmq::message_t m;
+      while (control_->recv(m, zmq::recv_flags::dontwait)) {
+      }
+    }
+    while (transport::TryRecvMultipart(*socket_, context_, &frames)) {
+      const int from = frames.size() == 2 ? ParsePeerId(frames[0], world_size_) : -1;
+      if (from <= 0) {
+        Drop("control frame from an unknown sender");
+        continue;
+      }
+      const std::string text = frames[1].to_string();
+      if (text == "HB") {
+        last_seen[from] = SteadyClock::now();
+      } else if (text == "BYE") {
+        last_seen[from] = SteadyClock::now();
+        left[from] = true;
+      } else if (text.rfind("HELLO", 0) != 0) {  // a late duplicate HELLO is harmless
+        Drop("unknown control message");
+      }
+    }
+    const auto now = SteadyClock::now();
+    for (int r = 1; r < world_size_; ++r) {
+      if (lost[r] || left[r] || now - last_seen[r] <= heartbeat_timeout_) continue;
+      lost[r] = true;
+      const Status why = UnavailableError(
+          "rank " + std::to_string(r) + " is lost: no heartbeat for " +
+          std::to_string(heartbeat_timeout_.count()) + " ms (the process died or hangs)");
+      GEEPS_LOG(Error) << why.message();
+      for (int o = 1; o < world_size_; ++o)
+        if (!lost[o] && !left[o]) Send("LOST " + std::to_string(r), o);
+      if (on_lost_) on_lost_(r, why);
+    }
+    if (leaving_.load()) {
+      left[0] = true;
+      bool all = true;
+      for (int r = 0; r < world_size_; ++r) all = all && (left[r] || lost[r]);
+      if (all) {
+        for (int r = 1; r < world_size_; ++r)
+          if (left[r]) Send("DONE", r);
+        return;
+      }
+    }
+    if (now >= next_beat) {
+      next_beat = now + interval;
+      for (int r = 1; r < world_size_; ++r)
+        if (!lost[r]) Send("HB", r);
+    }
+  }
+}
+
+void Membership::RunPeer() {
+  const auto interval = heartbeat_timeout_ / 10;
+  auto last_seen = SteadyClock::now();
+  auto next_beat = SteadyClock::now();
+  bool said_bye = false;
+  std::vector<zmq::message_t> frames;
+  zmq::pollitem_t items[2] = {{socket_->handle(), 0, ZMQ_POLLIN, 0},
+                              {control_->handle(), 0, ZMQ_POLLIN, 0}};
+  while (!stop_.load()) {
+    zmq::poll(items, 2, interval);
+    if (items[1].revents & ZMQ_POLLIN) {
+      zmq::message_t m;
+      while (control_->recv(m, zmq::recv_flags::dontwait)) {
+      }
+    }
+    while (transport::TryRecvMultipart(*socket_, context_, &frames)) {
+      const std::string text = frames.size() == 1 ? frames[0].to_string() : "";
+      if (text == "HB") {
+        last_seen = SteadyClock::now();
+      } else if (text == "DONE") {
+        return;
+      } else if (text.rfind("LOST ", 0) == 0) {
+        last_seen = SteadyClock::now();
+        int lost = -1;
+        std::istringstream in(text.substr(5));
+        if (!(in >> lost) || lost <= 0 || lost >= world_size_) {
+          Drop("malformed LOST");
+          continue;
+        }
+        const Status why = UnavailableError(
+            "rank " + std::to_string(lost) + " is lost (reported by rank 0): no heartbeat for " +
+            std::to_string(heartbeat_timeout_.count()) + " ms");
+        GEEPS_LOG(Error) << "rank " << rank_ << ": " << why.message();
+        if (on_lost_) on_lost_(lost, why);
+      } else {
+        Drop("unknown control message");
+      }
+    }
+    const auto now = SteadyClock::now();
+    if (now - last_seen > heartbeat_timeout_) {
+      const Status why = UnavailableError(
+          "rank 0 (the coordinator) is lost: no heartbeat for " +
+          std::to_string(heartbeat_timeout_.count()) + " ms (the process died or hangs)");
+      GEEPS_LOG(Error) << "rank " << rank_ << ": " << why.message();
+      if (on_lost_) on_lost_(0, why);
+      return;
+    }
+    if (leaving_.load() && !said_bye) {
+      said_bye = true;
+      Send("BYE");
+    }
+    if (now >= next_beat) {
+      next_beat = now + interval;
+      Send("HB");
+    }
+  }
+}
+
+}  // namespace geeps::cluster

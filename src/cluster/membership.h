@@ -1,0 +1,119 @@
+// The control plane of a multi-process job: the rendezvous at rank 0 (the
+// coordinator) and the heartbeats that detect a lost process.
+//
+// Rendezvous: rank 0 binds a ROUTER at the coordinator address; every other
+// rank connects a DEALER (routing id "r<rank>") and sends HELLO with its
+// role, its shard endpoints and a fingerprint of its config. When all ranks
+// are in, rank 0 answers each with WELCOME and the whole job's layout; if a
+// rank is missing at the deadline, or one differs, it answers ABORT with the
+// reason, so that every rank fails with the same message.
+//
+// Heartbeats: every rank sends HB to rank 0 every heartbeat_timeout / 10;
+// rank 0 answers HB to each. A rank rank 0 has not heard from for
+// heartbeat_timeout is lost: rank 0 reports it locally and sends LOST to the
+// others; a rank that has not heard from rank 0 for that long reports rank 0
+// lost. Leaving: a rank sends BYE; when every rank has left or is lost, rank
+// 0 sends DONE, so that no shard stops while another rank still needs it.
+//
+// Control messages are one text frame each (they are few and small); every
+// field is parsed and checked, and a frame that fails is counted and dropped.
+#ifndef GEEPS_CLUSTER_MEMBERSHIP_H_
+#define GEEPS_CLUSTER_MEMBERSHIP_H_
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+#include <zmq.hpp>
+
+#include "cluster/bootstrap.h"
+#include "geeps/process.h"
+#include "geeps/status.h"
+
+namespace geeps::cluster {
+
+struct PeerInfo {
+  int rank = 0;
+  ProcessRole role = ProcessRole::kWorkerAndServer;
+  std::vector<std::string> endpoints;  // its shard's channel endpoints
+};
+
+struct JobLayout {
+  std::vector<PeerInfo> peers;    // by rank
+  std::vector<int> worker_index;  // per rank: its index among workers, or -1
+  std::vector<int> shard_index;   // per rank: its index among shards, or -1
+  int num_workers = 0;
+  int num_shards = 0;
+};
+
+// Builds the layout from the peers (by rank): workers and shards are
+// numbered in rank order.
+JobLayout MakeLayout(std::vector<PeerInfo> peers);
+std::string EncodeHello(const PeerInfo& self, int world_size, uint64_t fingerprint);
+std::string EncodeWelcome(const JobLayout& layout);
+StatusOr<JobLayout> DecodeWelcome(const std::string& text, int world_size, int channels);
+
+class Membership {
+ public:
+  // Called on the heartbeat thread when a rank is lost.
+  using LostFn = std::function<void(int rank, const Status& why)>;
+
+  Membership(zmq::context_t* context, int rank, int world_size, HostPort coordinator,
+             std::chrono::milliseconds timeout, std::chrono::milliseconds heartbeat_timeout);
+  ~Membership();  // Stop()
+
+  // Blocks until every rank has joined (at most `timeout`). `channels` is
+  // the number of endpoints every shard must report.
+  StatusOr<JobLayout> Rendezvous(const PeerInfo& self, uint64_t fingerprint, int channels);
+  // Starts the heartbeat thread.
+  Status Start(LostFn on_lost);
+  // Sends BYE and blocks until every rank has left or is lost, or until
+  // `deadline` passes (then kDeadlineExceeded).
+  Status Leave(std::chrono::milliseconds deadline);
+  // Stops the heartbeat thread. Idempotent.
+  void Stop();
+
+  int64_t frames_dropped() const { return frames_dropped_.load(); }
+
+ private:
+  StatusOr<JobLayout> RendezvousAsCoordinator(const PeerInfo& self, uint64_t fingerprint,
+                                              int channels);
+  StatusOr<JobLayout> RendezvousAsPeer(const PeerInfo& self, uint64_t fingerprint,
+                                       int channels);
+  void Run();
+  void RunCoordinator();
+  void RunPeer();
+  void Send(const std::string& text, int to_rank = -1);  // to_rank: ROUTER only
+  void Drop(const std::string& why);
+  void Finish();  // Leave() may return
+
+  zmq::context_t* context_;
+  const int rank_;
+  const int world_size_;
+  const HostPort coordinator_;
+  const std::chrono::milliseconds timeout_;
+  const std::chrono::milliseconds heartbeat_timeout_;
+  const std::string control_endpoint_;
+
+  std::unique_ptr<zmq::socket_t> socket_;   // ROUTER (rank 0) or DEALER
+  std::unique_ptr<zmq::socket_t> control_;  // PULL: wakes the thread
+  LostFn on_lost_;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> leaving_{false};
+  std::atomic<int64_t> frames_dropped_{0};
+  bool logged_drop_ = false;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool finished_ = false;  // guarded by mu_: every rank has left or is lost
+};
+
+}  // namespace geeps::cluster
+
+#endif  // GEEPS_CLUSTER_MEMBERSHIP_H_

@@ -1,0 +1,266 @@
+#include "geeps/process.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <zmq.hpp>
+
+#include "client/worker.h"
+#include "cluster/bootstrap.h"
+#include "cluster/membership.h"
+#include "common/logging.h"
+#include "server/shard_channel.h"
+
+namespace geeps {
+namespace {
+
+// FNV-1a over what every rank must agree on.
+uint64_t Fingerprint(const Config& c) {
+  std::string s = "channels=" + std::to_string(c.num_channels);
+  for (const TableSpec& t : c.tables) {
+    s += ";" + t.name + "," + std::to_string(t.num_rows) + "," + std::to_string(t.row_width) +
+         "," + (t.local ? "l" : "s");
+  }
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char ch : s) h = (h ^ ch) * 1099511628211ull;
+  return h;
+}
+
+bool IsLoopback(const std::string& host) {
+  return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
+}
+
+// The local IPv4 address that routes to `to` (a UDP connect sends nothing).
+StatusOr<std::string> RouteAddress(const cluster::HostPort& to) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* res = nullptr;
+  if (getaddrinfo(to.host.c_str(), std::to_string(to.port).c_str(), &hints, &res) != 0 || !res)
+    return UnavailableError("cannot resolve the coordinator host '" + to.host + "'");
+  const int fd = socket(AF_INET, SOCK_DGRAM, 0);
+  std::string result;
+  if (fd >= 0 && connect(fd, res->ai_addr, res->ai_addrlen) == 0) {
+    sockaddr_in local{};
+    socklen_t len = sizeof(local);
+    char buf[INET_ADDRSTRLEN] = {};
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0 &&
+        inet_ntop(AF_INET, &local.sin_addr, buf, sizeof(buf)))
+      result = buf;
+  }
+  if (fd >= 0) close(fd);
+  freeaddrinfo(res);
+  if (result.empty())
+    return UnavailableError("no local address routes to the coordinator " + to.host +
+                            "; set GEEPS_BIND_HOST");
+  return result;
+}
+
+bool HasShard(ProcessRole r) { return r != ProcessRole::kWorker; }
+bool HasWorker(ProcessRole r) { return r != ProcessRole::kServer; }
+
+}  // namespace
+
+Status ApplyEnvironment(ProcessOptions* o) {
+  if (const char* v = std::getenv("GEEPS_ROLE")) {
+    const std::string s = v;
+    if (s == "both") o->role = ProcessRole::kWorkerAndServer;
+    else if (s == "worker") o->role = ProcessRole::kWorker;
+    else if (s == "server") o->role = ProcessRole::kServer;
+    else return InvalidArgumentError("GEEPS_ROLE='" + s + "': expected both, worker or server");
+  }
+  if (const char* v = std::getenv("GEEPS_TRANSPORT")) {
+    const std::string s = v;
+    if (s != "tcp" && s != "ipc")
+      return InvalidArgumentError("GEEPS_TRANSPORT='" + s + "': expected tcp or ipc");
+    o->transport = s;
+  }
+  if (const char* v = std::getenv("GEEPS_BIND_HOST")) o->bind_host = v;
+  if (const char* v = std::getenv("GEEPS_IPC_DIR")) o->ipc_dir = v;
+  if (const char* v = std::getenv("GEEPS_BASE_PORT")) {
+    char* end = nullptr;
+    const long port = std::strtol(v, &end, 10);
+    if (end == v || *end != '\0' || port < 0 || port > 65535)
+      return InvalidArgumentError(std::string("GEEPS_BASE_PORT='") + v +
+                                  "': expected a port in [0, 65535]");
+    o->base_port = static_cast<int>(port);
+  }
+  return Status::OK();
+}
+
+struct Process::Impl {
+  Config config;  // the job's: num_workers and num_shards from the roles
+  ProcessOptions options;
+  int rank = 0;
+  int world_size = 1;
+  // Declared first so that it is destroyed last, after every socket.
+  std::unique_ptr<zmq::context_t> context;
+  std::unique_ptr<cluster::Membership> membership;
+  std::vector<std::unique_ptr<server::ShardChannel>> channels;
+  client::Worker* worker_impl = nullptr;
+  std::unique_ptr<GeePS> worker;
+  std::mutex shutdown_mu;
+  bool shut_down = false;
+};
+
+Process::Process(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Process::~Process() { Shutdown().ok(); }
+
+StatusOr<std::unique_ptr<Process>> Process::Join(const Config& config,
+                                                 const ProcessOptions& options) {
+  Config job = config;
+  job.num_workers = 1;  // set from the roles below; ValidateConfig needs >= 1
+  job.num_shards = 1;
+  GEEPS_RETURN_IF_ERROR(ValidateConfig(job));
+  if (options.transport != "tcp" && options.transport != "ipc")
+    return InvalidArgumentError("ProcessOptions::transport must be tcp or ipc, got '" +
+                                options.transport + "'");
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  int local_rank = 0;
+  if (options.rank >= 0 || options.world_size >= 0) {
+    if (options.rank < 0 || options.world_size < 1 || options.rank >= options.world_size)
+      return InvalidArgumentError("ProcessOptions: rank " + std::to_string(options.rank) +
+                                  " and world_size " + std::to_string(options.world_size) +
+                                  " must satisfy 0 <= rank < world_size");
+    impl->rank = options.rank;
+    impl->world_size = options.world_size;
+    local_rank = options.rank;
+  } else {
+    GEEPS_ASSIGN_OR_RETURN(cluster::ProcessEnv env, cluster::DetectProcessEnv());
+    impl->rank = env.rank;
+    impl->world_size = env.world_size;
+    local_rank = env.local_rank;
+  }
+  cluster::HostPort coordinator;
+  if (!options.coordinator.empty()) {
+    GEEPS_ASSIGN_OR_RETURN(coordinator, cluster::ParseHostPort(options.coordinator));
+  } else {
+    GEEPS_ASSIGN_OR_RETURN(coordinator, cluster::CoordinatorAddress());
+  }
+  std::string host = options.bind_host;
+  std::string advertise = host;
+  if (host.empty() || host == "*") {
+    if (IsLoopback(coordinator.host)) {
+      advertise = "127.0.0.1";
+    } else {
+      GEEPS_ASSIGN_OR_RETURN(advertise, RouteAddress(coordinator));
+    }
+    if (host.empty()) host = advertise;
+  }
+  try {
+    impl->context = std::make_unique<zmq::context_t>(1);
+  } catch (const zmq::error_t& e) {
+    return UnavailableError(std::string("cannot create a ZeroMQ context: ") + e.what());
+  }
+
+  // Bind this process's shard sockets first: their addresses go into HELLO.
+  cluster::PeerInfo self;
+  self.rank = impl->rank;
+  self.role = options.role;
+  std::vector<std::unique_ptr<zmq::socket_t>> bound;
+  if (HasShard(options.role)) {
+    for (int k = 0; k < config.num_channels; ++k) {
+      std::string endpoint;
+      if (options.transport == "ipc") {
+        endpoint = "ipc://" + options.ipc_dir + "/geeps-" + std::to_string(getpid()) + "-r" +
+                   std::to_string(impl->rank) + "-c" + std::to_string(k) + ".sock";
+      } else {
+        const int port =
+            options.base_port > 0 ? options.base_port + local_rank * config.num_channels + k : 0;
+        endpoint = "tcp://" + host + ":" + (port > 0 ? std::to_string(port) : "*");
+      }
+      std::string actual;
+      auto socket = server::ShardChannel::BindSocket(impl->context.get(), endpoint, &actual);
+      if (!socket.ok())
+        return Status(socket.status().code(), "rank " + std::to_string(impl->rank) + ": " +
+                                                  socket.status().message());
+      // A wildcard bind reports 0.0.0.0; peers connect to the advertised host.
+      const std::string wildcard = "tcp://0.0.0.0:";
+      if (actual.rfind(wildcard, 0) == 0) actual = "tcp://" + advertise + ":" + actual.substr(wildcard.size());
+      self.endpoints.push_back(actual);
+      bound.push_back(std::move(socket).value());
+    }
+  }
+
+  impl->membership = std::make_unique<cluster::Membership>(
+      impl->context.get(), impl->rank, impl->world_size, coordinator, config.timeout,
+      config.heartbeat_timeout);
+  GEEPS_ASSIGN_OR_RETURN(cluster::JobLayout layout,
+                         impl->membership->Rendezvous(self, Fingerprint(config),
+                                                      config.num_channels));
+  if (layout.num_workers == 0 || layout.num_shards == 0)
+    return InvalidArgumentError("the job has " + std::to_string(layout.num_workers) +
+                                " workers and " + std::to_string(layout.num_shards) +
+                                " shards; it needs at least one of each (see GEEPS_ROLE)");
+  job.num_workers = layout.num_workers;
+  job.num_shards = layout.num_shards;
+  GEEPS_RETURN_IF_ERROR(ValidateConfig(job));
+  impl->config = job;
+
+  std::vector<std::string> endpoints(static_cast<size_t>(job.num_shards) * job.num_channels);
+  for (const cluster::PeerInfo& p : layout.peers) {
+    const int s = layout.shard_index[p.rank];
+    if (s < 0) continue;
+    for (int k = 0; k < job.num_channels; ++k) endpoints[s * job.num_channels + k] = p.endpoints[k];
+  }
+  const int my_shard = layout.shard_index[impl->rank];
+  for (size_t k = 0; k < bound.size(); ++k) {
+    const int partition = my_shard * job.num_channels + static_cast<int>(k);
+    impl->channels.push_back(std::make_unique<server::ShardChannel>(
+        impl->context.get(), job, partition, self.endpoints[k], std::move(bound[k])));
+    GEEPS_RETURN_IF_ERROR(impl->channels.back()->Start());
+  }
+  if (HasWorker(options.role)) {
+    auto worker = std::make_unique<client::Worker>(job, layout.worker_index[impl->rank],
+                                                   impl->context.get(), endpoints);
+    impl->worker_impl = worker.get();
+    impl->worker = std::make_unique<GeePS>(std::move(worker));
+  }
+  client::Worker* worker = impl->worker_impl;
+  GEEPS_RETURN_IF_ERROR(impl->membership->Start([worker](int, const Status& why) {
+    if (worker) worker->FailPeers(why);
+  }));
+  GEEPS_LOG(Info) << "rank " << impl->rank << " of " << impl->world_size << " joined: "
+                  << job.num_workers << " workers, " << job.num_shards << " shards";
+  return std::unique_ptr<Process>(new Process(std::move(impl)));
+}
+
+int Process::rank() const { return impl_->rank; }
+int Process::world_size() const { return impl_->world_size; }
+const Config& Process::config() const { return impl_->config; }
+GeePS* Process::worker() { return impl_->worker.get(); }
+
+ShardStats Process::GetShardStats() const {
+  ShardStats total;
+  for (const auto& c : impl_->channels) {
+    ShardStats s = c->GetStats();
+    total.updates_applied += s.updates_applied;
+    total.rows_applied += s.rows_applied;
+    total.pushes_sent += s.pushes_sent;
+    total.bytes_received += s.bytes_received;
+    total.bytes_sent += s.bytes_sent;
+    total.frames_dropped += s.frames_dropped;
+  }
+  return total;
+}
+
+Status Process::Shutdown() {
+  std::lock_guard<std::mutex> lock(impl_->shutdown_mu);
+  if (impl_->shut_down) return Status::OK();
+  impl_->shut_down = true;
+  Status first;
+  if (impl_->worker) first = impl_->worker->Shutdown();
+  if (impl_->membership) {
+    Status left = impl_->membership->Leave(impl_->config.timeout);
+    if (!left.ok()) GEEPS_LOG(Warning) << "rank " << impl_->rank << ": " << left.message();
+    impl_->membership->Stop();
+  }
+  for (auto& c : impl_->channels) c->Stop();
+  return first;
+}
+
+}  // namespace geeps

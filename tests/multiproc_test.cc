@@ -1,0 +1,356 @@
+// Multi-process clusters on loopback: the exact-sum workload as separate
+// processes over tcp:// and ipc://, bootstrap from each launcher's
+// environment, geeps_launch and mpirun, a rank killed mid-iteration, a rank
+// that never starts, a port in use, and foreign frames on a shard's port.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+#include <zmq.hpp>
+
+namespace {
+
+using Env = std::map<std::string, std::string>;
+using std::chrono::milliseconds;
+using std::chrono::steady_clock;
+
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  socklen_t len = sizeof(a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+std::string TempFile(const std::string& tag) {
+  char path[] = "/tmp/geeps-mp-XXXXXX";
+  const int fd = mkstemp(path);
+  close(fd);
+  return std::string(path) + "-" + tag;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+struct Child {
+  pid_t pid = -1;
+  std::string log;  // stdout + stderr
+  int status = -1;  // exit code, 128+signal, or -1 while running
+};
+
+// Starts argv with the variables of `env` added (GEEPS_*, OMPI_* and SLURM_*
+// of this process removed first), output to a log file.
+Child Spawn(const std::vector<std::string>& argv, const Env& env) {
+  Child c;
+  c.log = TempFile("log");
+  c.pid = fork();
+  if (c.pid == 0) {
+    for (const char* prefix : {"GEEPS_", "OMPI_", "SLURM_"}) {
+      for (char** e = environ; *e;) {
+        if (std::strncmp(*e, prefix, std::strlen(prefix)) == 0) {
+          const std::string name(*e, std::strchr(*e, '=') - *e);
+          unsetenv(name.c_str());
+        } else {
+          ++e;
+        }
+      }
+    }
+    for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+    const int fd = open(c.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  return c;
+}
+
+// Waits for every child until `deadline`; kills the rest then. Returns false
+// if any had to be killed.
+bool WaitAll(std::vector<Child>& children, milliseconds limit) {
+  const auto deadline = steady_clock::now() + limit;
+  bool all = true;
+  for (Child& c : children) {
+    for (;;) {
+      int st = 0;
+      const pid_t r = waitpid(c.pid, &st, WNOHANG);
+      if (r == c.pid) {
+        c.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        break;
+      }
+      if (steady_clock::now() > deadline) {
+        kill(c.pid, SIGKILL);
+        waitpid(c.pid, &st, 0);
+        c.status = -2;
+        all = false;
+        break;
+      }
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+  }
+  return all;
+}
+
+std::string Logs(const std::vector<Child>& children) {
+  std::string all;
+  for (size_t i = 0; i < children.size(); ++i)
+    all += "---- child " + std::to_string(i) + " (status " + std::to_string(children[i].status) +
+           ")\n" + ReadFile(children[i].log);
+  return all;
+}
+
+Env BaseEnv(int port) {
+  return {{"GEEPS_COORDINATOR", "127.0.0.1:" + std::to_string(port)},
+          {"GEEPS_TIMEOUT_MS", "20000"},
+          {"GEEPS_HEARTBEAT_TIMEOUT_MS", "2000"}};
+}
+
+// Runs `n` ranks with GEEPS_RANK/GEEPS_WORLD_SIZE and `extra` variables.
+std::vector<Child> RunRanks(int n, const Env& extra, const std::vector<std::string>& args = {},
+                            milliseconds limit = milliseconds(60000), int world = -1) {
+  const int port = FreePort();
+  std::vector<Child> children;
+  for (int r = 0; r < n; ++r) {
+    Env env = BaseEnv(port);
+    env["GEEPS_RANK"] = std::to_string(r);
+    env["GEEPS_WORLD_SIZE"] = std::to_string(world > 0 ? world : n);
+    for (const auto& [k, v] : extra) env[k] = v;
+    std::vector<std::string> argv = {GEEPS_MULTIPROC_WORKER};
+    argv.insert(argv.end(), args.begin(), args.end());
+    children.push_back(Spawn(argv, env));
+  }
+  EXPECT_TRUE(WaitAll(children, limit)) << Logs(children);
+  return children;
+}
+
+void ExpectAllExact(const std::vector<Child>& children, int workers) {
+  for (size_t r = 0; r < children.size(); ++r) {
+    EXPECT_EQ(children[r].status, 0) << Logs(children);
+  }
+  const std::string logs = Logs(children);
+  for (int w = 0; w < workers; ++w) {
+    EXPECT_NE(logs.find("worker " + std::to_string(w) + " of " + std::to_string(workers) +
+                        ": "),
+              std::string::npos)
+        << logs;
+  }
+}
+
+TEST(MultiProcessTest, TwoProcessesOverTcp) {
+  ExpectAllExact(RunRanks(2, {{"GEEPS_TRANSPORT", "tcp"}}), 2);
+}
+
+TEST(MultiProcessTest, FourProcessesOverTcpTwoChannels) {
+  ExpectAllExact(RunRanks(4, {{"GEEPS_TRANSPORT", "tcp"}}, {"--channels", "2"}), 4);
+}
+
+TEST(MultiProcessTest, ThreeProcessesOverIpc) {
+  ExpectAllExact(RunRanks(3, {{"GEEPS_TRANSPORT", "ipc"}}, {"--channels", "2"}), 3);
+}
+
+TEST(MultiProcessTest, SspOverTcpWithSmallMessages) {
+  ExpectAllExact(RunRanks(3, {{"GEEPS_MAX_MESSAGE_BYTES", "256"}}, {"--slack", "1"}), 3);
+}
+
+// Rank 0 server only, rank 1 worker only, rank 2 both: 2 workers, 2 shards.
+TEST(MultiProcessTest, ServerOnlyAndWorkerOnlyRoles) {
+  const int port = FreePort();
+  const char* roles[] = {"server", "worker", "both"};
+  std::vector<Child> children;
+  for (int r = 0; r < 3; ++r) {
+    Env env = BaseEnv(port);
+    env["GEEPS_RANK"] = std::to_string(r);
+    env["GEEPS_WORLD_SIZE"] = "3";
+    env["GEEPS_ROLE"] = roles[r];
+    children.push_back(Spawn({GEEPS_MULTIPROC_WORKER}, env));
+  }
+  ASSERT_TRUE(WaitAll(children, milliseconds(60000))) << Logs(children);
+  ExpectAllExact(children, 2);
+}
+
+TEST(BootstrapTest, OpenMpiVariables) {
+  const int port = FreePort();
+  std::vector<Child> children;
+  for (int r = 0; r < 2; ++r) {
+    Env env = BaseEnv(port);
+    env["OMPI_COMM_WORLD_RANK"] = std::to_string(r);
+    env["OMPI_COMM_WORLD_SIZE"] = "2";
+    env["OMPI_COMM_WORLD_LOCAL_RANK"] = std::to_string(r);
+    children.push_back(Spawn({GEEPS_MULTIPROC_WORKER}, env));
+  }
+  ASSERT_TRUE(WaitAll(children, milliseconds(60000))) << Logs(children);
+  ExpectAllExact(children, 2);
+}
+
+TEST(BootstrapTest, SlurmVariables) {
+  const int port = FreePort();
+  std::vector<Child> children;
+  for (int r = 0; r < 2; ++r) {
+    Env env = BaseEnv(port);
+    env["SLURM_PROCID"] = std::to_string(r);
+    env["SLURM_NTASKS"] = "2";
+    env["SLURM_LOCALID"] = std::to_string(r);
+    children.push_back(Spawn({GEEPS_MULTIPROC_WORKER}, env));
+  }
+  ASSERT_TRUE(WaitAll(children, milliseconds(60000))) << Logs(children);
+  ExpectAllExact(children, 2);
+}
+
+#ifdef GEEPS_LAUNCH
+TEST(BootstrapTest, GeepsLaunch) {
+  Env env = {{"GEEPS_TIMEOUT_MS", "20000"}};
+  std::vector<Child> children = {
+      Spawn({GEEPS_LAUNCH, "-n", "3", GEEPS_MULTIPROC_WORKER, "--channels", "2"}, env)};
+  ASSERT_TRUE(WaitAll(children, milliseconds(60000))) << Logs(children);
+  EXPECT_EQ(children[0].status, 0) << Logs(children);
+  const std::string logs = Logs(children);
+  for (int w = 0; w < 3; ++w)
+    EXPECT_NE(logs.find("worker " + std::to_string(w) + " of 3: "), std::string::npos) << logs;
+}
+#endif
+
+TEST(BootstrapTest, MpirunThreeProcesses) {
+  if (access("/usr/bin/mpirun", X_OK) != 0)
+    GTEST_SKIP() << "mpirun not found (scripts/setup.sh installs openmpi-bin)";
+  const int port = FreePort();
+  Env env = {{"GEEPS_COORDINATOR", "127.0.0.1:" + std::to_string(port)},
+             {"GEEPS_TIMEOUT_MS", "20000"}};
+  std::vector<Child> children = {Spawn(
+      {"/usr/bin/mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "3", "--mca",
+       "btl_tcp_if_include", "lo", "--mca", "oob_tcp_if_include", "lo", "-x",
+       "GEEPS_COORDINATOR", "-x", "GEEPS_TIMEOUT_MS", GEEPS_MULTIPROC_WORKER},
+      env)};
+  ASSERT_TRUE(WaitAll(children, milliseconds(90000))) << Logs(children);
+  EXPECT_EQ(children[0].status, 0) << Logs(children);
+  const std::string logs = Logs(children);
+  for (int w = 0; w < 3; ++w)
+    EXPECT_NE(logs.find("worker " + std::to_string(w) + " of 3: "), std::string::npos) << logs;
+}
+
+// SIGKILL one rank mid-iteration: every other rank fails with kUnavailable
+// naming it, well within the deadline, and no process is left.
+void KillOne(int victim) {
+  const auto start = steady_clock::now();
+  std::vector<Child> children =
+      RunRanks(3, {{"GEEPS_HEARTBEAT_TIMEOUT_MS", "1500"}},
+               {"--iterations", "50", "--kill-rank", std::to_string(victim), "--kill-at", "3"},
+               milliseconds(40000));
+  const auto took = steady_clock::now() - start;
+  const std::string logs = Logs(children);
+  EXPECT_EQ(children[victim].status, 128 + SIGKILL) << logs;
+  for (int r = 0; r < 3; ++r) {
+    if (r == victim) continue;
+    EXPECT_EQ(children[r].status, 3) << logs;
+    EXPECT_NE(ReadFile(children[r].log).find("rank " + std::to_string(victim)),
+              std::string::npos)
+        << logs;
+  }
+  EXPECT_LT(took, std::chrono::seconds(30)) << logs;
+}
+
+TEST(FailureTest, KilledRankIsReportedByEveryOther) { KillOne(2); }
+TEST(FailureTest, KilledCoordinatorIsReportedByEveryOther) { KillOne(0); }
+
+TEST(FailureTest, MissingRankAtStartTimesOutNamingIt) {
+  const auto start = steady_clock::now();
+  std::vector<Child> children =
+      RunRanks(2, {{"GEEPS_TIMEOUT_MS", "1500"}}, {}, milliseconds(30000), /*world=*/3);
+  const std::string logs = Logs(children);
+  for (const Child& c : children) {
+    EXPECT_NE(c.status, 0) << logs;
+    EXPECT_NE(ReadFile(c.log).find("rank 2 did not join"), std::string::npos) << logs;
+  }
+  EXPECT_LT(steady_clock::now() - start, std::chrono::seconds(15)) << logs;
+}
+
+TEST(FailureTest, CoordinatorPortInUseIsAClearError) {
+  const int port = FreePort();
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  ASSERT_EQ(listen(fd, 1), 0);
+  Env env = BaseEnv(port);
+  env["GEEPS_RANK"] = "0";
+  env["GEEPS_WORLD_SIZE"] = "2";
+  std::vector<Child> children = {Spawn({GEEPS_MULTIPROC_WORKER}, env)};
+  ASSERT_TRUE(WaitAll(children, milliseconds(20000))) << Logs(children);
+  close(fd);
+  const std::string log = ReadFile(children[0].log);
+  EXPECT_EQ(children[0].status, 3) << log;
+  EXPECT_NE(log.find("cannot bind the coordinator"), std::string::npos) << log;
+  EXPECT_NE(log.find("Address already in use"), std::string::npos) << log;
+}
+
+// Random bytes and truncated frames sent to a live shard's TCP port from a
+// foreign socket are dropped and counted; the sums stay exact.
+TEST(FailureTest, ForeignFramesOnAShardPortAreDropped) {
+  const int base = 20000 + static_cast<int>(getpid() % 20000);
+  std::vector<Child> children;
+  std::thread injector;
+  {
+    const int port = FreePort();
+    for (int r = 0; r < 2; ++r) {
+      Env env = BaseEnv(port);
+      env["GEEPS_RANK"] = std::to_string(r);
+      env["GEEPS_WORLD_SIZE"] = "2";
+      env["GEEPS_BASE_PORT"] = std::to_string(base);
+      children.push_back(
+          Spawn({GEEPS_MULTIPROC_WORKER, "--iterations", "40", "--delay-ms", "10"}, env));
+    }
+  }
+  injector = std::thread([&] {
+    zmq::context_t ctx;
+    std::mt19937 rng(3);
+    for (int i = 0; i < 200; ++i) {
+      zmq::socket_t s(ctx, i % 2 ? zmq::socket_type::dealer : zmq::socket_type::req);
+      s.set(zmq::sockopt::linger, 100);
+      if (i % 3 == 0) s.set(zmq::sockopt::routing_id, "w7");  // no such worker
+      s.connect("tcp://127.0.0.1:" + std::to_string(base + (i % 2)));
+      const int n = 1 + rng() % 3;
+      for (int f = 0; f < n; ++f) {
+        zmq::message_t m(rng() % 80);
+        for (size_t b = 0; b < m.size(); ++b) static_cast<unsigned char*>(m.data())[b] = rng();
+        s.send(m, f + 1 < n ? zmq::send_flags::sndmore : zmq::send_flags::none);
+      }
+      std::this_thread::sleep_for(milliseconds(2));
+    }
+  });
+  const bool finished = WaitAll(children, milliseconds(60000));
+  injector.join();
+  ASSERT_TRUE(finished) << Logs(children);
+  ExpectAllExact(children, 2);
+  // Rank 0 (shard 0) counted the frames it dropped.
+  const std::string log = ReadFile(children[0].log);
+  const size_t at = log.find("\"frames_dropped\":");
+  ASSERT_NE(at, std::string::npos) << log;
+  EXPECT_GT(std::atoi(log.c_str() + at + 17), 0) << log;
+}
+
+}  // namespace
