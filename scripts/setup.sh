@@ -12,6 +12,7 @@ PACKAGES=(
   libbenchmark-dev                  # microbenchmarks
   zlib1g-dev                        # reading the .gz data set
   dataset-fashion-mnist             # /usr/share/datasets/fashion-mnist
+  openmpi-bin                       # mpirun, one way to launch multi-process jobs
 )
 
 if ! command -v dpkg-query >/dev/null 2>&1; then
