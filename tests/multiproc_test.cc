@@ -287,6 +287,23 @@ TEST(FailureTest, MissingRankAtStartTimesOutNamingIt) {
   EXPECT_LT(steady_clock::now() - start, std::chrono::seconds(15)) << logs;
 }
 
+TEST(FailureTest, DifferentConfigsAreRefused) {
+  const int port = FreePort();
+  std::vector<Child> children;
+  for (int r = 0; r < 2; ++r) {
+    Env env = BaseEnv(port);
+    env["GEEPS_RANK"] = std::to_string(r);
+    env["GEEPS_WORLD_SIZE"] = "2";
+    children.push_back(Spawn({GEEPS_MULTIPROC_WORKER, "--channels", r == 0 ? "1" : "2"}, env));
+  }
+  ASSERT_TRUE(WaitAll(children, milliseconds(30000))) << Logs(children);
+  for (const Child& c : children) {
+    EXPECT_NE(c.status, 0) << Logs(children);
+    EXPECT_NE(ReadFile(c.log).find("config (tables or channels) differs"), std::string::npos)
+        << Logs(children);
+  }
+}
+
 TEST(FailureTest, CoordinatorPortInUseIsAClearError) {
   const int port = FreePort();
   const int fd = socket(AF_INET, SOCK_STREAM, 0);

@@ -38,6 +38,7 @@ bool ReadPeer(std::istream& in, int channels, PeerInfo* peer) {
   for (auto& ep : peer->endpoints) {
     if (!(in >> ep) || ep.size() > 512) return false;
   }
+  if (channels < 0) return true;  // checked later, against the fingerprint
   return HasShard(peer->role) ? n == static_cast<size_t>(channels) : n == 0;
 }
 
@@ -173,7 +174,7 @@ StatusOr<JobLayout> Membership::RendezvousAsCoordinator(const PeerInfo& self,
       uint64_t fp = 0;
       PeerInfo peer;
       if (from <= 0 || !(in >> word >> world >> fp) || word != "HELLO" ||
-          !ReadPeer(in, channels, &peer) || peer.rank != from) {
+          !ReadPeer(in, -1, &peer) || peer.rank != from) {
         Drop("malformed HELLO");
         continue;
       }
@@ -186,6 +187,11 @@ StatusOr<JobLayout> Membership::RendezvousAsCoordinator(const PeerInfo& self,
       } else if (fp != fingerprint) {
         failure = "rank " + std::to_string(from) +
                   "'s config (tables or channels) differs from rank 0's";
+      } else if (peer.endpoints.size() !=
+                 (peer.role == ProcessRole::kWorker ? 0u : static_cast<size_t>(channels))) {
+        failure = "rank " + std::to_string(from) + " reported " +
+                  std::to_string(peer.endpoints.size()) + " shard endpoints, expected " +
+                  std::to_string(channels);
       }
       if (!failure.empty()) {
         abort_all(failure);
