@@ -332,6 +332,7 @@ Status Worker::FinishVirtualIteration() {
     }
   }
   device_bytes_.store(device_->bytes_in_use());
+  tables_ready_.store(true, std::memory_order_release);
   phase_ = Phase::kFinished;
   return Status::OK();
 }
@@ -695,6 +696,12 @@ void Worker::FailPeers(const Status& reason) {
     peer_failure_ = reason.ok() ? InternalError("FailPeers with an OK status") : reason;
   }
   peers_failed_.store(true);
+  WakeWaiters();
+}
+
+void Worker::WakeWaiters() {
+  // tables_ is fixed once tables_ready_ is set; before that nobody waits.
+  if (!tables_ready_.load(std::memory_order_acquire)) return;
   for (auto& t : tables_) {
     if (!t) continue;
     { std::lock_guard<std::mutex> lock(t->mu); }
@@ -704,12 +711,7 @@ void Worker::FailPeers(const Status& reason) {
 
 Status Worker::Shutdown() {
   shutdown_requested_.store(true);
-  // Wake reads blocked on fresh rows (they hold api_mu_).
-  for (auto& t : tables_) {
-    if (!t) continue;
-    { std::lock_guard<std::mutex> lock(t->mu); }
-    t->cv.notify_all();
-  }
+  WakeWaiters();  // reads blocked on fresh rows hold api_mu_
   std::lock_guard<std::mutex> api_lock(api_mu_);
   if (phase_ == Phase::kShutDown && channels_.empty()) return Status::OK();
   for (auto& c : channels_) c->Stop();

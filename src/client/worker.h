@@ -104,6 +104,8 @@ class Worker {
   mutable std::mutex failure_mu_;
   Status peer_failure_;  // guarded by failure_mu_
   Status PeerFailure() const;
+  std::atomic<bool> tables_ready_{false};  // tables_ built (FinishVirtualIteration)
+  void WakeWaiters();  // notifies every table's waiters; any thread
   Phase phase_ = Phase::kRecording;
   OpSequence seq_;
 
