@@ -33,6 +33,8 @@ struct ShardStats {
   int64_t bytes_sent = 0;
   int64_t frames_dropped = 0;    // malformed or unexpected frames dropped
 
+  // Adds the counters of `other` (e.g. of another channel of the shard).
+  void Add(const ShardStats& other);
   std::string ToJson() const;
 };
 

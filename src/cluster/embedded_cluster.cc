@@ -123,15 +123,7 @@ ShardStats EmbeddedCluster::GetShardStats(int shard) const {
   total.shard = shard;
   const int channels = impl_->config.num_channels;
   if (shard < 0 || shard >= impl_->config.num_shards) return total;
-  for (int k = 0; k < channels; ++k) {
-    ShardStats s = impl_->partitions[shard * channels + k]->GetStats();
-    total.updates_applied += s.updates_applied;
-    total.rows_applied += s.rows_applied;
-    total.pushes_sent += s.pushes_sent;
-    total.bytes_received += s.bytes_received;
-    total.bytes_sent += s.bytes_sent;
-    total.frames_dropped += s.frames_dropped;
-  }
+  for (int k = 0; k < channels; ++k) total.Add(impl_->partitions[shard * channels + k]->GetStats());
   return total;
 }
 

@@ -310,21 +310,25 @@ void Membership::Run() {
   Finish();
 }
 
+void Membership::WaitForInput(std::chrono::milliseconds limit) {
+  zmq::pollitem_t items[2] = {{socket_->handle(), 0, ZMQ_POLLIN, 0},
+                              {control_->handle(), 0, ZMQ_POLLIN, 0}};
+  zmq::poll(items, 2, limit);
+  if (items[1].revents & ZMQ_POLLIN) {
+    zmq::message_t m;
+    while (control_->recv(m, zmq::recv_flags::dontwait)) {
+    }
+  }
+}
+
 void Membership::RunCoordinator() {
   const auto interval = heartbeat_timeout_ / 10;
   std::vector<SteadyClock::time_point> last_seen(world_size_, SteadyClock::now());
   std::vector<bool> left(world_size_, false), lost(world_size_, false);
   auto next_beat = SteadyClock::now();
   std::vector<zmq::message_t> frames;
-  zmq::pollitem_t items[2] = {{socket_->handle(), 0, ZMQ_POLLIN, 0},
-                              {control_->handle(), 0, ZMQ_POLLIN, 0}};
   while (!stop_.load()) {
-    zmq::poll(items, 2, interval);
-    if (items[1].revents & ZMQ_POLLIN) {
-      zmq::message_t m;
-      while (control_->recv(m, zmq::recv_flags::dontwait)) {
-      }
-    }
+    WaitForInput(interval);
     while (transport::TryRecvMultipart(*socket_, context_, &frames)) {
       const int from = frames.size() == 2 ? ParsePeerId(frames[0], world_size_) : -1;
       if (from <= 0) {
@@ -377,15 +381,8 @@ void Membership::RunPeer() {
   auto next_beat = SteadyClock::now();
   bool said_bye = false;
   std::vector<zmq::message_t> frames;
-  zmq::pollitem_t items[2] = {{socket_->handle(), 0, ZMQ_POLLIN, 0},
-                              {control_->handle(), 0, ZMQ_POLLIN, 0}};
   while (!stop_.load()) {
-    zmq::poll(items, 2, interval);
-    if (items[1].revents & ZMQ_POLLIN) {
-      zmq::message_t m;
-      while (control_->recv(m, zmq::recv_flags::dontwait)) {
-      }
-    }
+    WaitForInput(interval);
     while (transport::TryRecvMultipart(*socket_, context_, &frames)) {
       const std::string text = frames.size() == 1 ? frames[0].to_string() : "";
       if (text == "HB") {

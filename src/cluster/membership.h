@@ -86,6 +86,8 @@ class Membership {
   StatusOr<JobLayout> RendezvousAsPeer(const PeerInfo& self, uint64_t fingerprint,
                                        int channels);
   void Run();
+  // Polls the socket and the wake-up socket (emptying the latter).
+  void WaitForInput(std::chrono::milliseconds limit);
   void RunCoordinator();
   void RunPeer();
   void Send(const std::string& text, int to_rank = -1);  // to_rank: ROUTER only

@@ -236,15 +236,7 @@ GeePS* Process::worker() { return impl_->worker.get(); }
 
 ShardStats Process::GetShardStats() const {
   ShardStats total;
-  for (const auto& c : impl_->channels) {
-    ShardStats s = c->GetStats();
-    total.updates_applied += s.updates_applied;
-    total.rows_applied += s.rows_applied;
-    total.pushes_sent += s.pushes_sent;
-    total.bytes_received += s.bytes_received;
-    total.bytes_sent += s.bytes_sent;
-    total.frames_dropped += s.frames_dropped;
-  }
+  for (const auto& c : impl_->channels) total.Add(c->GetStats());
   return total;
 }
 

@@ -20,6 +20,15 @@ std::string WorkerStats::ToJson() const {
   return o.str();
 }
 
+void ShardStats::Add(const ShardStats& o) {
+  updates_applied += o.updates_applied;
+  rows_applied += o.rows_applied;
+  pushes_sent += o.pushes_sent;
+  bytes_received += o.bytes_received;
+  bytes_sent += o.bytes_sent;
+  frames_dropped += o.frames_dropped;
+}
+
 std::string ShardStats::ToJson() const {
   std::ostringstream o;
   o << "{\"shard\":" << shard << ",\"updates_applied\":" << updates_applied
