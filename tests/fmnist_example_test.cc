@@ -1,17 +1,28 @@
 // Tests of the Fashion-MNIST example (examples/fashion_mnist): the IDX
-// reader, the softmax math and the distributed trainer.
+// reader, the softmax math, the distributed trainer and the softmax_fmnist
+// binary's multi-process mode.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <numeric>
 #include <random>
+#include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -19,6 +30,8 @@
 #include "idx_reader.h"
 #include "softmax_model.h"
 #include "softmax_trainer.h"
+
+extern char** environ;
 
 namespace fmnist {
 namespace {
@@ -497,20 +510,35 @@ INSTANTIATE_TEST_SUITE_P(
              std::to_string(info.param.channels) + "channels";
     });
 
-// End to end on a subset of the real data set.
-TEST(TrainSoftmaxTest, LossFallsOnRealFashionMnistSubset) {
+// The folder of the real data set (FMNIST_DATA_DIR or the Debian package's),
+// and in *missing the first file it lacks ("" when complete).
+std::string FashionMnistDir(std::string* missing) {
   const char* env = std::getenv("FMNIST_DATA_DIR");
   const std::string dir =
       env != nullptr ? env : "/usr/share/datasets/fashion-mnist";
+  missing->clear();
   for (const char* f :
        {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
         "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"}) {
     if (!fs::exists(dir + "/" + f)) {
-      GTEST_SKIP() << "Fashion-MNIST not found: " << dir << "/" << f
-                   << " is missing (install the Debian package "
-                      "dataset-fashion-mnist or set FMNIST_DATA_DIR)";
+      *missing = dir + "/" + f;
+      break;
     }
   }
+  return dir;
+}
+
+#define SKIP_WITHOUT_FASHION_MNIST(missing)                  \
+  if (!(missing).empty())                                    \
+  GTEST_SKIP() << "Fashion-MNIST not found: " << (missing)   \
+               << " is missing (install the Debian package " \
+                  "dataset-fashion-mnist or set FMNIST_DATA_DIR)"
+
+// End to end on a subset of the real data set.
+TEST(TrainSoftmaxTest, LossFallsOnRealFashionMnistSubset) {
+  std::string missing;
+  const std::string dir = FashionMnistDir(&missing);
+  SKIP_WITHOUT_FASHION_MNIST(missing);
   Dataset train, test;
   geeps::Status s = LoadFashionMnist(dir, 2000, &train, &test);
   ASSERT_TRUE(s.ok()) << s;
@@ -535,6 +563,161 @@ TEST(TrainSoftmaxTest, LossFallsOnRealFashionMnistSubset) {
               << e.test.accuracy << ", " << e.samples_per_second
               << " samples/s\n";
   }
+}
+
+// ---- softmax_fmnist --processes -----------------------------------------
+
+// A loopback TCP port that was free a moment ago.
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  socklen_t len = sizeof(a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+struct Child {
+  pid_t pid = -1;
+  std::string log;  // stdout + stderr
+  int status = -1;  // exit code, 128 + signal, -2 killed at the deadline
+};
+
+// Starts argv with this process's environment minus GEEPS_*, OMPI_* and
+// SLURM_* variables, plus `extra` ("NAME=value"), output to `log`.
+Child Spawn(const std::vector<std::string>& argv,
+            const std::vector<std::string>& extra, const std::string& log) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string var = *e;
+    if (var.rfind("GEEPS_", 0) == 0 || var.rfind("OMPI_", 0) == 0 ||
+        var.rfind("SLURM_", 0) == 0) {
+      continue;
+    }
+    env.push_back(var);
+  }
+  env.insert(env.end(), extra.begin(), extra.end());
+  // Everything the child needs is prepared before fork().
+  std::vector<char*> args, envp;
+  for (const std::string& a : argv)
+    args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  for (const std::string& v : env) envp.push_back(const_cast<char*>(v.c_str()));
+  envp.push_back(nullptr);
+  Child c;
+  c.log = log;
+  const int fd =
+      open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return c;
+  c.pid = fork();
+  if (c.pid == 0) {
+    dup2(fd, 1);
+    dup2(fd, 2);
+    execve(args[0], args.data(), envp.data());
+    _exit(127);
+  }
+  close(fd);
+  return c;
+}
+
+// Waits for every child until `limit` has passed; kills the rest then.
+void WaitAll(std::vector<Child>& children, std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  for (Child& c : children) {
+    if (c.pid <= 0) continue;
+    for (;;) {
+      int st = 0;
+      if (waitpid(c.pid, &st, WNOHANG) == c.pid) {
+        c.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        break;
+      }
+      if (std::chrono::steady_clock::now() > deadline) {
+        kill(c.pid, SIGKILL);
+        waitpid(c.pid, &st, 0);
+        c.status = -2;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+}
+
+// The value after "final test accuracy: " in `log`, or -1.
+double FinalAccuracy(const std::string& log) {
+  const std::string key = "final test accuracy: ";
+  const size_t at = log.find(key);
+  if (at == std::string::npos) return -1;
+  return std::strtod(log.c_str() + at + key.size(), nullptr);
+}
+
+// Two processes of the binary, as geeps_launch would start them, train on a
+// subset: the process of worker 0 prints the accuracy, which matches an
+// embedded 2-worker run (the same shards and steps under BSP; only the order
+// in which the servers add the two workers' deltas may differ).
+TEST(ProcessModeTest, TwoProcessesTrainLikeTheEmbeddedCluster) {
+#ifndef FMNIST_TRAINER
+  GTEST_SKIP() << "softmax_fmnist is not built (FMNIST_TRAINER undefined)";
+#else
+  std::string missing;
+  const std::string dir = FashionMnistDir(&missing);
+  SKIP_WITHOUT_FASHION_MNIST(missing);
+  TempDir tmp;
+  const std::string coordinator = "127.0.0.1:" + std::to_string(FreePort());
+  std::vector<Child> children;
+  for (int rank = 0; rank < 2; ++rank) {
+    children.push_back(
+        Spawn({FMNIST_TRAINER, "--processes", "--train-limit", "2000",
+               "--epochs", "1", "--data-dir", dir},
+              {"GEEPS_RANK=" + std::to_string(rank), "GEEPS_WORLD_SIZE=2",
+               "GEEPS_COORDINATOR=" + coordinator},
+              tmp.File("rank" + std::to_string(rank) + ".log")));
+    ASSERT_GT(children.back().pid, 0) << "cannot start " << FMNIST_TRAINER;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  WaitAll(children, std::chrono::seconds(60));
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  const std::string log0 = ReadFile(children[0].log);
+  const std::string log1 = ReadFile(children[1].log);
+  const std::string logs = "---- rank 0 (status " +
+                           std::to_string(children[0].status) + ")\n" + log0 +
+                           "---- rank 1 (status " +
+                           std::to_string(children[1].status) + ")\n" + log1;
+  ASSERT_EQ(children[0].status, 0) << logs;
+  ASSERT_EQ(children[1].status, 0) << logs;
+  EXPECT_NE(log0.find("worker 0 train loss"), std::string::npos) << logs;
+  EXPECT_NE(log1.find("rank 1: worker 1 done"), std::string::npos) << logs;
+  EXPECT_EQ(log1.find("final test accuracy"), std::string::npos) << logs;
+  const double accuracy = FinalAccuracy(log0);
+  EXPECT_GT(accuracy, 0.6) << logs;
+
+  Dataset train, test;
+  geeps::Status s = LoadFashionMnist(dir, 2000, &train, &test);
+  ASSERT_TRUE(s.ok()) << s;
+  TrainOptions o;  // the binary's defaults
+  o.workers = 2;
+  o.epochs = 1;
+  TrainReport report;
+  s = TrainSoftmax(o, train, test, &report);
+  ASSERT_TRUE(s.ok()) << s;
+  ASSERT_EQ(report.epochs.size(), 1u);
+  EXPECT_NEAR(accuracy, report.epochs[0].test.accuracy, 0.01) << logs;
+  std::cout << "2 processes: final test accuracy " << accuracy << " in "
+            << seconds
+            << " s; embedded 2 workers: " << report.epochs[0].test.accuracy
+            << "\n";
+#endif
 }
 
 }  // namespace

@@ -1,8 +1,20 @@
 // softmax_fmnist: distributed softmax regression on Fashion-MNIST with
-// libgeeps, on an embedded cluster (one thread per worker, one per shard).
+// libgeeps, on an embedded cluster (one thread per worker, one per shard),
+// or with --processes as one process of a multi-process job.
 //
 //   softmax_fmnist [--workers 2] [--epochs 3] [--batch-size 64] [--lr 0.15]
 //                  [--slack 0] [--data-dir DIR] [--train-limit N] ...
+//   geeps_launch -n 2 softmax_fmnist --processes [--epochs 3] ...
+//
+// With --processes, the process joins the job of its launcher (geeps_launch,
+// mpirun, srun: rank and world size from GEEPS_RANK/GEEPS_WORLD_SIZE,
+// OpenMPI's or Slurm's variables, the coordinator from GEEPS_COORDINATOR; see
+// docs/operations.md) and trains its one worker; --workers and --shards are
+// then ignored (one worker and one shard per process, or as GEEPS_ROLE says).
+// The GEEPS_* config variables apply (GEEPS_TIMEOUT_MS, ...), except where
+// the command line gives --channels, --slack, --read-my-writes or
+// --timeout-ms. The process of worker 0 prints the per-epoch lines and the
+// final test accuracy; every other one prints "rank R: worker W done".
 //
 // Exit status: 0 trained; 1 the data could not be loaded or libgeeps failed;
 // 2 bad command line.
@@ -10,11 +22,15 @@
 #include <cstdint>
 #include <cstdio>
 #include <iostream>
+#include <set>
 #include <string>
 
 #include <boost/program_options.hpp>
 
+#include "geeps/config.h"
+#include "geeps/process.h"
 #include "softmax_model.h"
+#include "softmax_process.h"
 #include "softmax_trainer.h"
 
 namespace po = boost::program_options;
@@ -29,6 +45,8 @@ struct Flags {
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
   int64_t train_limit = 0;
   int64_t timeout_ms = 30000;
+  bool processes = false;
+  std::set<std::string> given;  // options given on the command line
 };
 
 // Parses the command line into *flags. Returns -1 to go on, else the exit
@@ -41,10 +59,14 @@ int ParseFlags(int argc, char** argv, Flags* flags) {
   // clang-format off
   desc.add_options()
       ("help,h", "print this help and exit")
+      ("processes", po::bool_switch(&flags->processes),
+       "join a multi-process job (geeps_launch, mpirun, srun) and train one "
+       "worker in this process; --workers and --shards are ignored")
       ("workers", po::value(&t.workers)->default_value(t.workers),
-       "workers (one thread each); each trains on its own shard of the data")
+       "workers (one thread each); each trains on its own shard of the data "
+       "(ignored with --processes: one worker per process)")
       ("shards", po::value(&t.shards)->default_value(t.shards),
-       "parameter server shards")
+       "parameter server shards (ignored with --processes: one per process)")
       ("channels", po::value(&t.channels)->default_value(t.channels),
        "channels (sockets + threads) per shard and worker")
       ("epochs", po::value(&t.epochs)->default_value(t.epochs),
@@ -89,6 +111,9 @@ int ParseFlags(int argc, char** argv, Flags* flags) {
     std::cout << desc << "\n";
     return 0;
   }
+  for (const auto& [name, value] : vm) {
+    if (!value.defaulted()) flags->given.insert(name);
+  }
   if (flags->train_limit < 0) {
     std::cerr << "softmax_fmnist: --train-limit must be >= 0\n"
               << "Try 'softmax_fmnist --help'.\n";
@@ -107,6 +132,64 @@ int ParseFlags(int argc, char** argv, Flags* flags) {
     return kExitUsage;
   }
   return -1;
+}
+
+// --processes: joins the job, trains this process's worker, reports.
+int RunProcess(const Flags& flags, const fmnist::Dataset& train,
+               const fmnist::Dataset& test) {
+  for (const char* ignored : {"workers", "shards"}) {
+    if (flags.given.count(ignored) != 0) {
+      std::cerr << "softmax_fmnist: --" << ignored
+                << " is ignored with --processes\n";
+    }
+  }
+  fmnist::TrainOptions opt = flags.train;
+  geeps::Config config = fmnist::MakeConfig(opt, train);
+  geeps::Status s = geeps::ApplyEnvironment(&config);
+  geeps::ProcessOptions process_options;
+  if (s.ok()) s = geeps::ApplyEnvironment(&process_options);
+  if (!s.ok()) {
+    std::cerr << "softmax_fmnist: " << s.ToString() << "\n";
+    return kExitRuntimeError;
+  }
+  // The command line wins over GEEPS_* variables; the gradient is computed
+  // on the host, straight from the Read buffers.
+  if (flags.given.count("channels") != 0) config.num_channels = opt.channels;
+  if (flags.given.count("slack") != 0) config.default_slack = opt.slack;
+  if (flags.given.count("read-my-writes") != 0) {
+    config.read_my_writes = opt.read_my_writes;
+  }
+  if (flags.given.count("timeout-ms") != 0) config.timeout = opt.timeout;
+  config.device = geeps::DeviceKind::kHost;
+
+  opt.log = &std::cout;
+  fmnist::ProcessReport report;
+  s = fmnist::TrainInProcess(opt, config, process_options, train, test,
+                             &report);
+  if (!s.ok()) {
+    std::cerr << "softmax_fmnist: training failed: " << s.ToString() << "\n";
+    if (!report.worker_stats_json.empty()) {
+      std::cerr << "worker " << report.worker
+                << " stats: " << report.worker_stats_json << "\n";
+    }
+    return kExitRuntimeError;
+  }
+  if (report.worker != 0) {
+    if (report.worker > 0) {
+      std::printf("rank %d: worker %d done\n", report.rank, report.worker);
+    } else {
+      std::printf("rank %d: shard only, done\n", report.rank);
+    }
+    return 0;
+  }
+  const fmnist::WorkerReport& w = report.worker_report;
+  const double accuracy = w.epochs.empty() ? w.initial_test.accuracy
+                                           : w.epochs.back().test.accuracy;
+  std::printf("training took %.2f s (join to shutdown)\n",
+              report.total_seconds);
+  std::printf("worker 0 stats: %s\n", report.worker_stats_json.c_str());
+  std::printf("final test accuracy: %.4f\n", accuracy);
+  return 0;
 }
 
 }  // namespace
@@ -129,6 +212,7 @@ int main(int argc, char** argv) {
   const double load_seconds = std::chrono::duration<double>(
                                   std::chrono::steady_clock::now() - load_start)
                                   .count();
+  if (flags.processes) return RunProcess(flags, train, test);
   if (train.size() < opt.workers) {
     std::cerr << "softmax_fmnist: " << train.size()
               << " training examples are too few for " << opt.workers

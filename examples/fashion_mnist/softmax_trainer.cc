@@ -2,16 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <condition_variable>
 #include <cstdio>
 #include <memory>
-#include <mutex>
 #include <random>
 #include <utility>
 
-#include "geeps/config.h"
 #include "geeps/embedded_cluster.h"
-#include "geeps/geeps.h"
 
 namespace fmnist {
 namespace {
@@ -40,70 +36,6 @@ StatusOr<T> Annotate(StatusOr<T> s, int rank, const char* call) {
 #define FMNIST_ASSIGN(lhs, expr, call) \
   GEEPS_ASSIGN_OR_RETURN(lhs, Annotate((expr), rank, call))
 
-// Where the workers post their per-epoch loss so that worker 0 can print the
-// mean over all of them. A worker that fails aborts the board, so that worker
-// 0 never waits for a report that will not come.
-class EpochBoard {
- public:
-  EpochBoard(int workers, int epochs)
-      : workers_(workers),
-        loss_sum_(epochs),
-        samples_(epochs),
-        reported_(epochs) {}
-
-  void Report(int epoch, double loss_sum, int64_t samples) {
-    std::lock_guard<std::mutex> lock(mu_);
-    loss_sum_[epoch] += loss_sum;
-    samples_[epoch] += samples;
-    ++reported_[epoch];
-    cv_.notify_all();
-  }
-
-  void Abort() {
-    std::lock_guard<std::mutex> lock(mu_);
-    aborted_ = true;
-    cv_.notify_all();
-  }
-
-  // Waits until every worker has reported `epoch`.
-  Status Wait(int epoch, std::chrono::milliseconds timeout, double* loss_sum,
-              int64_t* samples) {
-    std::unique_lock<std::mutex> lock(mu_);
-    bool done = cv_.wait_for(lock, timeout, [&] {
-      return aborted_ || reported_[epoch] == workers_;
-    });
-    if (aborted_)
-      return Status(StatusCode::kCancelled, "another worker failed");
-    if (!done) {
-      return Status(StatusCode::kDeadlineExceeded,
-                    "waited too long for the other workers to finish epoch " +
-                        std::to_string(epoch + 1));
-    }
-    *loss_sum = loss_sum_[epoch];
-    *samples = samples_[epoch];
-    return Status::OK();
-  }
-
- private:
-  const int workers_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<double> loss_sum_;  // GUARDED_BY(mu_)
-  std::vector<int64_t> samples_;  // GUARDED_BY(mu_)
-  std::vector<int> reported_;     // GUARDED_BY(mu_)
-  bool aborted_ = false;          // GUARDED_BY(mu_)
-};
-
-struct Shared {
-  const TrainOptions& options;
-  const Dataset& train;
-  const Dataset& test;
-  TrainReport* report;  // written by worker 0 only
-  EpochBoard board;
-  size_t num_params;
-  std::vector<geeps::RowIndex> rows;  // all rows of the table, in order
-};
-
 std::vector<float> InitialParams(const TrainOptions& options, int dim,
                                  int classes) {
   std::vector<float> params(NumParams(dim, classes), 0.0f);
@@ -116,24 +48,130 @@ std::vector<float> InitialParams(const TrainOptions& options, int dim,
   return params;
 }
 
-Status RunWorker(geeps::GeePS& ps, Shared& shared) {
+}  // namespace
+
+Status ValidateTrainOptions(const TrainOptions& o) {
+  auto bad = [](const std::string& what) {
+    return Status(StatusCode::kInvalidArgument, what);
+  };
+  if (o.workers < 1) return bad("workers must be >= 1");
+  if (o.shards < 1) return bad("shards must be >= 1");
+  if (o.channels < 1) return bad("channels must be >= 1");
+  if (o.epochs < 0) return bad("epochs must be >= 0");
+  if (o.batch_size < 1) return bad("batch size must be >= 1");
+  if (!std::isfinite(o.learning_rate) || o.learning_rate <= 0) {
+    return bad("learning rate must be a positive number");
+  }
+  if (!std::isfinite(o.lr_decay) || o.lr_decay <= 0 || o.lr_decay > 1) {
+    return bad("learning rate decay must be in (0, 1]");
+  }
+  if (!std::isfinite(o.momentum) || o.momentum < 0 || o.momentum >= 1) {
+    return bad("momentum must be in [0, 1)");
+  }
+  if (o.slack < 0) return bad("slack must be >= 0");
+  if (!std::isfinite(o.init_stddev) || o.init_stddev < 0) {
+    return bad("init stddev must be >= 0");
+  }
+  if (o.timeout.count() <= 0) return bad("timeout must be positive");
+  return Status::OK();
+}
+
+Status ValidateDatasets(const Dataset& train, const Dataset& test,
+                        int workers) {
+  if (train.dim < 1 || train.num_classes < 2 || train.dim != test.dim ||
+      train.num_classes != test.num_classes || test.size() < 1) {
+    return Status(StatusCode::kInvalidArgument,
+                  "the training and test sets must be non-empty and agree in "
+                  "dim and num_classes");
+  }
+  if (workers < 1 || train.size() < workers) {
+    return Status(StatusCode::kInvalidArgument,
+                  "only " + std::to_string(train.size()) +
+                      " training examples for " + std::to_string(workers) +
+                      " workers");
+  }
+  return Status::OK();
+}
+
+geeps::Config MakeConfig(const TrainOptions& options, const Dataset& train) {
+  geeps::Config config;
+  const uint64_t num_rows = static_cast<uint64_t>(train.dim) + 1;
+  config.tables.push_back(geeps::TableSpec{
+      "softmax_params", num_rows, static_cast<uint32_t>(train.num_classes),
+      /*local=*/false});
+  config.num_workers = options.workers;
+  config.num_shards = options.shards;
+  config.num_channels = options.channels;
+  config.default_slack = options.slack;
+  config.read_my_writes = options.read_my_writes;
+  config.device = geeps::DeviceKind::kHost;
+  config.timeout = options.timeout;
+  return config;
+}
+
+EpochBoard::EpochBoard(int workers, int epochs)
+    : workers_(workers),
+      loss_sum_(epochs),
+      samples_(epochs),
+      reported_(epochs) {}
+
+void EpochBoard::Report(int epoch, double loss_sum, int64_t samples) {
+  std::lock_guard<std::mutex> lock(mu_);
+  loss_sum_[epoch] += loss_sum;
+  samples_[epoch] += samples;
+  ++reported_[epoch];
+  cv_.notify_all();
+}
+
+void EpochBoard::Abort() {
+  std::lock_guard<std::mutex> lock(mu_);
+  aborted_ = true;
+  cv_.notify_all();
+}
+
+Status EpochBoard::Wait(int epoch, std::chrono::milliseconds timeout,
+                        double* loss_sum, int64_t* samples) {
+  std::unique_lock<std::mutex> lock(mu_);
+  bool done = cv_.wait_for(
+      lock, timeout, [&] { return aborted_ || reported_[epoch] == workers_; });
+  if (aborted_) return Status(StatusCode::kCancelled, "another worker failed");
+  if (!done) {
+    return Status(StatusCode::kDeadlineExceeded,
+                  "waited too long for the other workers to finish epoch " +
+                      std::to_string(epoch + 1));
+  }
+  *loss_sum = loss_sum_[epoch];
+  *samples = samples_[epoch];
+  return Status::OK();
+}
+
+Status TrainWorker(const TrainOptions& opt, const Dataset& train,
+                   const Dataset& test, geeps::GeePS& ps, int workers,
+                   WorkerReport* out, EpochBoard* board) {
   const int rank = ps.rank();
-  const int workers = ps.num_workers();
-  const TrainOptions& opt = shared.options;
-  const Dataset& train = shared.train;
-  const size_t num_params = shared.num_params;
+  *out = WorkerReport();
+  out->worker = rank;
+  if (workers != ps.num_workers()) {
+    return Status(StatusCode::kInvalidArgument,
+                  "worker " + std::to_string(rank) + ": TrainWorker for " +
+                      std::to_string(workers) + " workers, but the job has " +
+                      std::to_string(ps.num_workers()));
+  }
+  const size_t num_params = NumParams(train.dim, train.num_classes);
+  const std::vector<geeps::RowIndex> rows =
+      geeps::RowRange(0, static_cast<uint64_t>(train.dim) + 1);
 
   // ---- The virtual iteration, then worker 0's prologue. ----
-  FMNIST_ASSIGN(geeps::ReadHandle read,
-                ps.VirtualRead(kTable, shared.rows, opt.slack), "VirtualRead");
+  FMNIST_ASSIGN(geeps::ReadHandle read, ps.VirtualRead(kTable, rows, opt.slack),
+                "VirtualRead");
   FMNIST_CHECK(ps.VirtualPostRead(read), "VirtualPostRead");
-  FMNIST_ASSIGN(geeps::UpdateHandle update,
-                ps.VirtualPreUpdate(kTable, shared.rows), "VirtualPreUpdate");
+  FMNIST_ASSIGN(geeps::UpdateHandle update, ps.VirtualPreUpdate(kTable, rows),
+                "VirtualPreUpdate");
   FMNIST_CHECK(ps.VirtualUpdate(update), "VirtualUpdate");
   FMNIST_CHECK(ps.VirtualClock(), "VirtualClock");
   geeps::UpdateHandle init;
   if (rank == 0) {
-    FMNIST_ASSIGN(init, ps.VirtualPreUpdate(kTable, shared.rows),
+    FMNIST_ASSIGN(init, ps.VirtualPreUpdate(kTable, rows),
                   "VirtualPreUpdate (prologue)");
     FMNIST_CHECK(ps.VirtualUpdate(init), "VirtualUpdate (prologue)");
   }
@@ -143,7 +181,7 @@ Status RunWorker(geeps::GeePS& ps, Shared& shared) {
   std::vector<float> params;  // worker 0: copies for evaluation
   if (rank == 0) {
     params = InitialParams(opt, train.dim, train.num_classes);
-    shared.report->initial_test = Evaluate(params.data(), shared.test);
+    out->initial_test = Evaluate(params.data(), test);
     FMNIST_ASSIGN(float* buffer, ps.PreUpdate(init), "PreUpdate (prologue)");
     std::copy(params.begin(), params.end(), buffer);
     FMNIST_CHECK(ps.Update(init), "Update (prologue)");
@@ -153,7 +191,9 @@ Status RunWorker(geeps::GeePS& ps, Shared& shared) {
   std::vector<int64_t> shard;
   for (int64_t i = rank; i < train.size(); i += workers) shard.push_back(i);
   // Every worker must run the same number of iterations (clocks), so the
-  // count comes from the smallest shard; the last batch takes the rest.
+  // count comes from the smallest shard; the last batch takes the rest. So
+  // every worker goes over its whole shard: train.size() examples per epoch
+  // over all workers.
   const int64_t smallest_shard = train.size() / workers;
   const int64_t iterations =
       (smallest_shard + opt.batch_size - 1) / opt.batch_size;
@@ -189,131 +229,83 @@ Status RunWorker(geeps::GeePS& ps, Shared& shared) {
       FMNIST_CHECK(ps.Update(update), "Update");
       FMNIST_CHECK(ps.Clock(), "Clock");
     }
-    shared.board.Report(epoch, loss_sum, samples);
+    out->own_train_loss.push_back(loss_sum / static_cast<double>(samples));
+    if (board != nullptr) board->Report(epoch, loss_sum, samples);
     if (rank != 0) continue;
 
-    // Worker 0: the epoch's mean loss over all workers, then the test set
-    // on the parameters after every worker's last update of the epoch.
+    // Worker 0: the epoch's loss (over all workers when they share a board),
+    // then the test set on the parameters after every worker's last update
+    // of the epoch.
     EpochReport er;
     er.epoch = epoch + 1;
-    double all_loss = 0;
-    int64_t all_samples = 0;
-    FMNIST_CHECK(shared.board.Wait(epoch, opt.timeout, &all_loss, &all_samples),
-                 "waiting for the epoch's losses");
+    double all_loss = loss_sum;
+    int64_t all_samples = samples;
+    if (board != nullptr) {
+      FMNIST_CHECK(board->Wait(epoch, opt.timeout, &all_loss, &all_samples),
+                   "waiting for the epoch's losses");
+    }
     er.seconds = std::chrono::duration<double>(Clock::now() - start).count();
     er.train_loss = all_loss / static_cast<double>(all_samples);
-    er.samples_per_second = static_cast<double>(all_samples) / er.seconds;
+    er.all_workers_loss = board != nullptr;
+    const int64_t epoch_samples = train.size();  // over all workers
+    er.samples_per_second = static_cast<double>(epoch_samples) / er.seconds;
     FMNIST_CHECK(ps.Sync(), "Sync");
-    FMNIST_CHECK(ps.CopyRows(kTable, shared.rows, params.data()), "CopyRows");
-    er.test = Evaluate(params.data(), shared.test);
-    shared.report->epochs.push_back(er);
+    FMNIST_CHECK(ps.CopyRows(kTable, rows, params.data()), "CopyRows");
+    er.test = Evaluate(params.data(), test);
+    out->epochs.push_back(er);
     if (opt.log != nullptr) {
       char line[256];
       std::snprintf(line, sizeof(line),
                     "epoch %d/%d: %lld samples in %.2f s (%.0f samples/s), "
-                    "lr %.4g, mean train loss %.4f, test loss %.4f, "
+                    "lr %.4g, %s train loss %.4f, test loss %.4f, "
                     "test accuracy %.4f\n",
-                    er.epoch, opt.epochs, static_cast<long long>(all_samples),
-                    er.seconds, er.samples_per_second, lr, er.train_loss,
+                    er.epoch, opt.epochs, static_cast<long long>(epoch_samples),
+                    er.seconds, er.samples_per_second, lr,
+                    er.all_workers_loss ? "mean" : "worker 0", er.train_loss,
                     er.test.loss, er.test.accuracy);
       *opt.log << line << std::flush;
     }
   }
-  if (rank == 0) shared.report->final_params = std::move(params);
-  return Status::OK();
-}
-
-}  // namespace
-
-Status ValidateTrainOptions(const TrainOptions& o) {
-  auto bad = [](const std::string& what) {
-    return Status(StatusCode::kInvalidArgument, what);
-  };
-  if (o.workers < 1) return bad("workers must be >= 1");
-  if (o.shards < 1) return bad("shards must be >= 1");
-  if (o.channels < 1) return bad("channels must be >= 1");
-  if (o.epochs < 0) return bad("epochs must be >= 0");
-  if (o.batch_size < 1) return bad("batch size must be >= 1");
-  if (!std::isfinite(o.learning_rate) || o.learning_rate <= 0) {
-    return bad("learning rate must be a positive number");
-  }
-  if (!std::isfinite(o.lr_decay) || o.lr_decay <= 0 || o.lr_decay > 1) {
-    return bad("learning rate decay must be in (0, 1]");
-  }
-  if (!std::isfinite(o.momentum) || o.momentum < 0 || o.momentum >= 1) {
-    return bad("momentum must be in [0, 1)");
-  }
-  if (o.slack < 0) return bad("slack must be >= 0");
-  if (!std::isfinite(o.init_stddev) || o.init_stddev < 0) {
-    return bad("init stddev must be >= 0");
-  }
-  if (o.timeout.count() <= 0) return bad("timeout must be positive");
+  if (rank == 0) out->final_params = std::move(params);
   return Status::OK();
 }
 
 Status TrainSoftmax(const TrainOptions& options, const Dataset& train,
                     const Dataset& test, TrainReport* report) {
   GEEPS_RETURN_IF_ERROR(ValidateTrainOptions(options));
-  if (train.dim < 1 || train.num_classes < 2 || train.dim != test.dim ||
-      train.num_classes != test.num_classes || test.size() < 1) {
-    return Status(StatusCode::kInvalidArgument,
-                  "the training and test sets must be non-empty and agree in "
-                  "dim and num_classes");
-  }
-  if (train.size() < options.workers) {
-    return Status(StatusCode::kInvalidArgument,
-                  "only " + std::to_string(train.size()) +
-                      " training examples for " +
-                      std::to_string(options.workers) + " workers");
-  }
+  GEEPS_RETURN_IF_ERROR(ValidateDatasets(train, test, options.workers));
   *report = TrainReport();
   const Clock::time_point start = Clock::now();
 
-  geeps::Config config;
-  const uint64_t num_rows = static_cast<uint64_t>(train.dim) + 1;
-  config.tables.push_back(geeps::TableSpec{
-      "softmax_params", num_rows, static_cast<uint32_t>(train.num_classes),
-      /*local=*/false});
-  config.num_workers = options.workers;
-  config.num_shards = options.shards;
-  config.num_channels = options.channels;
-  config.default_slack = options.slack;
-  config.read_my_writes = options.read_my_writes;
-  // The gradient is computed on the host, straight from the Read buffer, so
-  // the "device" must be host memory.
-  config.device = geeps::DeviceKind::kHost;
-  config.timeout = options.timeout;
-
   StatusOr<std::unique_ptr<geeps::EmbeddedCluster>> started =
-      geeps::EmbeddedCluster::Start(config);
+      geeps::EmbeddedCluster::Start(MakeConfig(options, train));
   if (!started.ok()) {
     return Status(started.status().code(),
                   "EmbeddedCluster::Start: " + started.status().message());
   }
   std::unique_ptr<geeps::EmbeddedCluster> cluster = std::move(*started);
 
-  Shared shared{options,
-                train,
-                test,
-                report,
-                EpochBoard(options.workers, options.epochs),
-                NumParams(train.dim, train.num_classes),
-                geeps::RowRange(0, num_rows)};
-  Status run = cluster->RunWorkers([&shared](geeps::GeePS& ps) {
-    Status s = RunWorker(ps, shared);
-    if (!s.ok()) shared.board.Abort();
+  EpochBoard board(options.workers, options.epochs);
+  std::vector<WorkerReport> workers(options.workers);
+  Status run = cluster->RunWorkers([&](geeps::GeePS& ps) {
+    Status s = TrainWorker(options, train, test, ps, options.workers,
+                           &workers[ps.rank()], &board);
+    if (!s.ok()) board.Abort();
     return s;
   });
   report->worker0_stats_json = cluster->worker(0)->GetStats().ToJson();
   Status shutdown = cluster->Shutdown();
   report->total_seconds =
       std::chrono::duration<double>(Clock::now() - start).count();
+  report->initial_test = workers[0].initial_test;
+  report->epochs = std::move(workers[0].epochs);
+  report->final_params = std::move(workers[0].final_params);
   if (!run.ok()) return run;
   if (!shutdown.ok()) {
     return Status(shutdown.code(),
                   "EmbeddedCluster::Shutdown: " + shutdown.message());
   }
-  if (report->epochs.empty()) {
+  if (report->final_params.empty()) {
     report->final_params = InitialParams(options, train.dim, train.num_classes);
   }
   return Status::OK();

@@ -1,6 +1,8 @@
 // Distributed softmax regression on libgeeps: data-parallel SGD with the
-// model in one shared table, run on an EmbeddedCluster (one thread per
-// worker). Used by the softmax_fmnist binary and by the tests.
+// model in one shared table. TrainSoftmax runs it on an EmbeddedCluster (one
+// thread per worker); TrainWorker is the loop of one worker, for any GeePS
+// object (an embedded cluster's or a geeps::Process's, see
+// softmax_process.h). Used by the softmax_fmnist binary and by the tests.
 //
 // Table layout: table 0, NumParams(dim, classes) / classes rows of row_width
 // num_classes (see softmax_model.h): row i < dim = weights of pixel i, row
@@ -18,11 +20,15 @@
 #define GEEPS_EXAMPLES_FASHION_MNIST_SOFTMAX_TRAINER_H_
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <mutex>
 #include <ostream>
 #include <string>
 #include <vector>
 
+#include "geeps/config.h"
+#include "geeps/geeps.h"
 #include "geeps/status.h"
 #include "softmax_model.h"
 
@@ -49,10 +55,24 @@ struct TrainOptions {
 // Checks the options; kInvalidArgument naming the first bad one.
 geeps::Status ValidateTrainOptions(const TrainOptions& options);
 
+// Checks that the data sets are non-empty, agree in dim and num_classes, and
+// that there are at least `workers` training examples; kInvalidArgument.
+geeps::Status ValidateDatasets(const Dataset& train, const Dataset& test,
+                               int workers);
+
+// The job's config for `options` on `train`: table 0 (see above), shards,
+// channels, slack, read_my_writes, timeout, and the host device (the
+// gradient is computed on the host, straight from the Read buffer).
+geeps::Config MakeConfig(const TrainOptions& options, const Dataset& train);
+
 struct EpochReport {
-  int epoch = 0;          // from 1
-  double train_loss = 0;  // mean mini-batch loss over all workers' examples
-  double seconds = 0;     // wall time of the epoch's iterations (worker 0)
+  int epoch = 0;  // from 1
+  // Mean mini-batch loss over all workers' examples when the workers share an
+  // EpochBoard (TrainSoftmax); over worker 0's own examples otherwise
+  // (all_workers_loss false, e.g. one worker per process).
+  double train_loss = 0;
+  bool all_workers_loss = true;
+  double seconds = 0;  // wall time of the epoch's iterations (worker 0)
   double samples_per_second = 0;  // all workers' examples / seconds
   Evaluation test;                // of the parameters after the epoch
 };
@@ -65,9 +85,60 @@ struct TrainReport {
   std::vector<float> final_params;  // as worker 0 saw them after the last epoch
 };
 
+// What one worker's TrainWorker saw. The evaluations are worker 0's only.
+struct WorkerReport {
+  int worker = -1;                     // its rank among the workers
+  std::vector<double> own_train_loss;  // per epoch, over its own examples
+  // Worker 0 only (empty elsewhere):
+  Evaluation initial_test;          // of the initial parameters
+  std::vector<EpochReport> epochs;  // after each epoch
+  std::vector<float> final_params;  // as worker 0 saw them after the last
+                                    // epoch (the initial ones with 0 epochs)
+};
+
+// Where the workers of one process post their per-epoch loss so that worker
+// 0 can report the mean over all of them. A worker that fails aborts the
+// board, so that worker 0 never waits for a report that will not come.
+class EpochBoard {
+ public:
+  EpochBoard(int workers, int epochs);
+  void Report(int epoch, double loss_sum, int64_t samples);
+  void Abort();
+  // Waits until every worker has reported `epoch` (from 0): the sums of
+  // their losses and samples. kCancelled after Abort(), kDeadlineExceeded
+  // after `timeout`.
+  geeps::Status Wait(int epoch, std::chrono::milliseconds timeout,
+                     double* loss_sum, int64_t* samples);
+
+ private:
+  const int workers_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<double> loss_sum_;  // GUARDED_BY(mu_)
+  std::vector<int64_t> samples_;  // GUARDED_BY(mu_)
+  std::vector<int> reported_;     // GUARDED_BY(mu_)
+  bool aborted_ = false;          // GUARDED_BY(mu_)
+};
+
+// The training loop of one worker `ps` of a job of `num_workers` workers
+// whose config is MakeConfig(options, train) (up to shards and channels):
+// records the virtual iteration (and worker 0's prologue, which writes the
+// initial parameters), then trains options.epochs epochs on its shard,
+// examples ps.rank(), ps.rank() + num_workers, ... Worker 0 evaluates `test`
+// before training and after every epoch (Sync, CopyRows) and prints one line
+// per epoch to options.log. With `board` (every worker of the job in this
+// process posts there), worker 0's epoch loss is the mean over all workers;
+// without, over its own examples. Errors are prefixed with the worker and
+// the call. REQUIRES: ValidateDatasets(train, test, num_workers) is OK.
+geeps::Status TrainWorker(const TrainOptions& options, const Dataset& train,
+                          const Dataset& test, geeps::GeePS& ps,
+                          int num_workers, WorkerReport* out,
+                          EpochBoard* board = nullptr);
+
 // Trains on `train` (worker r gets examples r, r + workers, ...; each worker
-// shuffles its shard every epoch), evaluating on `test` after every epoch.
-// Every libgeeps error is returned, prefixed with the worker and the call.
+// shuffles its shard every epoch) on an embedded cluster of options.workers
+// workers, evaluating on `test` after every epoch. Every libgeeps error is
+// returned, prefixed with the worker and the call.
 // REQUIRES: train.size() >= options.workers; train and test have the same
 // dim and num_classes.
 geeps::Status TrainSoftmax(const TrainOptions& options, const Dataset& train,
