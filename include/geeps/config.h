@@ -38,6 +38,16 @@ enum class DeviceKind {
   kCuda,  // an NVIDIA GPU (error where none exists or CUDA was not built)
 };
 
+// What the memory manager must guarantee when a device memory budget is set
+// (each level implies the ones before it). A budget that cannot give it is an
+// error at FinishVirtualIteration.
+enum class MemoryGuarantee {
+  kNone,                // the access buffer pool holds the peak once
+  kDoubleBuffering,     // the pool holds twice the peak (prefetch overlaps use)
+  kAllLocalOnDevice,    // and all local data stays in device memory
+  kWholeCacheOnDevice,  // and the whole parameter cache (always true today)
+};
+
 struct Config {
   std::vector<TableSpec> tables;
 
@@ -53,8 +63,17 @@ struct Config {
   int default_slack = 0;
 
   DeviceKind device = DeviceKind::kAuto;
-  // Device memory each worker may use, in bytes. 0 = no limit.
+  // Device memory each worker may use, in bytes. 0 = no limit. With a budget,
+  // the memory manager plans at FinishVirtualIteration what lives in device
+  // memory and what in (pinned) host memory; see docs/memory-manager.md.
   uint64_t device_memory_budget = 0;
+  MemoryGuarantee memory_guarantee = MemoryGuarantee::kDoubleBuffering;
+  // Host backend only, an emulation for benchmarks: host<->device copies take
+  // at least bytes / this many seconds, as over PCIe. 0 = off.
+  uint64_t emulated_copy_bandwidth = 0;  // bytes per second
+  // If set, Shutdown() writes the worker's stats and memory plan (JSON) to
+  // this path; "%r" is replaced by the worker's rank.
+  std::string stats_file;
 
   // Longest time any call waits for a peer before it fails (kDeadlineExceeded
   // or kUnavailable). Nothing in libgeeps waits forever.
@@ -77,7 +96,8 @@ Status ValidateConfig(const Config& config);
 // (GEEPS_NUM_WORKERS, GEEPS_NUM_SHARDS, GEEPS_NUM_CHANNELS,
 // GEEPS_READ_MY_WRITES, GEEPS_DEFAULT_SLACK, GEEPS_DEVICE,
 // GEEPS_DEVICE_MEMORY_BUDGET, GEEPS_TIMEOUT_MS, GEEPS_HEARTBEAT_TIMEOUT_MS,
-// GEEPS_MAX_MESSAGE_BYTES). A malformed value is
+// GEEPS_MAX_MESSAGE_BYTES, GEEPS_MEMORY_GUARANTEE (none|double|local|cache),
+// GEEPS_EMULATED_COPY_BANDWIDTH, GEEPS_STATS_FILE). A malformed value is
 // kInvalidArgument naming the variable. See docs/api.md for the table.
 Status ApplyEnvironment(Config* config);
 

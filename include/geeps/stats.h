@@ -20,6 +20,13 @@ struct WorkerStats {
   int64_t pushes_installed = 0;   // fresh row blocks installed in the cache
   int64_t frames_dropped = 0;     // malformed or unexpected frames dropped
   uint64_t device_bytes_in_use = 0;
+  // The memory manager (zero without a device memory budget).
+  double memory_stall_seconds = 0;   // the application waited for buffers or copies
+  int64_t bytes_host_to_device = 0;  // local data swapped in
+  int64_t bytes_device_to_host = 0;  // local data written back
+  uint64_t pool_bytes = 0;           // the access buffer pool
+  uint64_t pool_high_water = 0;      // most pool bytes in use at once
+  std::string memory_plan_json;      // the plan (what lives where); "" without one
 
   std::string ToJson() const;
 };

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 
 #include "common/logging.h"
 #include "common/partition.h"
@@ -41,6 +42,7 @@ Worker::Worker(const Config& config, int rank, zmq::context_t* zmq_context,
 
 Worker::~Worker() {
   Shutdown().ok();
+  memory_.reset();  // its pool lives in device memory
   if (device_) {
     for (void* p : allocations_) device_->Free(p);
     for (void* p : pinned_allocations_) device_->FreePinned(p);
@@ -106,40 +108,19 @@ Status Worker::VirtualClock() {
   return seq_.AddClock();
 }
 
-Status Worker::CheckBudget() const {
-  const uint64_t budget = config_.device_memory_budget;
-  if (budget == 0) return Status::OK();
-  uint64_t cache = 0, buffers = 0, indexes = 0, local = 0;
-  std::vector<bool> local_used(config_.tables.size(), false);
+uint64_t Worker::FixedDeviceBytes() const {
+  uint64_t bytes = 0;
   for (const auto& t : tables_) {
-    if (t) cache += 2ull * t->floats() * sizeof(float);  // cache + oplog
+    if (t) bytes += 2ull * t->floats() * sizeof(float);  // cache + oplog
   }
   for (const auto* list : {&seq_.reads(), &seq_.updates()}) {
-    for (const RecordedAccess& a : *list) {
-      buffers += a.rows.size() * config_.tables[a.table].row_width * sizeof(float);
-      indexes += a.rows.size() * sizeof(uint32_t);
-    }
+    for (const RecordedAccess& a : *list) bytes += a.rows.size() * sizeof(uint32_t);
   }
   for (const RecordedAccess& a : seq_.locals()) {
-    local_used[a.table] = true;
-    if (!Consecutive(a.rows)) {
-      buffers += a.rows.size() * config_.tables[a.table].row_width * sizeof(float);
-      indexes += a.rows.size() * sizeof(uint32_t);
-    }
+    if (Consecutive(a.rows)) continue;
+    bytes += a.rows.size() * (sizeof(uint32_t) + config_.tables[a.table].row_width * sizeof(float));
   }
-  for (size_t i = 0; i < local_used.size(); ++i) {
-    if (local_used[i])
-      local += config_.tables[i].num_rows * config_.tables[i].row_width * sizeof(float);
-  }
-  const uint64_t total = cache + buffers + indexes + local;
-  if (total <= budget) return Status::OK();
-  return ResourceExhaustedError(
-      "FinishVirtualIteration: the device memory budget of " + std::to_string(budget) +
-      " bytes is too small for worker " + std::to_string(rank_) + ": it needs " +
-      std::to_string(total) + " bytes (parameter cache and oplogs " + std::to_string(cache) +
-      ", access buffers " + std::to_string(buffers) + ", indexes " + std::to_string(indexes) +
-      ", local data " + std::to_string(local) +
-      "); raise Config::device_memory_budget (GEEPS_DEVICE_MEMORY_BUDGET)");
+  return bytes;
 }
 
 StatusOr<float*> Worker::AllocFloats(size_t count) {
@@ -212,10 +193,19 @@ Status Worker::AllocateTables() {
       GEEPS_RETURN_IF_ERROR(device_->Fill(t->oplog, 0.0f, t->floats(), stream_.get()));
     }
   }
+  local_on_host_.assign(config_.tables.size(), false);
   for (const RecordedAccess& a : seq_.locals()) {
     if (local_tables_[a.table]) continue;
     const TableSpec& spec = config_.tables[a.table];
     const size_t floats = spec.num_rows * spec.row_width;
+    if (memory_ && !memory_->LocalOnDevice(a.table)) {
+      GEEPS_ASSIGN_OR_RETURN(void* host, device_->AllocatePinned(floats * sizeof(float)));
+      pinned_allocations_.push_back(host);
+      std::memset(host, 0, floats * sizeof(float));
+      local_tables_[a.table] = static_cast<float*>(host);
+      local_on_host_[a.table] = true;
+      continue;
+    }
     GEEPS_ASSIGN_OR_RETURN(local_tables_[a.table], AllocFloats(floats));
     GEEPS_RETURN_IF_ERROR(device_->Fill(local_tables_[a.table], 0.0f, floats, stream_.get()));
   }
@@ -228,7 +218,10 @@ Status Worker::BuildAccesses() {
     const RecordedAccess& a = seq_.reads()[i];
     TableCache& t = *tables_[a.table];
     AccessBuffers& b = read_bufs_[i];
-    GEEPS_ASSIGN_OR_RETURN(b.buffer, AllocFloats(a.rows.size() * t.width));
+    b.pooled = memory_ != nullptr;
+    if (!b.pooled) {
+      GEEPS_ASSIGN_OR_RETURN(b.buffer, AllocFloats(a.rows.size() * t.width));
+    }
     GEEPS_ASSIGN_OR_RETURN(b.index, UploadIndex(Positions(t.rows, a.rows)));
     for (size_t si = 0; si < t.slices.size(); ++si) {
       const PartitionSlice& s = t.slices[si];
@@ -242,7 +235,10 @@ Status Worker::BuildAccesses() {
     const RecordedAccess& a = seq_.updates()[i];
     TableCache& t = *tables_[a.table];
     AccessBuffers& b = update_bufs_[i];
-    GEEPS_ASSIGN_OR_RETURN(b.buffer, AllocFloats(a.rows.size() * t.width));
+    b.pooled = memory_ != nullptr;
+    if (!b.pooled) {
+      GEEPS_ASSIGN_OR_RETURN(b.buffer, AllocFloats(a.rows.size() * t.width));
+    }
     GEEPS_ASSIGN_OR_RETURN(b.index, UploadIndex(Positions(t.rows, a.rows)));
   }
   local_bufs_.resize(seq_.locals().size());
@@ -250,6 +246,20 @@ Status Worker::BuildAccesses() {
     const RecordedAccess& a = seq_.locals()[i];
     const uint32_t width = config_.tables[a.table].row_width;
     AccessBuffers& b = local_bufs_[i];
+    if (local_on_host_[a.table]) {
+      // In host memory: a pool buffer while open, filled from / written back
+      // to the rows in place (consecutive) or through a pinned staging buffer.
+      b.pooled = true;
+      if (Consecutive(a.rows)) {
+        b.host_rows = local_tables_[a.table] + a.rows[0] * width;
+      } else {
+        GEEPS_ASSIGN_OR_RETURN(void* staging,
+                               device_->AllocatePinned(a.rows.size() * width * sizeof(float)));
+        pinned_allocations_.push_back(staging);
+        b.staging = static_cast<float*>(staging);
+      }
+      continue;
+    }
     if (Consecutive(a.rows)) {
       b.contiguous = true;
       b.direct = local_tables_[a.table] + a.rows[0] * width;
@@ -295,6 +305,7 @@ Status Worker::FinishVirtualIteration() {
   };
   device::DeviceOptions options;
   options.memory_budget = config_.device_memory_budget;
+  options.emulated_copy_bandwidth = config_.emulated_copy_bandwidth;
   auto device = device::CreateDevice(config_.device, options);
   if (!device.ok()) return fail(device.status());
   device_ = std::move(device).value();
@@ -304,7 +315,18 @@ Status Worker::FinishVirtualIteration() {
 
   // Plan the tables first, to check the budget before allocating anything.
   Status st = BuildTables();
-  if (st.ok()) st = CheckBudget();
+  if (st.ok() && config_.device_memory_budget > 0) {
+    std::vector<uint64_t> cached_rows;
+    for (const auto& t : tables_)
+      if (t) cached_rows.push_back(t->rows.size());
+    auto mm = MemoryManager::Create(config_, rank_, seq_, cached_rows, FixedDeviceBytes(),
+                                    device_.get());
+    if (mm.ok()) {
+      memory_ = std::move(mm).value();
+    } else {
+      st = mm.status();
+    }
+  }
   if (st.ok()) st = AllocateTables();
   if (st.ok()) st = BuildAccesses();
   if (!st.ok()) return fail(st);
@@ -455,11 +477,50 @@ int64_t Worker::RequiredAge(int slack) const {
   return std::max<int64_t>(1, c - slack);
 }
 
+Status Worker::AcquireBuffer(AccessBuffers& b, uint64_t bytes) {
+  if (!b.pooled) return Status::OK();
+  GEEPS_ASSIGN_OR_RETURN(b.buffer, memory_->Acquire(bytes, config_.timeout));
+  return Status::OK();
+}
+
+void Worker::ReleaseBuffer(AccessBuffers& b) {
+  if (!b.pooled || b.buffer == nullptr) return;
+  memory_->Release(b.buffer);
+  b.buffer = nullptr;
+}
+
+Status Worker::SwapLocal(const RecordedAccess& a, const AccessBuffers& b, bool to_device) {
+  const uint32_t width = config_.tables[a.table].row_width;
+  const size_t floats = a.rows.size() * width;
+  const size_t bytes = floats * sizeof(float);
+  const auto start = SteadyClock::now();
+  float* host = b.host_rows ? b.host_rows : b.staging;
+  float* table = local_tables_[a.table];
+  if (to_device && b.staging) {  // gather the scattered rows on the host
+    for (size_t i = 0; i < a.rows.size(); ++i)
+      std::memcpy(b.staging + i * width, table + a.rows[i] * width, width * sizeof(float));
+  }
+  GEEPS_RETURN_IF_ERROR(device_->Copy(to_device ? static_cast<void*>(b.buffer) : host,
+                                      to_device ? static_cast<const void*>(host) : b.buffer,
+                                      bytes,
+                                      to_device ? device::CopyKind::kHostToDevice
+                                                : device::CopyKind::kDeviceToHost,
+                                      stream_.get()));
+  GEEPS_RETURN_IF_ERROR(device_->Synchronize(stream_.get()));
+  if (!to_device && b.staging) {  // scatter them back
+    for (size_t i = 0; i < a.rows.size(); ++i)
+      std::memcpy(table + a.rows[i] * width, b.staging + i * width, width * sizeof(float));
+  }
+  memory_->AddCopy(to_device, bytes);
+  memory_->AddStall(SteadyClock::now() - start);
+  return Status::OK();
+}
+
 StatusOr<const float*> Worker::Read(ReadHandle h) {
   std::lock_guard<std::mutex> api_lock(api_mu_);
   GEEPS_RETURN_IF_ERROR(Expect(OpType::kRead, h.id, read_bufs_.size(), "Read"));
   const RecordedAccess& a = seq_.reads()[h.id];
-  const AccessBuffers& b = read_bufs_[h.id];
+  AccessBuffers& b = read_bufs_[h.id];
   TableCache& t = *tables_[a.table];
   const int64_t required = RequiredAge(a.slack);
   {
@@ -501,6 +562,7 @@ StatusOr<const float*> Worker::Read(ReadHandle h) {
             " (a slower worker has not clocked: is one stuck, failed or shut down?)");
       }
     }
+    GEEPS_RETURN_IF_ERROR(AcquireBuffer(b, a.rows.size() * t.width * sizeof(float)));
     GEEPS_RETURN_IF_ERROR(
         device_->Gather(b.buffer, t.cache, b.index, a.rows.size(), t.width, stream_.get()));
     GEEPS_RETURN_IF_ERROR(device_->Synchronize(stream_.get()));
@@ -512,6 +574,7 @@ StatusOr<const float*> Worker::Read(ReadHandle h) {
 Status Worker::PostRead(ReadHandle h) {
   std::lock_guard<std::mutex> api_lock(api_mu_);
   GEEPS_RETURN_IF_ERROR(Expect(OpType::kPostRead, h.id, read_bufs_.size(), "PostRead"));
+  ReleaseBuffer(read_bufs_[h.id]);
   return Advance();
 }
 
@@ -519,8 +582,9 @@ StatusOr<float*> Worker::PreUpdate(UpdateHandle h) {
   std::lock_guard<std::mutex> api_lock(api_mu_);
   GEEPS_RETURN_IF_ERROR(Expect(OpType::kPreUpdate, h.id, update_bufs_.size(), "PreUpdate"));
   const RecordedAccess& a = seq_.updates()[h.id];
-  const AccessBuffers& b = update_bufs_[h.id];
+  AccessBuffers& b = update_bufs_[h.id];
   const size_t floats = a.rows.size() * config_.tables[a.table].row_width;
+  GEEPS_RETURN_IF_ERROR(AcquireBuffer(b, floats * sizeof(float)));
   GEEPS_RETURN_IF_ERROR(device_->Fill(b.buffer, 0.0f, floats, stream_.get()));
   GEEPS_RETURN_IF_ERROR(device_->Synchronize(stream_.get()));
   GEEPS_RETURN_IF_ERROR(Advance());
@@ -531,7 +595,7 @@ Status Worker::Update(UpdateHandle h) {
   std::lock_guard<std::mutex> api_lock(api_mu_);
   GEEPS_RETURN_IF_ERROR(Expect(OpType::kUpdate, h.id, update_bufs_.size(), "Update"));
   const RecordedAccess& a = seq_.updates()[h.id];
-  const AccessBuffers& b = update_bufs_[h.id];
+  AccessBuffers& b = update_bufs_[h.id];
   TableCache& t = *tables_[a.table];
   {
     std::lock_guard<std::mutex> lock(t.mu);
@@ -544,6 +608,7 @@ Status Worker::Update(UpdateHandle h) {
     GEEPS_RETURN_IF_ERROR(device_->Synchronize(stream_.get()));
     t.oplog_dirty = true;
   }
+  ReleaseBuffer(b);
   return Advance();
 }
 
@@ -551,9 +616,14 @@ StatusOr<float*> Worker::LocalAccess(LocalHandle h) {
   std::lock_guard<std::mutex> api_lock(api_mu_);
   GEEPS_RETURN_IF_ERROR(Expect(OpType::kLocalAccess, h.id, local_bufs_.size(), "LocalAccess"));
   const RecordedAccess& a = seq_.locals()[h.id];
-  const AccessBuffers& b = local_bufs_[h.id];
+  AccessBuffers& b = local_bufs_[h.id];
   float* result = b.direct;
-  if (!b.contiguous) {
+  if (b.pooled) {
+    const uint32_t width = config_.tables[a.table].row_width;
+    GEEPS_RETURN_IF_ERROR(AcquireBuffer(b, a.rows.size() * width * sizeof(float)));
+    if (a.fetch) GEEPS_RETURN_IF_ERROR(SwapLocal(a, b, /*to_device=*/true));
+    result = b.buffer;
+  } else if (!b.contiguous) {
     if (a.fetch) {
       GEEPS_RETURN_IF_ERROR(device_->Gather(b.buffer, local_tables_[a.table], b.index,
                                             a.rows.size(), config_.tables[a.table].row_width,
@@ -571,8 +641,11 @@ Status Worker::PostLocalAccess(LocalHandle h) {
   GEEPS_RETURN_IF_ERROR(
       Expect(OpType::kPostLocalAccess, h.id, local_bufs_.size(), "PostLocalAccess"));
   const RecordedAccess& a = seq_.locals()[h.id];
-  const AccessBuffers& b = local_bufs_[h.id];
-  if (!b.contiguous && a.keep) {
+  AccessBuffers& b = local_bufs_[h.id];
+  if (b.pooled) {
+    if (a.keep) GEEPS_RETURN_IF_ERROR(SwapLocal(a, b, /*to_device=*/false));
+    ReleaseBuffer(b);
+  } else if (!b.contiguous && a.keep) {
     GEEPS_RETURN_IF_ERROR(device_->Scatter(local_tables_[a.table], b.buffer, b.index,
                                            a.rows.size(), config_.tables[a.table].row_width,
                                            stream_.get()));
@@ -643,6 +716,11 @@ Status Worker::CopyRows(TableId table, const std::vector<RowIndex>& rows, float*
         std::fill(out + i * spec.row_width, out + (i + 1) * spec.row_width, 0.0f);
         continue;
       }
+      if (local_on_host_[table]) {
+        std::memcpy(out + i * spec.row_width, local_tables_[table] + rows[i] * spec.row_width,
+                    row_bytes);
+        continue;
+      }
       GEEPS_RETURN_IF_ERROR(device_->Copy(out + i * spec.row_width,
                                           local_tables_[table] + rows[i] * spec.row_width,
                                           row_bytes, device::CopyKind::kDeviceToHost,
@@ -681,6 +759,7 @@ WorkerStats Worker::GetStats() const {
   s.pushes_installed = counters_.pushes_installed.load();
   s.frames_dropped = counters_.frames_dropped.load();
   s.device_bytes_in_use = device_bytes_.load();
+  if (tables_ready_.load(std::memory_order_acquire) && memory_) memory_->FillStats(&s);
   return s;
 }
 

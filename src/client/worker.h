@@ -16,6 +16,7 @@
 #include <zmq.hpp>
 
 #include "client/comm_channel.h"
+#include "client/memory_manager.h"
 #include "client/op_sequence.h"
 #include "client/table_cache.h"
 #include "device/device.h"
@@ -77,6 +78,11 @@ class Worker {
     bool contiguous = false;     // local access over consecutive rows
     float* direct = nullptr;     // contiguous local access: pointer into the table
     std::vector<int> slices;     // reads: indexes into the table's slices
+    // Memory manager: `buffer` comes from the pool while the access is open
+    // (reads, updates, local data in host memory).
+    bool pooled = false;
+    float* host_rows = nullptr;  // local data in host memory: contiguous rows there
+    float* staging = nullptr;    // ... or a pinned buffer to gather/scatter through
   };
 
   Status CheckRecording(const char* call) const;
@@ -90,7 +96,14 @@ class Worker {
   void BuildClockPlan();
   StatusOr<uint32_t*> UploadIndex(const std::vector<uint32_t>& index);
   StatusOr<float*> AllocFloats(size_t count);
-  Status CheckBudget() const;
+  // Device bytes outside the memory manager's plan: cache, oplogs, indexes,
+  // buffers of scattered local accesses.
+  uint64_t FixedDeviceBytes() const;
+  // Takes / returns the pool buffer of a managed access.
+  Status AcquireBuffer(AccessBuffers& b, uint64_t bytes);
+  void ReleaseBuffer(AccessBuffers& b);
+  // Copies a managed local access between host memory and its pool buffer.
+  Status SwapLocal(const RecordedAccess& a, const AccessBuffers& b, bool to_device);
   int64_t RequiredAge(int slack) const;
 
   const Config config_;
@@ -115,6 +128,8 @@ class Worker {
   std::vector<void*> pinned_allocations_;
   std::vector<std::unique_ptr<TableCache>> tables_;  // shared tables; null if local
   std::vector<float*> local_tables_;                 // local tables; null if unused
+  std::vector<bool> local_on_host_;                  // local table in pinned host memory
+  std::unique_ptr<MemoryManager> memory_;            // null without a budget
   std::vector<AccessBuffers> read_bufs_, update_bufs_, local_bufs_;
   // advance_after_[section][pos]: tables whose clock advances after that op.
   std::vector<std::vector<TableId>> advance_after_[2];

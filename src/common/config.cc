@@ -127,6 +127,22 @@ Status ApplyEnvironment(Config* c) {
                                                      kMinMessageBytes, kMaxMessageBytes));
     c->max_message_bytes = static_cast<uint64_t>(value);
   }
+  if (const char* text = std::getenv("GEEPS_EMULATED_COPY_BANDWIDTH")) {
+    GEEPS_ASSIGN_OR_RETURN(long long value, ParseInt("GEEPS_EMULATED_COPY_BANDWIDTH", text, 0,
+                                                     (1ll << 50)));
+    c->emulated_copy_bandwidth = static_cast<uint64_t>(value);
+  }
+  if (const char* text = std::getenv("GEEPS_STATS_FILE")) c->stats_file = text;
+  if (const char* text = std::getenv("GEEPS_MEMORY_GUARANTEE")) {
+    const std::string v = text;
+    if (v == "none") c->memory_guarantee = MemoryGuarantee::kNone;
+    else if (v == "double") c->memory_guarantee = MemoryGuarantee::kDoubleBuffering;
+    else if (v == "local") c->memory_guarantee = MemoryGuarantee::kAllLocalOnDevice;
+    else if (v == "cache") c->memory_guarantee = MemoryGuarantee::kWholeCacheOnDevice;
+    else
+      return InvalidArgumentError("GEEPS_MEMORY_GUARANTEE='" + v +
+                                  "': expected none, double, local or cache");
+  }
   if (const char* text = std::getenv("GEEPS_DEVICE")) {
     std::string v = text;
     if (v == "auto") c->device = DeviceKind::kAuto;

@@ -16,7 +16,12 @@ std::string WorkerStats::ToJson() const {
     << ",\"bytes_received\":" << bytes_received
     << ",\"pushes_installed\":" << pushes_installed
     << ",\"frames_dropped\":" << frames_dropped
-    << ",\"device_bytes_in_use\":" << device_bytes_in_use << "}";
+    << ",\"device_bytes_in_use\":" << device_bytes_in_use
+    << ",\"memory_stall_seconds\":" << memory_stall_seconds
+    << ",\"bytes_host_to_device\":" << bytes_host_to_device
+    << ",\"bytes_device_to_host\":" << bytes_device_to_host
+    << ",\"pool_bytes\":" << pool_bytes << ",\"pool_high_water\":" << pool_high_water
+    << ",\"memory_plan\":" << (memory_plan_json.empty() ? "null" : memory_plan_json) << "}";
   return o.str();
 }
 

@@ -38,6 +38,9 @@ class Event {
 struct DeviceOptions {
   // Bytes of device memory Allocate() may hand out in total; 0 = no limit.
   uint64_t memory_budget = 0;
+  // Host backend only, an emulation for benchmarks: host<->device copies
+  // take at least bytes / copy_bandwidth seconds (as if over PCIe); 0 = off.
+  uint64_t emulated_copy_bandwidth = 0;  // bytes per second
 };
 
 class Device {

@@ -356,6 +356,7 @@ StatusOr<size_t> FloatBytes(const char* op, size_t n, size_t width) {
 
 HostDevice::HostDevice(const DeviceOptions& options)
     : memory_budget_(options.memory_budget),
+      copy_bandwidth_(options.emulated_copy_bandwidth),
       table_(std::make_shared<AllocationTable>(options.memory_budget)) {}
 
 HostDevice::~HostDevice() { table_->FreeAll(); }
@@ -438,9 +439,17 @@ Status HostDevice::Copy(void* dst, const void* src, size_t bytes, CopyKind kind,
     return Status::OK();
   };
   GEEPS_RETURN_IF_ERROR(check(false));
-  return host_stream->Enqueue([check, dst, src, bytes]() -> Status {
+  // Emulated PCIe: a copy between host and device takes at least this long.
+  const bool crosses = dst_on_device != src_on_device;
+  const auto min_time = std::chrono::nanoseconds(
+      crosses && copy_bandwidth_ > 0
+          ? static_cast<int64_t>(static_cast<double>(bytes) * 1e9 / copy_bandwidth_)
+          : 0);
+  return host_stream->Enqueue([check, dst, src, bytes, min_time]() -> Status {
     GEEPS_RETURN_IF_ERROR(check(true));
+    const auto start = std::chrono::steady_clock::now();
     std::memmove(dst, src, bytes);
+    if (min_time.count() > 0) std::this_thread::sleep_until(start + min_time);
     return Status::OK();
   });
 }

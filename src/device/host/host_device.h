@@ -100,6 +100,7 @@ class HostDevice final : public Device {
                         std::function<void()> kernel);
 
   const uint64_t memory_budget_;
+  const uint64_t copy_bandwidth_;  // DeviceOptions::emulated_copy_bandwidth
   const std::shared_ptr<AllocationTable> table_;
 };
 

@@ -1,0 +1,138 @@
+#include "client/memory_manager.h"
+
+#include <algorithm>
+
+namespace geeps::client {
+namespace {
+
+memory::Level LevelOf(MemoryGuarantee g) {
+  switch (g) {
+    case MemoryGuarantee::kNone: return memory::Level::kNone;
+    case MemoryGuarantee::kDoubleBuffering: return memory::Level::kDoubleBuffering;
+    case MemoryGuarantee::kAllLocalOnDevice: return memory::Level::kAllLocalOnDevice;
+    case MemoryGuarantee::kWholeCacheOnDevice: return memory::Level::kWholeCacheOnDevice;
+  }
+  return memory::Level::kDoubleBuffering;
+}
+
+}  // namespace
+
+MemoryManager::MemoryManager(device::Device* device, memory::Plan plan)
+    : device_(device), plan_(std::move(plan)), plan_json_(plan_.ToJson()) {}
+
+MemoryManager::~MemoryManager() {
+  if (pool_) pool_->Cancel();
+  pool_.reset();
+  if (region_) device_->Free(region_);
+}
+
+StatusOr<std::unique_ptr<MemoryManager>> MemoryManager::Create(
+    const Config& config, int rank, const OpSequence& seq,
+    const std::vector<uint64_t>& cached_rows, uint64_t fixed_bytes, device::Device* device) {
+  const uint64_t budget = config.device_memory_budget;
+  const std::string who = "FinishVirtualIteration: worker " + std::to_string(rank) + ": ";
+  // The pool's region is aligned by hand: keep room for that.
+  const uint64_t slack = memory::kDefaultAlignment;
+  if (budget <= fixed_bytes + slack) {
+    return ResourceExhaustedError(
+        who + "the device memory budget of " + std::to_string(budget) +
+        " bytes does not even hold the parameter cache, its oplogs and the indexes (" +
+        std::to_string(fixed_bytes) +
+        " bytes, which stay in device memory); raise Config::device_memory_budget");
+  }
+  memory::PlanInput in;
+  in.budget_bytes = budget - fixed_bytes - slack;
+  in.required_level = LevelOf(config.memory_guarantee);
+  // The cache is fixed on the device (counted in fixed_bytes), so the planner
+  // sees its tables without rows.
+  for (size_t t = 0; t < cached_rows.size(); ++t) in.tables.push_back({0, sizeof(float)});
+  std::vector<int> batch_of(config.tables.size(), -1);
+  for (const RecordedAccess& a : seq.locals()) {
+    if (batch_of[a.table] >= 0) continue;
+    batch_of[a.table] = static_cast<int>(in.local_batches.size());
+    const TableSpec& spec = config.tables[a.table];
+    in.local_batches.push_back({spec.num_rows * spec.row_width * sizeof(float)});
+  }
+  // Accesses: reads, then updates, then local accesses, by handle.
+  auto add = [&](memory::AccessKind kind, const RecordedAccess& a, int table) {
+    memory::AccessInfo info;
+    info.kind = kind;
+    info.table = table;
+    info.bytes = a.rows.size() * config.tables[a.table].row_width * sizeof(float);
+    in.accesses.push_back(std::move(info));
+  };
+  // Shared tables are numbered among themselves for the planner.
+  std::vector<int> shared_index(config.tables.size(), -1);
+  for (TableId t = 0, n = 0; t < config.tables.size(); ++t)
+    if (!config.tables[t].local) shared_index[t] = static_cast<int>(n++);
+  for (const RecordedAccess& a : seq.reads()) add(memory::AccessKind::kRead, a, shared_index[a.table]);
+  for (const RecordedAccess& a : seq.updates()) add(memory::AccessKind::kUpdate, a, shared_index[a.table]);
+  for (const RecordedAccess& a : seq.locals()) add(memory::AccessKind::kLocal, a, batch_of[a.table]);
+  const int reads = static_cast<int>(seq.reads().size());
+  const int updates = static_cast<int>(seq.updates().size());
+  // The prologue runs first, then the iteration.
+  for (Section section : {kPrologue, kRepeated}) {
+    for (const Op& op : seq.ops(section)) {
+      switch (op.type) {
+        case OpType::kRead: in.ops.push_back({memory::OpKind::kOpen, op.handle}); break;
+        case OpType::kPostRead: in.ops.push_back({memory::OpKind::kClose, op.handle}); break;
+        case OpType::kPreUpdate:
+          in.ops.push_back({memory::OpKind::kOpen, reads + op.handle});
+          break;
+        case OpType::kUpdate:
+          in.ops.push_back({memory::OpKind::kClose, reads + op.handle});
+          break;
+        case OpType::kLocalAccess:
+          in.ops.push_back({memory::OpKind::kOpen, reads + updates + op.handle});
+          break;
+        case OpType::kPostLocalAccess:
+          in.ops.push_back({memory::OpKind::kClose, reads + updates + op.handle});
+          break;
+        case OpType::kClock: break;
+      }
+    }
+  }
+  StatusOr<memory::Plan> plan = memory::MakePlan(in);
+  if (!plan.ok()) {
+    return Status(plan.status().code(),
+                  who + plan.status().message() + " (besides " + std::to_string(fixed_bytes) +
+                      " bytes of parameter cache, oplogs and indexes kept in device memory)");
+  }
+  std::unique_ptr<MemoryManager> mm(new MemoryManager(device, std::move(plan).value()));
+  mm->local_on_device_.assign(config.tables.size(), true);
+  for (TableId t = 0; t < config.tables.size(); ++t) {
+    if (batch_of[t] >= 0) mm->local_on_device_[t] = mm->plan_.local_on_device[batch_of[t]];
+  }
+  const uint64_t pool_bytes = std::max<uint64_t>(mm->plan_.pool_bytes, memory::kDefaultAlignment);
+  GEEPS_ASSIGN_OR_RETURN(mm->region_, device->Allocate(pool_bytes + slack));
+  const uintptr_t base = (reinterpret_cast<uintptr_t>(mm->region_) + slack - 1) & ~(slack - 1);
+  mm->pool_ = std::make_unique<memory::BufferPool>(reinterpret_cast<void*>(base), pool_bytes);
+  return mm;
+}
+
+StatusOr<float*> MemoryManager::Acquire(uint64_t bytes, std::chrono::milliseconds timeout) {
+  if (auto off = pool_->TryAllocate(std::max<uint64_t>(bytes, 1)))
+    return static_cast<float*>(pool_->Address(*off));
+  const auto start = std::chrono::steady_clock::now();
+  StatusOr<uint64_t> off = pool_->AllocateWait(std::max<uint64_t>(bytes, 1), start + timeout);
+  AddStall(std::chrono::steady_clock::now() - start);
+  if (!off.ok()) return off.status();
+  return static_cast<float*>(pool_->Address(*off));
+}
+
+void MemoryManager::Release(const float* buffer) {
+  const uint64_t off = static_cast<uint64_t>(reinterpret_cast<const char*>(buffer) -
+                                             static_cast<const char*>(pool_->base()));
+  pool_->Free(off).ok();
+}
+
+void MemoryManager::FillStats(WorkerStats* s) const {
+  s->memory_stall_seconds = static_cast<double>(stall_ns_.load()) * 1e-9;
+  s->bytes_host_to_device = h2d_bytes_.load();
+  s->bytes_device_to_host = d2h_bytes_.load();
+  s->pool_bytes = pool_ ? pool_->size() : 0;
+  s->pool_high_water = pool_ ? pool_->high_water_mark() : 0;
+  s->memory_plan_json = plan_json_;
+}
+
+}  // namespace geeps::client

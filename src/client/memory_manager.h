@@ -1,0 +1,69 @@
+// The memory manager of one worker with a device memory budget: the plan
+// (what lives in device memory, what in pinned host memory), the access
+// buffer pool (one device region handed out by memory::BufferPool), and its
+// statistics. The parameter cache, oplogs and indexes stay in device memory
+// (they are the fixed part of the budget); the planner places the local
+// tables and sizes the pool for the Read/PreUpdate buffers and the buffers of
+// local data living in host memory.
+//
+// Threads: Acquire/Release and the counters may be used from any thread.
+#ifndef GEEPS_CLIENT_MEMORY_MANAGER_H_
+#define GEEPS_CLIENT_MEMORY_MANAGER_H_
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include "client/op_sequence.h"
+#include "device/device.h"
+#include "geeps/config.h"
+#include "geeps/stats.h"
+#include "geeps/status.h"
+#include "memory/buffer_pool.h"
+#include "memory/planner.h"
+
+namespace geeps::client {
+
+class MemoryManager {
+ public:
+  // Plans for `seq` under config.device_memory_budget, of which
+  // `fixed_bytes` are already taken by the cache, oplogs and indexes.
+  // `cached_rows[t]` is the number of cached rows of shared table t. Errors:
+  // kResourceExhausted with the numbers when the budget is too small for
+  // Config::memory_guarantee.
+  static StatusOr<std::unique_ptr<MemoryManager>> Create(
+      const Config& config, int rank, const OpSequence& seq,
+      const std::vector<uint64_t>& cached_rows, uint64_t fixed_bytes, device::Device* device);
+  ~MemoryManager();
+
+  // Whether local table `table` lives in device memory.
+  bool LocalOnDevice(TableId table) const { return local_on_device_[table]; }
+
+  // A pool buffer of `bytes`, waiting at most `timeout` for one to free up.
+  StatusOr<float*> Acquire(uint64_t bytes, std::chrono::milliseconds timeout);
+  void Release(const float* buffer);
+
+  void AddStall(std::chrono::nanoseconds t) { stall_ns_.fetch_add(t.count()); }
+  void AddCopy(bool to_device, uint64_t bytes) {
+    (to_device ? h2d_bytes_ : d2h_bytes_).fetch_add(static_cast<int64_t>(bytes));
+  }
+  // Fills the memory fields of `stats`.
+  void FillStats(WorkerStats* stats) const;
+  const memory::Plan& plan() const { return plan_; }
+
+ private:
+  MemoryManager(device::Device* device, memory::Plan plan);
+
+  device::Device* device_;
+  memory::Plan plan_;
+  void* region_ = nullptr;  // device memory of the pool
+  std::unique_ptr<memory::BufferPool> pool_;
+  std::vector<bool> local_on_device_;  // by TableId
+  std::string plan_json_;
+  std::atomic<int64_t> stall_ns_{0}, h2d_bytes_{0}, d2h_bytes_{0};
+};
+
+}  // namespace geeps::client
+
+#endif  // GEEPS_CLIENT_MEMORY_MANAGER_H_

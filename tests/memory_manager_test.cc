@@ -1,0 +1,222 @@
+// The memory manager inside a worker: for a fixed sequence and data, results
+// are bitwise identical for every device memory budget from "everything
+// fits" down to the least that works, with local data in host memory and
+// every fetch/keep combination; budgets that are too small are clear errors.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+
+#include "geeps/embedded_cluster.h"
+#include "test_util.h"
+
+namespace geeps {
+namespace {
+
+// Shape of one randomised (or fixed) workload.
+struct Workload {
+  uint64_t w_rows = 12;      // shared table W, width 5
+  uint64_t a_rows = 40;      // local A: written (fetch=false, keep=true), read back (keep=false)
+  uint32_t a_width = 16;
+  std::vector<RowIndex> b_rows = {7, 2, 5};  // local B, scattered, fetch+keep
+  uint64_t c_rows = 8;       // local C: scratch (fetch=false, keep=false)
+  int iterations = 5;
+  int workers = 1;
+};
+
+Config MakeConfig(const Workload& w, uint64_t budget) {
+  Config c;
+  c.num_workers = w.workers;
+  c.tables = {{"W", w.w_rows, 5},
+              {"A", w.a_rows, w.a_width, true},
+              {"B", 10, 3, true},
+              {"C", w.c_rows, w.a_width, true}};
+  c.device_memory_budget = budget;
+  c.memory_guarantee = MemoryGuarantee::kNone;
+  c.timeout = std::chrono::milliseconds(10000);
+  return c;
+}
+
+struct Result {
+  std::vector<float> w, b;
+  double read_sum = 0;  // of every value read, in order
+  WorkerStats stats;
+};
+
+// One worker's run; returns what it computed.
+Status RunWorker(GeePS& ps, const Workload& wl, Result* out) {
+  const auto w_rows = RowRange(0, wl.w_rows);
+  GEEPS_ASSIGN_OR_RETURN(ReadHandle r, ps.VirtualRead(0, w_rows));
+  GEEPS_RETURN_IF_ERROR(ps.VirtualPostRead(r));
+  GEEPS_ASSIGN_OR_RETURN(LocalHandle a_out, ps.VirtualLocalAccess(1, RowRange(0, wl.a_rows), false));
+  GEEPS_RETURN_IF_ERROR(ps.VirtualPostLocalAccess(a_out, true));
+  GEEPS_ASSIGN_OR_RETURN(LocalHandle scratch, ps.VirtualLocalAccess(3, RowRange(0, wl.c_rows), false));
+  GEEPS_RETURN_IF_ERROR(ps.VirtualPostLocalAccess(scratch, false));
+  GEEPS_ASSIGN_OR_RETURN(LocalHandle b_acc, ps.VirtualLocalAccess(2, wl.b_rows, true));
+  GEEPS_RETURN_IF_ERROR(ps.VirtualPostLocalAccess(b_acc, true));
+  GEEPS_ASSIGN_OR_RETURN(LocalHandle a_in, ps.VirtualLocalAccess(1, RowRange(0, wl.a_rows), true));
+  GEEPS_ASSIGN_OR_RETURN(UpdateHandle u, ps.VirtualPreUpdate(0, w_rows));
+  GEEPS_RETURN_IF_ERROR(ps.VirtualUpdate(u));
+  GEEPS_RETURN_IF_ERROR(ps.VirtualPostLocalAccess(a_in, false));
+  GEEPS_RETURN_IF_ERROR(ps.VirtualClock());
+  GEEPS_RETURN_IF_ERROR(ps.FinishVirtualIteration());
+  GEEPS_RETURN_IF_ERROR(ps.StartIterations());
+  const size_t a_floats = wl.a_rows * wl.a_width, c_floats = wl.c_rows * wl.a_width;
+  std::vector<float> w(wl.w_rows * 5);
+  for (int i = 0; i < wl.iterations; ++i) {
+    GEEPS_ASSIGN_OR_RETURN(const float* wv, ps.Read(r));
+    std::memcpy(w.data(), wv, w.size() * sizeof(float));
+    for (float v : w) out->read_sum += v;
+    GEEPS_RETURN_IF_ERROR(ps.PostRead(r));
+    // A = f(W, i): every float written (fetch=false gives unspecified data).
+    GEEPS_ASSIGN_OR_RETURN(float* a, ps.LocalAccess(a_out));
+    for (size_t k = 0; k < a_floats; ++k) a[k] = w[k % w.size()] * 0.5f + static_cast<float>(k % 7 + i);
+    GEEPS_RETURN_IF_ERROR(ps.PostLocalAccess(a_out));
+    // Scratch: written then read within the access.
+    GEEPS_ASSIGN_OR_RETURN(float* c, ps.LocalAccess(scratch));
+    for (size_t k = 0; k < c_floats; ++k) c[k] = static_cast<float>(k) * 0.25f;
+    float scratch_sum = 0;
+    for (size_t k = 0; k < c_floats; ++k) scratch_sum += c[k];
+    GEEPS_RETURN_IF_ERROR(ps.PostLocalAccess(scratch));
+    // B accumulates across iterations (fetch and keep).
+    GEEPS_ASSIGN_OR_RETURN(float* b, ps.LocalAccess(b_acc));
+    for (size_t k = 0; k < wl.b_rows.size() * 3; ++k) b[k] += static_cast<float>(k + 1) + w[k % w.size()];
+    std::vector<float> b_now(b, b + wl.b_rows.size() * 3);
+    GEEPS_RETURN_IF_ERROR(ps.PostLocalAccess(b_acc));
+    // Read A back; the update depends on A, B and the scratch.
+    GEEPS_ASSIGN_OR_RETURN(float* a2, ps.LocalAccess(a_in));
+    GEEPS_ASSIGN_OR_RETURN(float* d, ps.PreUpdate(u));
+    for (size_t k = 0; k < w.size(); ++k)
+      d[k] = 0.01f * a2[(k * 3) % a_floats] - 0.001f * b_now[k % b_now.size()] +
+             1e-4f * scratch_sum;
+    for (size_t k = 0; k < a_floats; ++k) a2[k] = -1.0f;  // keep=false: may be dropped
+    GEEPS_RETURN_IF_ERROR(ps.Update(u));
+    GEEPS_RETURN_IF_ERROR(ps.PostLocalAccess(a_in));
+    GEEPS_RETURN_IF_ERROR(ps.Clock());
+  }
+  GEEPS_RETURN_IF_ERROR(ps.Sync());
+  out->w.resize(w.size());
+  GEEPS_RETURN_IF_ERROR(ps.CopyRows(0, w_rows, out->w.data()));
+  out->b.resize(wl.b_rows.size() * 3);
+  GEEPS_RETURN_IF_ERROR(ps.CopyRows(2, wl.b_rows, out->b.data()));
+  out->stats = ps.GetStats();
+  return Status::OK();
+}
+
+StatusOr<Result> RunJob(const Workload& wl, uint64_t budget,
+                        MemoryGuarantee g = MemoryGuarantee::kNone) {
+  Config c = MakeConfig(wl, budget);
+  c.memory_guarantee = g;
+  auto cluster = EmbeddedCluster::Start(c);
+  if (!cluster.ok()) return cluster.status();
+  std::vector<Result> results(wl.workers);
+  GEEPS_RETURN_IF_ERROR((*cluster)->RunWorkers(
+      [&](GeePS& ps) { return RunWorker(ps, wl, &results[ps.rank()]); }));
+  return results[0];
+}
+
+bool SameBits(const std::vector<float>& x, const std::vector<float>& y) {
+  return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
+}
+
+// The least budget with which the workload runs (a run either starts or is
+// refused, and more budget never hurts).
+uint64_t LeastBudget(const Workload& wl, MemoryGuarantee g = MemoryGuarantee::kNone) {
+  uint64_t lo = 1, hi = 1 << 22;  // lo fails (too small), hi works
+  while (hi - lo > 1) {
+    const uint64_t mid = (lo + hi) / 2;
+    (RunJob(wl, mid, g).ok() ? hi : lo) = mid;
+  }
+  return hi;
+}
+
+// Finds the least budget that works (binary search: a run either starts or
+// is refused), then runs budgets from there up to "everything fits"; every
+// run must match the unmanaged run bit for bit.
+void SweepBudgets(const Workload& wl, int min_runs) {
+  auto reference = RunJob(wl, 0);
+  ASSERT_TRUE(reference.ok()) << reference.status();
+  const uint64_t hi = LeastBudget(wl), lo = hi - 1;
+  auto refused = RunJob(wl, lo);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted) << refused.status();
+  EXPECT_NE(refused.status().message().find("budget"), std::string::npos) << refused.status();
+  int runs = 0, swapped = 0;
+  std::vector<uint64_t> budgets;
+  for (int k = 0; k < 8; ++k) budgets.push_back(hi + hi * k / 10);
+  budgets.push_back(1 << 22);
+  for (uint64_t budget : budgets) {
+    auto got = RunJob(wl, budget);
+    ASSERT_TRUE(got.ok()) << "budget " << budget << ": " << got.status();
+    ++runs;
+    EXPECT_TRUE(SameBits(got->w, reference->w)) << "budget " << budget;
+    EXPECT_TRUE(SameBits(got->b, reference->b)) << "budget " << budget;
+    EXPECT_EQ(got->read_sum, reference->read_sum) << "budget " << budget;
+    EXPECT_LE(got->stats.device_bytes_in_use, budget);
+    EXPECT_FALSE(got->stats.memory_plan_json.empty());
+    if (got->stats.bytes_host_to_device > 0) ++swapped;
+  }
+  EXPECT_GE(runs, min_runs);
+  EXPECT_GT(swapped, 0) << "no budget put local data in host memory";
+}
+
+TEST(MemoryManagerTest, ResultsAreBitwiseIdenticalForEveryBudget) { SweepBudgets(Workload{}, 6); }
+
+TEST(MemoryManagerTest, TwoWorkersUnderBspToo) {
+  Workload wl;
+  wl.workers = 2;
+  SweepBudgets(wl, 6);
+}
+
+TEST(MemoryManagerTest, BudgetBelowTheFixedPartIsAClearError) {
+  auto got = RunJob(Workload{}, 64);
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(got.status().message().find("64 bytes"), std::string::npos) << got.status();
+}
+
+TEST(MemoryManagerTest, RequiredLevelThatTheBudgetCannotMeetIsAClearError) {
+  Workload wl;
+  const uint64_t least = LeastBudget(wl);
+  const uint64_t least_double = LeastBudget(wl, MemoryGuarantee::kDoubleBuffering);
+  const uint64_t least_local = LeastBudget(wl, MemoryGuarantee::kAllLocalOnDevice);
+  EXPECT_LE(least, least_double);
+  EXPECT_LT(least_double, least_local);
+  // At the least budget, local data lives in host memory and is swapped.
+  auto swapped = RunJob(wl, least);
+  ASSERT_OK(swapped.status());
+  EXPECT_GT(swapped->stats.bytes_host_to_device, 0);
+  EXPECT_GT(swapped->stats.bytes_device_to_host, 0);
+  EXPECT_GT(swapped->stats.pool_high_water, 0u);
+  // Asking that all local data stay on the device is then a clear error.
+  auto refused = RunJob(wl, least, MemoryGuarantee::kAllLocalOnDevice);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted) << refused.status();
+  EXPECT_NE(refused.status().message().find("bytes"), std::string::npos) << refused.status();
+  auto local = RunJob(wl, least_local, MemoryGuarantee::kAllLocalOnDevice);
+  ASSERT_OK(local.status());
+  EXPECT_EQ(local->stats.bytes_host_to_device, 0);
+}
+
+// Random table shapes and row sets: the invariants hold for each.
+TEST(MemoryManagerTest, RandomWorkloadsMatchTheUnmanagedRun) {
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 6; ++trial) {
+    Workload wl;
+    wl.w_rows = 3 + rng() % 20;
+    wl.a_rows = 5 + rng() % 60;
+    wl.a_width = 1 + rng() % 33;
+    wl.c_rows = 1 + rng() % 10;
+    wl.b_rows.clear();
+    for (RowIndex r = 0; r < 10; ++r)
+      if (rng() % 2) wl.b_rows.push_back(r);
+    if (wl.b_rows.empty()) wl.b_rows.push_back(rng() % 10);
+    std::shuffle(wl.b_rows.begin(), wl.b_rows.end(), rng);
+    wl.iterations = 2 + rng() % 3;
+    SCOPED_TRACE("trial " + std::to_string(trial));
+    SweepBudgets(wl, 3);
+  }
+}
+
+}  // namespace
+}  // namespace geeps
