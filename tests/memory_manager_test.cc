@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <random>
 
 #include "geeps/embedded_cluster.h"
@@ -196,6 +198,21 @@ TEST(MemoryManagerTest, RequiredLevelThatTheBudgetCannotMeetIsAClearError) {
   auto local = RunJob(wl, least_local, MemoryGuarantee::kAllLocalOnDevice);
   ASSERT_OK(local.status());
   EXPECT_EQ(local->stats.bytes_host_to_device, 0);
+}
+
+TEST(MemoryManagerTest, StatsFileHoldsThePlan) {
+  Workload wl;
+  Config c = MakeConfig(wl, 1 << 20);
+  c.stats_file = ::testing::TempDir() + "geeps-stats-%r.json";
+  auto cluster = EmbeddedCluster::Start(c);
+  ASSERT_OK(cluster.status());
+  Result r;
+  ASSERT_OK((*cluster)->RunWorkers([&](GeePS& ps) { return RunWorker(ps, wl, &r); }));
+  ASSERT_OK((*cluster)->Shutdown());
+  std::ifstream in(::testing::TempDir() + "geeps-stats-0.json");
+  std::string json((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(json.find("\"memory_plan\":{"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"pool_bytes\":"), std::string::npos) << json;
 }
 
 // Random table shapes and row sets: the invariants hold for each.

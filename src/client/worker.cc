@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <cstring>
 
 #include "common/logging.h"
@@ -796,8 +797,16 @@ Status Worker::Shutdown() {
   for (auto& c : channels_) c->Stop();
   channels_.clear();
   phase_ = Phase::kShutDown;
-  if (stream_) return device_->Synchronize(stream_.get());
-  return Status::OK();
+  Status st = stream_ ? device_->Synchronize(stream_.get()) : Status::OK();
+  if (!config_.stats_file.empty()) {
+    std::string path = config_.stats_file;
+    for (size_t at; (at = path.find("%r")) != std::string::npos;)
+      path.replace(at, 2, std::to_string(rank_));
+    std::ofstream out(path);
+    out << GetStats().ToJson() << "\n";
+    if (!out && st.ok()) st = UnavailableError("cannot write the stats file " + path);
+  }
+  return st;
 }
 
 }  // namespace geeps::client
