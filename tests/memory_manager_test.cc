@@ -135,11 +135,12 @@ uint64_t LeastBudget(const Workload& wl, MemoryGuarantee g = MemoryGuarantee::kN
 // Finds the least budget that works (binary search: a run either starts or
 // is refused), then runs budgets from there up to "everything fits"; every
 // run must match the unmanaged run bit for bit.
-void SweepBudgets(const Workload& wl, int min_runs) {
+void SweepBudgets(const Workload& wl, int min_runs,
+                  MemoryGuarantee g = MemoryGuarantee::kNone) {
   auto reference = RunJob(wl, 0);
   ASSERT_TRUE(reference.ok()) << reference.status();
-  const uint64_t hi = LeastBudget(wl), lo = hi - 1;
-  auto refused = RunJob(wl, lo);
+  const uint64_t hi = LeastBudget(wl, g), lo = hi - 1;
+  auto refused = RunJob(wl, lo, g);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted) << refused.status();
   EXPECT_NE(refused.status().message().find("budget"), std::string::npos) << refused.status();
@@ -148,7 +149,7 @@ void SweepBudgets(const Workload& wl, int min_runs) {
   for (int k = 0; k < 8; ++k) budgets.push_back(hi + hi * k / 10);
   budgets.push_back(1 << 22);
   for (uint64_t budget : budgets) {
-    auto got = RunJob(wl, budget);
+    auto got = RunJob(wl, budget, g);
     ASSERT_TRUE(got.ok()) << "budget " << budget << ": " << got.status();
     ++runs;
     EXPECT_TRUE(SameBits(got->w, reference->w)) << "budget " << budget;
@@ -163,6 +164,16 @@ void SweepBudgets(const Workload& wl, int min_runs) {
 }
 
 TEST(MemoryManagerTest, ResultsAreBitwiseIdenticalForEveryBudget) { SweepBudgets(Workload{}, 6); }
+
+// With double buffering the alloc thread swaps local data in ahead of the
+// application and the reclaim thread writes it back behind it.
+TEST(MemoryManagerTest, PrefetchedSwapsAreBitwiseIdenticalToo) {
+  SweepBudgets(Workload{}, 6, MemoryGuarantee::kDoubleBuffering);
+  Workload wl;
+  wl.workers = 2;
+  wl.iterations = 8;
+  SweepBudgets(wl, 6, MemoryGuarantee::kDoubleBuffering);
+}
 
 TEST(MemoryManagerTest, TwoWorkersUnderBspToo) {
   Workload wl;
@@ -231,7 +242,7 @@ TEST(MemoryManagerTest, RandomWorkloadsMatchTheUnmanagedRun) {
     std::shuffle(wl.b_rows.begin(), wl.b_rows.end(), rng);
     wl.iterations = 2 + rng() % 3;
     SCOPED_TRACE("trial " + std::to_string(trial));
-    SweepBudgets(wl, 3);
+    SweepBudgets(wl, 3, trial % 2 ? MemoryGuarantee::kDoubleBuffering : MemoryGuarantee::kNone);
   }
 }
 

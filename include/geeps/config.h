@@ -68,6 +68,10 @@ struct Config {
   // memory and what in (pinned) host memory; see docs/memory-manager.md.
   uint64_t device_memory_budget = 0;
   MemoryGuarantee memory_guarantee = MemoryGuarantee::kDoubleBuffering;
+  // How many local accesses to data in host memory the memory manager swaps
+  // in ahead of the application (0: copy at the access itself). Prefetching
+  // needs a plan with double buffering.
+  int prefetch_depth = 2;
   // Host backend only, an emulation for benchmarks: host<->device copies take
   // at least bytes / this many seconds, as over PCIe. 0 = off.
   uint64_t emulated_copy_bandwidth = 0;  // bytes per second
@@ -97,7 +101,7 @@ Status ValidateConfig(const Config& config);
 // GEEPS_READ_MY_WRITES, GEEPS_DEFAULT_SLACK, GEEPS_DEVICE,
 // GEEPS_DEVICE_MEMORY_BUDGET, GEEPS_TIMEOUT_MS, GEEPS_HEARTBEAT_TIMEOUT_MS,
 // GEEPS_MAX_MESSAGE_BYTES, GEEPS_MEMORY_GUARANTEE (none|double|local|cache),
-// GEEPS_EMULATED_COPY_BANDWIDTH, GEEPS_STATS_FILE). A malformed value is
+// GEEPS_EMULATED_COPY_BANDWIDTH, GEEPS_STATS_FILE, GEEPS_PREFETCH_DEPTH). A malformed value is
 // kInvalidArgument naming the variable. See docs/api.md for the table.
 Status ApplyEnvironment(Config* config);
 

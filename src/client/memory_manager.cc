@@ -120,6 +120,13 @@ StatusOr<float*> MemoryManager::Acquire(uint64_t bytes, std::chrono::millisecond
   return static_cast<float*>(pool_->Address(*off));
 }
 
+float* MemoryManager::TryAcquireLeaving(uint64_t bytes, uint64_t reserve) {
+  const uint64_t in_use = pool_->bytes_in_use();
+  if (in_use + bytes + reserve > pool_->size()) return nullptr;
+  auto off = pool_->TryAllocate(std::max<uint64_t>(bytes, 1));
+  return off ? static_cast<float*>(pool_->Address(*off)) : nullptr;
+}
+
 void MemoryManager::Release(const float* buffer) {
   const uint64_t off = static_cast<uint64_t>(reinterpret_cast<const char*>(buffer) -
                                              static_cast<const char*>(pool_->base()));

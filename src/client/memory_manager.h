@@ -43,6 +43,11 @@ class MemoryManager {
   // A pool buffer of `bytes`, waiting at most `timeout` for one to free up.
   StatusOr<float*> Acquire(uint64_t bytes, std::chrono::milliseconds timeout);
   void Release(const float* buffer);
+  // A pool buffer only if at least `reserve` bytes stay free after it (so a
+  // prefetch never takes what the application's own accesses need); else null.
+  float* TryAcquireLeaving(uint64_t bytes, uint64_t reserve);
+  // Wakes every wait for a buffer with kCancelled (shutdown).
+  void CancelWaits() { pool_->Cancel(); }
 
   void AddStall(std::chrono::nanoseconds t) { stall_ns_.fetch_add(t.count()); }
   void AddCopy(bool to_device, uint64_t bytes) {

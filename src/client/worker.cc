@@ -43,6 +43,7 @@ Worker::Worker(const Config& config, int rank, zmq::context_t* zmq_context,
 
 Worker::~Worker() {
   Shutdown().ok();
+  swap_.reset();
   memory_.reset();  // its pool lives in device memory
   if (device_) {
     for (void* p : allocations_) device_->Free(p);
@@ -273,6 +274,42 @@ Status Worker::BuildAccesses() {
   return Status::OK();
 }
 
+Status Worker::BuildSwapEngine() {
+  if (!memory_ || config_.prefetch_depth == 0 ||
+      memory_->plan().level < memory::Level::kDoubleBuffering)
+    return Status::OK();  // no headroom to prefetch into: swap at the access
+  std::vector<SwapEngine::Access> accesses(seq_.locals().size());
+  bool any = false;
+  for (size_t i = 0; i < accesses.size(); ++i) {
+    const RecordedAccess& a = seq_.locals()[i];
+    if (!local_on_host_[a.table]) continue;
+    SwapEngine::Access& x = accesses[i];
+    x.swapped = any = true;
+    x.table = a.table;
+    x.width = config_.tables[a.table].row_width;
+    x.rows = a.rows;
+    x.table_base = local_tables_[a.table];
+    x.host_rows = local_bufs_[i].host_rows;
+    x.staging = local_bufs_[i].staging;
+    x.fetch = a.fetch;
+    x.keep = a.keep;
+  }
+  if (!any) return Status::OK();
+  std::vector<SwapEngine::Event> events[2];
+  for (int s = 0; s < 2; ++s) {
+    for (const Op& op : seq_.ops(static_cast<Section>(s))) {
+      const bool open = op.type == OpType::kLocalAccess;
+      if ((open || op.type == OpType::kPostLocalAccess) && accesses[op.handle].swapped)
+        events[s].push_back({open, op.handle});
+    }
+  }
+  swap_ = std::make_unique<SwapEngine>(device_.get(), memory_.get(), std::move(accesses),
+                                       std::move(events[kPrologue]),
+                                       std::move(events[kRepeated]), config_.prefetch_depth,
+                                       config_.timeout);
+  return Status::OK();
+}
+
 void Worker::BuildClockPlan() {
   for (int s = 0; s < 2; ++s) {
     const std::vector<Op>& ops = seq_.ops(static_cast<Section>(s));
@@ -330,6 +367,7 @@ Status Worker::FinishVirtualIteration() {
   }
   if (st.ok()) st = AllocateTables();
   if (st.ok()) st = BuildAccesses();
+  if (st.ok()) st = BuildSwapEngine();
   if (!st.ok()) return fail(st);
   BuildClockPlan();
 
@@ -371,6 +409,7 @@ Status Worker::StartIterations() {
   if (phase_ == Phase::kRunning)
     return FailedPreconditionError("StartIterations: already called");
   phase_ = Phase::kRunning;
+  if (swap_) GEEPS_RETURN_IF_ERROR(swap_->Start());
   if (seq_.ops(kPrologue).empty()) return EndPrologue();
   section_ = kPrologue;
   pos_ = 0;
@@ -621,8 +660,12 @@ StatusOr<float*> Worker::LocalAccess(LocalHandle h) {
   float* result = b.direct;
   if (b.pooled) {
     const uint32_t width = config_.tables[a.table].row_width;
-    GEEPS_RETURN_IF_ERROR(AcquireBuffer(b, a.rows.size() * width * sizeof(float)));
-    if (a.fetch) GEEPS_RETURN_IF_ERROR(SwapLocal(a, b, /*to_device=*/true));
+    if (swap_) {
+      GEEPS_ASSIGN_OR_RETURN(b.buffer, swap_->Open(h.id));
+    } else {
+      GEEPS_RETURN_IF_ERROR(AcquireBuffer(b, a.rows.size() * width * sizeof(float)));
+      if (a.fetch) GEEPS_RETURN_IF_ERROR(SwapLocal(a, b, /*to_device=*/true));
+    }
     result = b.buffer;
   } else if (!b.contiguous) {
     if (a.fetch) {
@@ -643,7 +686,11 @@ Status Worker::PostLocalAccess(LocalHandle h) {
       Expect(OpType::kPostLocalAccess, h.id, local_bufs_.size(), "PostLocalAccess"));
   const RecordedAccess& a = seq_.locals()[h.id];
   AccessBuffers& b = local_bufs_[h.id];
-  if (b.pooled) {
+  if (b.pooled && swap_) {
+    float* buffer = b.buffer;
+    b.buffer = nullptr;
+    GEEPS_RETURN_IF_ERROR(swap_->Close(h.id, buffer));
+  } else if (b.pooled) {
     if (a.keep) GEEPS_RETURN_IF_ERROR(SwapLocal(a, b, /*to_device=*/false));
     ReleaseBuffer(b);
   } else if (!b.contiguous && a.keep) {
@@ -711,6 +758,7 @@ Status Worker::CopyRows(TableId table, const std::vector<RowIndex>& rows, float*
   }
   if (out == nullptr && !rows.empty()) return InvalidArgumentError("CopyRows: out is null");
   const size_t row_bytes = spec.row_width * sizeof(float);
+  if (spec.local && swap_) GEEPS_RETURN_IF_ERROR(swap_->Drain());
   if (spec.local) {
     for (size_t i = 0; i < rows.size(); ++i) {
       if (local_tables_[table] == nullptr) {
@@ -798,6 +846,7 @@ Status Worker::Shutdown() {
   channels_.clear();
   phase_ = Phase::kShutDown;
   Status st = stream_ ? device_->Synchronize(stream_.get()) : Status::OK();
+  if (swap_) swap_->Stop();  // writes back what was handed over, then joins
   if (!config_.stats_file.empty()) {
     std::string path = config_.stats_file;
     for (size_t at; (at = path.find("%r")) != std::string::npos;)

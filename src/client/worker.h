@@ -17,6 +17,7 @@
 
 #include "client/comm_channel.h"
 #include "client/memory_manager.h"
+#include "client/swap_engine.h"
 #include "client/op_sequence.h"
 #include "client/table_cache.h"
 #include "device/device.h"
@@ -130,6 +131,8 @@ class Worker {
   std::vector<float*> local_tables_;                 // local tables; null if unused
   std::vector<bool> local_on_host_;                  // local table in pinned host memory
   std::unique_ptr<MemoryManager> memory_;            // null without a budget
+  std::unique_ptr<SwapEngine> swap_;                 // null: swaps on the app thread
+  Status BuildSwapEngine();
   std::vector<AccessBuffers> read_bufs_, update_bufs_, local_bufs_;
   // advance_after_[section][pos]: tables whose clock advances after that op.
   std::vector<std::vector<TableId>> advance_after_[2];

@@ -53,6 +53,9 @@ Status ValidateConfig(const Config& c) {
                                 std::to_string(kMaxPartitions) + ", got " +
                                 std::to_string(c.num_shards) + " x " +
                                 std::to_string(c.num_channels));
+  if (c.prefetch_depth < 0 || c.prefetch_depth > 64)
+    return InvalidArgumentError("prefetch_depth must be in [0, 64], got " +
+                                std::to_string(c.prefetch_depth));
   if (c.default_slack < 0)
     return InvalidArgumentError("default_slack must be >= 0, got " +
                                 std::to_string(c.default_slack));
@@ -96,6 +99,7 @@ Status ApplyEnvironment(Config* c) {
       {"GEEPS_NUM_SHARDS", &c->num_shards, 1, kMaxShards},
       {"GEEPS_NUM_CHANNELS", &c->num_channels, 1, kMaxChannels},
       {"GEEPS_DEFAULT_SLACK", &c->default_slack, 0, 1 << 30},
+      {"GEEPS_PREFETCH_DEPTH", &c->prefetch_depth, 0, 64},
   };
   for (const IntVar& v : int_vars) {
     if (const char* text = std::getenv(v.name)) {
