@@ -224,6 +224,7 @@ TEST(MemoryManagerTest, StatsFileHoldsThePlan) {
   std::string json((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_NE(json.find("\"memory_plan\":{"), std::string::npos) << json;
   EXPECT_NE(json.find("\"pool_bytes\":"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"memory_stall_by_access\":{"), std::string::npos) << json;
 }
 
 // Random table shapes and row sets: the invariants hold for each.

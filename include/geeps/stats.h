@@ -27,6 +27,8 @@ struct WorkerStats {
   uint64_t pool_bytes = 0;           // the access buffer pool
   uint64_t pool_high_water = 0;      // most pool bytes in use at once
   std::string memory_plan_json;      // the plan (what lives where); "" without one
+  // Seconds the application waited, per recorded access ({"local#3":0.01,...}).
+  std::string memory_stall_by_access_json;
 
   std::string ToJson() const;
 };

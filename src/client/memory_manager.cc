@@ -99,6 +99,11 @@ StatusOr<std::unique_ptr<MemoryManager>> MemoryManager::Create(
                       " bytes of parameter cache, oplogs and indexes kept in device memory)");
   }
   std::unique_ptr<MemoryManager> mm(new MemoryManager(device, std::move(plan).value()));
+  mm->first_id_[1] = reads;
+  mm->first_id_[2] = reads + updates;
+  mm->num_accesses_ = reads + updates + static_cast<int>(seq.locals().size());
+  mm->stall_by_access_.reset(new std::atomic<int64_t>[mm->num_accesses_]);
+  for (int i = 0; i < mm->num_accesses_; ++i) mm->stall_by_access_[i].store(0);
   mm->local_on_device_.assign(config.tables.size(), true);
   for (TableId t = 0; t < config.tables.size(); ++t) {
     if (batch_of[t] >= 0) mm->local_on_device_[t] = mm->plan_.local_on_device[batch_of[t]];
@@ -110,12 +115,19 @@ StatusOr<std::unique_ptr<MemoryManager>> MemoryManager::Create(
   return mm;
 }
 
-StatusOr<float*> MemoryManager::Acquire(uint64_t bytes, std::chrono::milliseconds timeout) {
+void MemoryManager::AddStall(const AccessRef& who, std::chrono::nanoseconds t) {
+  stall_ns_.fetch_add(t.count());
+  const int id = first_id_[static_cast<int>(who.kind)] + who.handle;
+  if (id >= 0 && id < num_accesses_) stall_by_access_[id].fetch_add(t.count());
+}
+
+StatusOr<float*> MemoryManager::Acquire(uint64_t bytes, std::chrono::milliseconds timeout,
+                                        const AccessRef* who) {
   if (auto off = pool_->TryAllocate(std::max<uint64_t>(bytes, 1)))
     return static_cast<float*>(pool_->Address(*off));
   const auto start = std::chrono::steady_clock::now();
   StatusOr<uint64_t> off = pool_->AllocateWait(std::max<uint64_t>(bytes, 1), start + timeout);
-  AddStall(std::chrono::steady_clock::now() - start);
+  if (who) AddStall(*who, std::chrono::steady_clock::now() - start);
   if (!off.ok()) return off.status();
   return static_cast<float*>(pool_->Address(*off));
 }
@@ -140,6 +152,19 @@ void MemoryManager::FillStats(WorkerStats* s) const {
   s->pool_bytes = pool_ ? pool_->size() : 0;
   s->pool_high_water = pool_ ? pool_->high_water_mark() : 0;
   s->memory_plan_json = plan_json_;
+  static const char* kNames[3] = {"read", "update", "local"};
+  std::string json = "{";
+  for (int kind = 0; kind < 3; ++kind) {
+    const int end = kind < 2 ? first_id_[kind + 1] : num_accesses_;
+    for (int id = first_id_[kind]; id < end; ++id) {
+      const int64_t ns = stall_by_access_[id].load();
+      if (ns == 0) continue;
+      if (json.size() > 1) json += ",";
+      json += "\"" + std::string(kNames[kind]) + "#" + std::to_string(id - first_id_[kind]) +
+              "\":" + std::to_string(static_cast<double>(ns) * 1e-9);
+    }
+  }
+  s->memory_stall_by_access_json = json + "}";
 }
 
 }  // namespace geeps::client

@@ -40,8 +40,18 @@ class MemoryManager {
   // Whether local table `table` lives in device memory.
   bool LocalOnDevice(TableId table) const { return local_on_device_[table]; }
 
+  // Which recorded access a stall is charged to.
+  enum class Kind { kRead = 0, kUpdate = 1, kLocal = 2 };
+  struct AccessRef {
+    Kind kind;
+    int handle;
+  };
+
   // A pool buffer of `bytes`, waiting at most `timeout` for one to free up.
-  StatusOr<float*> Acquire(uint64_t bytes, std::chrono::milliseconds timeout);
+  // A wait is charged to `who` (the application's access); none for the
+  // background threads' own waits.
+  StatusOr<float*> Acquire(uint64_t bytes, std::chrono::milliseconds timeout,
+                           const AccessRef* who = nullptr);
   void Release(const float* buffer);
   // A pool buffer only if at least `reserve` bytes stay free after it (so a
   // prefetch never takes what the application's own accesses need); else null.
@@ -49,7 +59,8 @@ class MemoryManager {
   // Wakes every wait for a buffer with kCancelled (shutdown).
   void CancelWaits() { pool_->Cancel(); }
 
-  void AddStall(std::chrono::nanoseconds t) { stall_ns_.fetch_add(t.count()); }
+  // The application waited `t` in access `who`.
+  void AddStall(const AccessRef& who, std::chrono::nanoseconds t);
   void AddCopy(bool to_device, uint64_t bytes) {
     (to_device ? h2d_bytes_ : d2h_bytes_).fetch_add(static_cast<int64_t>(bytes));
   }
@@ -67,6 +78,9 @@ class MemoryManager {
   std::vector<bool> local_on_device_;  // by TableId
   std::string plan_json_;
   std::atomic<int64_t> stall_ns_{0}, h2d_bytes_{0}, d2h_bytes_{0};
+  int first_id_[3] = {0, 0, 0};  // of reads, updates, local accesses
+  std::unique_ptr<std::atomic<int64_t>[]> stall_by_access_;  // ns, by access id
+  int num_accesses_ = 0;
 };
 
 }  // namespace geeps::client

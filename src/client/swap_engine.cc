@@ -177,7 +177,7 @@ StatusOr<float*> SwapEngine::Open(int handle) {
   ready_.pop_front();
   lock.unlock();
   cv_.notify_all();
-  memory_->AddStall(SteadyClock::now() - start);
+  memory_->AddStall({MemoryManager::Kind::kLocal, handle}, SteadyClock::now() - start);
   if (!r.status.ok()) return r.status;
   return r.buffer;
 }

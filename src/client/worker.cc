@@ -517,9 +517,9 @@ int64_t Worker::RequiredAge(int slack) const {
   return std::max<int64_t>(1, c - slack);
 }
 
-Status Worker::AcquireBuffer(AccessBuffers& b, uint64_t bytes) {
+Status Worker::AcquireBuffer(AccessBuffers& b, uint64_t bytes, MemoryManager::AccessRef who) {
   if (!b.pooled) return Status::OK();
-  GEEPS_ASSIGN_OR_RETURN(b.buffer, memory_->Acquire(bytes, config_.timeout));
+  GEEPS_ASSIGN_OR_RETURN(b.buffer, memory_->Acquire(bytes, config_.timeout, &who));
   return Status::OK();
 }
 
@@ -529,7 +529,8 @@ void Worker::ReleaseBuffer(AccessBuffers& b) {
   b.buffer = nullptr;
 }
 
-Status Worker::SwapLocal(const RecordedAccess& a, const AccessBuffers& b, bool to_device) {
+Status Worker::SwapLocal(const RecordedAccess& a, const AccessBuffers& b, bool to_device,
+                         int handle) {
   const uint32_t width = config_.tables[a.table].row_width;
   const size_t floats = a.rows.size() * width;
   const size_t bytes = floats * sizeof(float);
@@ -552,7 +553,7 @@ Status Worker::SwapLocal(const RecordedAccess& a, const AccessBuffers& b, bool t
       std::memcpy(table + a.rows[i] * width, b.staging + i * width, width * sizeof(float));
   }
   memory_->AddCopy(to_device, bytes);
-  memory_->AddStall(SteadyClock::now() - start);
+  memory_->AddStall({MemoryManager::Kind::kLocal, handle}, SteadyClock::now() - start);
   return Status::OK();
 }
 
@@ -602,7 +603,8 @@ StatusOr<const float*> Worker::Read(ReadHandle h) {
             " (a slower worker has not clocked: is one stuck, failed or shut down?)");
       }
     }
-    GEEPS_RETURN_IF_ERROR(AcquireBuffer(b, a.rows.size() * t.width * sizeof(float)));
+    GEEPS_RETURN_IF_ERROR(AcquireBuffer(b, a.rows.size() * t.width * sizeof(float),
+                                        {MemoryManager::Kind::kRead, h.id}));
     GEEPS_RETURN_IF_ERROR(
         device_->Gather(b.buffer, t.cache, b.index, a.rows.size(), t.width, stream_.get()));
     GEEPS_RETURN_IF_ERROR(device_->Synchronize(stream_.get()));
@@ -624,7 +626,7 @@ StatusOr<float*> Worker::PreUpdate(UpdateHandle h) {
   const RecordedAccess& a = seq_.updates()[h.id];
   AccessBuffers& b = update_bufs_[h.id];
   const size_t floats = a.rows.size() * config_.tables[a.table].row_width;
-  GEEPS_RETURN_IF_ERROR(AcquireBuffer(b, floats * sizeof(float)));
+  GEEPS_RETURN_IF_ERROR(AcquireBuffer(b, floats * sizeof(float), {MemoryManager::Kind::kUpdate, h.id}));
   GEEPS_RETURN_IF_ERROR(device_->Fill(b.buffer, 0.0f, floats, stream_.get()));
   GEEPS_RETURN_IF_ERROR(device_->Synchronize(stream_.get()));
   GEEPS_RETURN_IF_ERROR(Advance());
@@ -663,8 +665,9 @@ StatusOr<float*> Worker::LocalAccess(LocalHandle h) {
     if (swap_) {
       GEEPS_ASSIGN_OR_RETURN(b.buffer, swap_->Open(h.id));
     } else {
-      GEEPS_RETURN_IF_ERROR(AcquireBuffer(b, a.rows.size() * width * sizeof(float)));
-      if (a.fetch) GEEPS_RETURN_IF_ERROR(SwapLocal(a, b, /*to_device=*/true));
+      GEEPS_RETURN_IF_ERROR(AcquireBuffer(b, a.rows.size() * width * sizeof(float),
+                                          {MemoryManager::Kind::kLocal, h.id}));
+      if (a.fetch) GEEPS_RETURN_IF_ERROR(SwapLocal(a, b, /*to_device=*/true, h.id));
     }
     result = b.buffer;
   } else if (!b.contiguous) {
@@ -691,7 +694,7 @@ Status Worker::PostLocalAccess(LocalHandle h) {
     b.buffer = nullptr;
     GEEPS_RETURN_IF_ERROR(swap_->Close(h.id, buffer));
   } else if (b.pooled) {
-    if (a.keep) GEEPS_RETURN_IF_ERROR(SwapLocal(a, b, /*to_device=*/false));
+    if (a.keep) GEEPS_RETURN_IF_ERROR(SwapLocal(a, b, /*to_device=*/false, h.id));
     ReleaseBuffer(b);
   } else if (!b.contiguous && a.keep) {
     GEEPS_RETURN_IF_ERROR(device_->Scatter(local_tables_[a.table], b.buffer, b.index,

@@ -101,10 +101,10 @@ class Worker {
   // buffers of scattered local accesses.
   uint64_t FixedDeviceBytes() const;
   // Takes / returns the pool buffer of a managed access.
-  Status AcquireBuffer(AccessBuffers& b, uint64_t bytes);
+  Status AcquireBuffer(AccessBuffers& b, uint64_t bytes, MemoryManager::AccessRef who);
   void ReleaseBuffer(AccessBuffers& b);
   // Copies a managed local access between host memory and its pool buffer.
-  Status SwapLocal(const RecordedAccess& a, const AccessBuffers& b, bool to_device);
+  Status SwapLocal(const RecordedAccess& a, const AccessBuffers& b, bool to_device, int handle);
   int64_t RequiredAge(int slack) const;
 
   const Config config_;

@@ -21,6 +21,8 @@ std::string WorkerStats::ToJson() const {
     << ",\"bytes_host_to_device\":" << bytes_host_to_device
     << ",\"bytes_device_to_host\":" << bytes_device_to_host
     << ",\"pool_bytes\":" << pool_bytes << ",\"pool_high_water\":" << pool_high_water
+    << ",\"memory_stall_by_access\":"
+    << (memory_stall_by_access_json.empty() ? "{}" : memory_stall_by_access_json)
     << ",\"memory_plan\":" << (memory_plan_json.empty() ? "null" : memory_plan_json) << "}";
   return o.str();
 }
