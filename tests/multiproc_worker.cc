@@ -60,6 +60,7 @@ int main(int argc, char** argv) {
                 p.config().num_workers, iterations);
   }
   std::printf("rank %d shard_stats: %s\n", rank, p.GetShardStats().ToJson().c_str());
+  std::printf("rank %d rejected_connections: %lld\n", rank, (long long)p.rejected_connections());
   std::fflush(stdout);
   st = p.Shutdown();
   if (!st.ok()) return Fail(rank, st);

@@ -51,11 +51,17 @@ struct ProcessOptions {
   int world_size = -1;
   // host:port of rank 0's rendezvous; empty: from the environment.
   std::string coordinator;
+  // CURVE key file (written by geeps_keygen; mode 0600) shared by every
+  // process of the job: with it, every tcp:// and ipc:// socket of the job is
+  // authenticated and encrypted, and only holders of the key can connect
+  // (docs/security.md). Empty: GEEPS_CURVE_KEYS if set, else CURVE is off.
+  std::string curve_key_file;
 };
 
 // Overrides options from GEEPS_ROLE (both|worker|server), GEEPS_TRANSPORT
-// (tcp|ipc), GEEPS_BIND_HOST, GEEPS_BASE_PORT, GEEPS_IPC_DIR. A malformed
-// value is kInvalidArgument naming the variable.
+// (tcp|ipc), GEEPS_BIND_HOST, GEEPS_BASE_PORT, GEEPS_IPC_DIR,
+// GEEPS_CURVE_KEYS. A malformed value is kInvalidArgument naming the
+// variable.
 Status ApplyEnvironment(ProcessOptions* options);
 
 class Process {
@@ -65,7 +71,9 @@ class Process {
   // and learns their endpoints, then starts heartbeats. Every rank must pass
   // the same config (checked). Errors: a rank missing after Config::timeout
   // (kDeadlineExceeded naming it), a port in use (kUnavailable naming it),
-  // a config that differs between ranks (kInvalidArgument).
+  // a config that differs between ranks (kInvalidArgument), a CURVE key
+  // file that is missing (kNotFound) or bad or readable by others
+  // (kInvalidArgument), each naming it.
   static StatusOr<std::unique_ptr<Process>> Join(const Config& config,
                                                  const ProcessOptions& options);
   ~Process();  // Shutdown()
@@ -81,6 +89,9 @@ class Process {
   GeePS* worker();
   // This process's shard statistics (zeros when the role has no shard).
   ShardStats GetShardStats() const;
+  // With CURVE: connection attempts this process refused so far (peers
+  // without the job's key, or not using CURVE); 0 when CURVE is off.
+  int64_t rejected_connections() const;
 
   // Leaves the job: shuts the worker down (sending its queued updates), then
   // waits until every process has left or is lost (at most Config::timeout),

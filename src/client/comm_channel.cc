@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "common/logging.h"
+#include "transport/security.h"
 #include "transport/socket_util.h"
 #include "transport/tsan.h"
 #include "transport/wire.h"
@@ -75,6 +76,7 @@ Status CommChannel::Start() {
       s->set(zmq::sockopt::sndhwm, 0);
       s->set(zmq::sockopt::rcvhwm, 0);
       s->set(zmq::sockopt::linger, 1000);
+      if (ep.rfind("inproc://", 0) != 0) transport::ConfigureCurveClient(*s, ctx_.security);
       s->connect(ep);
       shards_.push_back(std::move(s));
     }

@@ -24,6 +24,10 @@
 #include "geeps/status.h"
 #include "transport/wire.h"
 
+namespace geeps::transport {
+class SecurityConfig;
+}  // namespace geeps::transport
+
 namespace geeps::client {
 
 struct ClientCounters {
@@ -38,6 +42,8 @@ struct ClientContext {
   device::Device* device = nullptr;
   std::vector<std::unique_ptr<TableCache>>* tables = nullptr;  // null = local
   ClientCounters* counters = nullptr;
+  // CURVE settings of a multi-process job's sockets; null: plain sockets.
+  const transport::SecurityConfig* security = nullptr;
 };
 
 struct CommTask {

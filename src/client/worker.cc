@@ -34,11 +34,13 @@ bool Consecutive(const std::vector<RowIndex>& rows) {
 }  // namespace
 
 Worker::Worker(const Config& config, int rank, zmq::context_t* zmq_context,
-               std::vector<std::string> partition_endpoints)
+               std::vector<std::string> partition_endpoints,
+               const transport::SecurityConfig* security)
     : config_(config),
       rank_(rank),
       zmq_context_(zmq_context),
       partition_endpoints_(std::move(partition_endpoints)),
+      security_(security),
       seq_(&config_) {}
 
 Worker::~Worker() {
@@ -377,6 +379,7 @@ Status Worker::FinishVirtualIteration() {
   ctx.device = device_.get();
   ctx.tables = &tables_;
   ctx.counters = &counters_;
+  ctx.security = security_;
   for (int k = 0; k < config_.num_channels; ++k) {
     std::vector<std::string> endpoints;
     for (int s = 0; s < config_.num_shards; ++s)

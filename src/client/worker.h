@@ -32,8 +32,10 @@ class Worker {
  public:
   // `partition_endpoints[p]` is the endpoint of server partition p (shard p /
   // num_channels, channel p % num_channels). `zmq_context` outlives the worker.
+  // `security` (may be null: plain sockets) outlives the worker.
   Worker(const Config& config, int rank, zmq::context_t* zmq_context,
-         std::vector<std::string> partition_endpoints);
+         std::vector<std::string> partition_endpoints,
+         const transport::SecurityConfig* security = nullptr);
   ~Worker();
 
   int rank() const { return rank_; }
@@ -111,6 +113,7 @@ class Worker {
   const int rank_;
   zmq::context_t* zmq_context_;
   const std::vector<std::string> partition_endpoints_;
+  const transport::SecurityConfig* security_;
 
   mutable std::mutex api_mu_;
   std::atomic<bool> shutdown_requested_{false};

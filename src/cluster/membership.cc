@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "common/logging.h"
+#include "transport/security.h"
 #include "transport/socket_util.h"
 
 namespace geeps::cluster {
@@ -100,7 +101,8 @@ StatusOr<JobLayout> DecodeWelcome(const std::string& text, int world_size, int c
 
 Membership::Membership(zmq::context_t* context, int rank, int world_size, HostPort coordinator,
                        std::chrono::milliseconds timeout,
-                       std::chrono::milliseconds heartbeat_timeout)
+                       std::chrono::milliseconds heartbeat_timeout,
+                       const transport::SecurityConfig* security)
     : context_(context),
       rank_(rank),
       world_size_(world_size),
@@ -108,7 +110,8 @@ Membership::Membership(zmq::context_t* context, int rank, int world_size, HostPo
       timeout_(timeout),
       heartbeat_timeout_(heartbeat_timeout),
       control_endpoint_("inproc://geeps-membership-" +
-                        std::to_string(reinterpret_cast<uintptr_t>(this))) {}
+                        std::to_string(reinterpret_cast<uintptr_t>(this))),
+      security_(security) {}
 
 Membership::~Membership() { Stop(); }
 
@@ -128,6 +131,7 @@ StatusOr<JobLayout> Membership::RendezvousAsCoordinator(const PeerInfo& self,
   socket_ = std::make_unique<zmq::socket_t>(*context_, zmq::socket_type::router);
   socket_->set(zmq::sockopt::router_mandatory, 1);
   socket_->set(zmq::sockopt::linger, 1000);
+  transport::ConfigureCurveServer(*socket_, security_);  // CURVE (null: off)
   try {
     socket_->bind(endpoint);
   } catch (const zmq::error_t& e) {
@@ -158,7 +162,8 @@ StatusOr<JobLayout> Membership::RendezvousAsCoordinator(const PeerInfo& self,
                               Join(missing) + " did not join within " +
                               std::to_string(timeout_.count()) + " ms";
       abort_all(why);
-      return DeadlineExceededError("the job could not start: " + why);
+      return DeadlineExceededError("the job could not start: " + why +
+                                   transport::RejectionHint(security_));
     }
     zmq::pollitem_t item = {socket_->handle(), 0, ZMQ_POLLIN, 0};
     zmq::poll(&item, 1, std::chrono::milliseconds(100));
@@ -211,6 +216,7 @@ StatusOr<JobLayout> Membership::RendezvousAsPeer(const PeerInfo& self, uint64_t 
   socket_ = std::make_unique<zmq::socket_t>(*context_, zmq::socket_type::dealer);
   socket_->set(zmq::sockopt::routing_id, PeerId(rank_));
   socket_->set(zmq::sockopt::linger, 1000);
+  transport::ConfigureCurveClient(*socket_, security_);  // CURVE (null: off)
   socket_->connect(endpoint);
   Send(EncodeHello(self, world_size_, fingerprint));
   // A little longer than rank 0 waits, so that its ABORT (naming the
@@ -232,7 +238,9 @@ StatusOr<JobLayout> Membership::RendezvousAsPeer(const PeerInfo& self, uint64_t 
   return DeadlineExceededError("rank " + std::to_string(rank_) +
                                ": no answer from the coordinator (rank 0) at " + endpoint +
                                " within " + std::to_string(timeout_.count() + 5000) +
-                               " ms; is rank 0 running, and is GEEPS_COORDINATOR right?");
+                               " ms; is rank 0 running, and is GEEPS_COORDINATOR right? (with "
+                               "CURVE: does every rank use the same GEEPS_CURVE_KEYS?)" +
+                               transport::RejectionHint(security_));
 }
 
 Status Membership::Start(LostFn on_lost) {

@@ -35,6 +35,10 @@
 #include "geeps/process.h"
 #include "geeps/status.h"
 
+namespace geeps::transport {
+class SecurityConfig;
+}  // namespace geeps::transport
+
 namespace geeps::cluster {
 
 struct PeerInfo {
@@ -63,8 +67,11 @@ class Membership {
   // Called on the heartbeat thread when a rank is lost.
   using LostFn = std::function<void(int rank, const Status& why)>;
 
+  // `security` (null: none) makes the coordinator socket CURVE
+  // (transport/security.h); it outlives this object.
   Membership(zmq::context_t* context, int rank, int world_size, HostPort coordinator,
-             std::chrono::milliseconds timeout, std::chrono::milliseconds heartbeat_timeout);
+             std::chrono::milliseconds timeout, std::chrono::milliseconds heartbeat_timeout,
+             const transport::SecurityConfig* security = nullptr);
   ~Membership();  // Stop()
 
   // Blocks until every rank has joined (at most `timeout`). `channels` is
@@ -101,6 +108,7 @@ class Membership {
   const std::chrono::milliseconds timeout_;
   const std::chrono::milliseconds heartbeat_timeout_;
   const std::string control_endpoint_;
+  const transport::SecurityConfig* const security_;  // null: CURVE off
 
   std::unique_ptr<zmq::socket_t> socket_;   // ROUTER (rank 0) or DEALER
   std::unique_ptr<zmq::socket_t> control_;  // PULL: wakes the thread

@@ -13,6 +13,7 @@
 #include "cluster/membership.h"
 #include "common/logging.h"
 #include "server/shard_channel.h"
+#include "transport/security.h"
 
 namespace geeps {
 namespace {
@@ -88,6 +89,7 @@ Status ApplyEnvironment(ProcessOptions* o) {
                                   "': expected a port in [0, 65535]");
     o->base_port = static_cast<int>(port);
   }
+  if (const char* v = std::getenv("GEEPS_CURVE_KEYS")) o->curve_key_file = v;
   return Status::OK();
 }
 
@@ -98,6 +100,9 @@ struct Process::Impl {
   int world_size = 1;
   // Declared first so that it is destroyed last, after every socket.
   std::unique_ptr<zmq::context_t> context;
+  // CURVE (null: off). Destroyed after every socket it configured, before
+  // the context.
+  std::unique_ptr<transport::SecurityConfig> security;
   std::unique_ptr<cluster::Membership> membership;
   std::vector<std::unique_ptr<server::ShardChannel>> channels;
   client::Worker* worker_impl = nullptr;
@@ -151,10 +156,25 @@ StatusOr<std::unique_ptr<Process>> Process::Join(const Config& config,
     }
     if (host.empty()) host = advertise;
   }
+  // CURVE: the key file is checked before anything binds.
+  std::string key_file = options.curve_key_file;
+  if (const char* v = std::getenv("GEEPS_CURVE_KEYS"); key_file.empty() && v) key_file = v;
+  transport::CurveKeys job_keys;
+  if (!key_file.empty()) {
+    auto keys = transport::ReadCurveKeyFile(key_file);
+    if (!keys.ok())
+      return Status(keys.status().code(),
+                    "rank " + std::to_string(impl->rank) + ": " + keys.status().message());
+    job_keys = std::move(keys).value();
+  }
   try {
     impl->context = std::make_unique<zmq::context_t>(1);
   } catch (const zmq::error_t& e) {
     return UnavailableError(std::string("cannot create a ZeroMQ context: ") + e.what());
+  }
+  if (!key_file.empty()) {
+    GEEPS_ASSIGN_OR_RETURN(impl->security,
+                           transport::SecurityConfig::Start(impl->context.get(), job_keys));
   }
 
   // Bind this process's shard sockets first: their addresses go into HELLO.
@@ -174,7 +194,8 @@ StatusOr<std::unique_ptr<Process>> Process::Join(const Config& config,
         endpoint = "tcp://" + host + ":" + (port > 0 ? std::to_string(port) : "*");
       }
       std::string actual;
-      auto socket = server::ShardChannel::BindSocket(impl->context.get(), endpoint, &actual);
+      auto socket = server::ShardChannel::BindSocket(impl->context.get(), endpoint, &actual,
+                                                     impl->security.get());
       if (!socket.ok())
         return Status(socket.status().code(), "rank " + std::to_string(impl->rank) + ": " +
                                                   socket.status().message());
@@ -188,7 +209,7 @@ StatusOr<std::unique_ptr<Process>> Process::Join(const Config& config,
 
   impl->membership = std::make_unique<cluster::Membership>(
       impl->context.get(), impl->rank, impl->world_size, coordinator, config.timeout,
-      config.heartbeat_timeout);
+      config.heartbeat_timeout, impl->security.get());
   GEEPS_ASSIGN_OR_RETURN(cluster::JobLayout layout,
                          impl->membership->Rendezvous(self, Fingerprint(config),
                                                       config.num_channels));
@@ -216,7 +237,8 @@ StatusOr<std::unique_ptr<Process>> Process::Join(const Config& config,
   }
   if (HasWorker(options.role)) {
     auto worker = std::make_unique<client::Worker>(job, layout.worker_index[impl->rank],
-                                                   impl->context.get(), endpoints);
+                                                   impl->context.get(), endpoints,
+                                                   impl->security.get());
     impl->worker_impl = worker.get();
     impl->worker = std::make_unique<GeePS>(std::move(worker));
   }
@@ -230,6 +252,9 @@ StatusOr<std::unique_ptr<Process>> Process::Join(const Config& config,
 }
 
 int Process::rank() const { return impl_->rank; }
+int64_t Process::rejected_connections() const {
+  return impl_->security ? impl_->security->rejected_connections() : 0;
+}
 int Process::world_size() const { return impl_->world_size; }
 const Config& Process::config() const { return impl_->config; }
 GeePS* Process::worker() { return impl_->worker.get(); }

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "common/logging.h"
+#include "transport/security.h"
 #include "transport/socket_util.h"
 #include "transport/tsan.h"
 
@@ -47,15 +48,16 @@ ShardChannel::ShardChannel(zmq::context_t* context, const Config& config,
 
 ShardChannel::~ShardChannel() { Stop(); }
 
-StatusOr<std::unique_ptr<zmq::socket_t>> ShardChannel::BindSocket(zmq::context_t* context,
-                                                                   const std::string& endpoint,
-                                                                   std::string* actual) {
+StatusOr<std::unique_ptr<zmq::socket_t>> ShardChannel::BindSocket(
+    zmq::context_t* context, const std::string& endpoint, std::string* actual,
+    const transport::SecurityConfig* security) {
   try {
     auto socket = std::make_unique<zmq::socket_t>(*context, zmq::socket_type::router);
     socket->set(zmq::sockopt::sndhwm, 0);
     socket->set(zmq::sockopt::rcvhwm, 0);
     socket->set(zmq::sockopt::router_mandatory, 1);
     socket->set(zmq::sockopt::linger, 1000);
+    transport::ConfigureCurveServer(*socket, security);  // CURVE (null: off)
     socket->bind(endpoint);
     if (actual) *actual = socket->get(zmq::sockopt::last_endpoint);
     return socket;

@@ -27,6 +27,10 @@
 #include "geeps/status.h"
 #include "transport/wire.h"
 
+namespace geeps::transport {
+class SecurityConfig;
+}  // namespace geeps::transport
+
 namespace geeps::server {
 
 class ShardChannel {
@@ -39,10 +43,11 @@ class ShardChannel {
 
   // Binds a ROUTER with the options shard channels use. `endpoint` may ask
   // for any port ("tcp://host:*"); the bound address is stored in `*actual`.
-  // A port in use is kUnavailable naming it.
-  static StatusOr<std::unique_ptr<zmq::socket_t>> BindSocket(zmq::context_t* context,
-                                                              const std::string& endpoint,
-                                                              std::string* actual);
+  // A port in use is kUnavailable naming it. `security` (null: none) makes
+  // it a CURVE server (transport/security.h); never for inproc://.
+  static StatusOr<std::unique_ptr<zmq::socket_t>> BindSocket(
+      zmq::context_t* context, const std::string& endpoint, std::string* actual,
+      const transport::SecurityConfig* security = nullptr);
   ~ShardChannel();  // Stop()
   ShardChannel(const ShardChannel&) = delete;
   ShardChannel& operator=(const ShardChannel&) = delete;

@@ -1,0 +1,708 @@
+// CURVE authentication and encryption of multi-process jobs
+// (src/transport/security.h, docs/security.md): key files and geeps_keygen,
+// the ZAP handler and the rejection counter on bare sockets, Join with bad
+// key files, CURVE jobs of multiproc_worker processes that stay exact, and
+// processes and sockets without the job's key that can neither join nor
+// read nor update.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <arpa/inet.h>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+#include <zmq.hpp>
+
+#include "exact_sum.h"
+#include "geeps/process.h"
+#include "test_util.h"
+#include "transport/security.h"
+#include "transport/wire.h"
+
+namespace {
+
+using Env = std::map<std::string, std::string>;
+using geeps::StatusCode;
+using geeps::transport::CurveKeys;
+using geeps::transport::SecurityConfig;
+using std::chrono::milliseconds;
+using std::chrono::steady_clock;
+
+// ---- helpers ----------------------------------------------------------------
+
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  socklen_t len = sizeof(a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void WriteText(const std::string& path, const std::string& text, mode_t mode = 0600) {
+  std::ofstream(path) << text;
+  chmod(path.c_str(), mode);
+}
+
+mode_t FileMode(const std::string& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) return 0;
+  return st.st_mode & 07777;
+}
+
+// A scratch folder, removed with its files at the end of the test.
+class TempDir {
+ public:
+  TempDir() {
+    char path[] = "/tmp/geeps-sec-XXXXXX";
+    path_ = mkdtemp(path);
+  }
+  ~TempDir() { std::system(("rm -rf '" + path_ + "'").c_str()); }
+  std::string File(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+CurveKeys NewKeys() {
+  auto keys = geeps::transport::NewCurveKeys();
+  EXPECT_TRUE(keys.ok()) << keys.status().ToString();
+  return keys.ok() ? *keys : CurveKeys{};
+}
+
+// A key file with fresh keys.
+std::string NewKeyFile(const TempDir& dir, const std::string& name) {
+  const std::string path = dir.File(name);
+  EXPECT_OK(geeps::transport::WriteCurveKeyFile(path, NewKeys(), false));
+  return path;
+}
+
+struct Child {
+  pid_t pid = -1;
+  std::string log;  // stdout + stderr
+  int status = -1;  // exit code, 128+signal, -2 if killed at the deadline
+};
+
+// Starts argv with the variables of `env` added (GEEPS_*, OMPI_* and SLURM_*
+// of this process removed first), output to `log`.
+Child Spawn(const std::vector<std::string>& argv, const Env& env, const std::string& log) {
+  Child c;
+  c.log = log;
+  c.pid = fork();
+  if (c.pid == 0) {
+    for (const char* prefix : {"GEEPS_", "OMPI_", "SLURM_"}) {
+      for (char** e = environ; *e;) {
+        if (std::strncmp(*e, prefix, std::strlen(prefix)) == 0) {
+          const std::string name(*e, std::strchr(*e, '=') - *e);
+          unsetenv(name.c_str());
+        } else {
+          ++e;
+        }
+      }
+    }
+    for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+    const int fd = open(c.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  return c;
+}
+
+// Waits for every child until the limit; kills the rest then. False if any
+// had to be killed.
+bool WaitAll(std::vector<Child>& children, milliseconds limit) {
+  const auto deadline = steady_clock::now() + limit;
+  bool all = true;
+  for (Child& c : children) {
+    for (;;) {
+      int st = 0;
+      if (waitpid(c.pid, &st, WNOHANG) == c.pid) {
+        c.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        break;
+      }
+      if (steady_clock::now() > deadline) {
+        kill(c.pid, SIGKILL);
+        waitpid(c.pid, &st, 0);
+        c.status = -2;
+        all = false;
+        break;
+      }
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+  }
+  return all;
+}
+
+std::string Logs(const std::vector<Child>& children) {
+  std::string all;
+  for (size_t i = 0; i < children.size(); ++i)
+    all += "---- rank " + std::to_string(i) + " (status " + std::to_string(children[i].status) +
+           ")\n" + ReadFile(children[i].log);
+  return all;
+}
+
+// The rejected_connections a multiproc_worker printed, or -1.
+long long RejectedIn(const std::string& log) {
+  const std::string key = "rejected_connections: ";
+  const size_t at = log.find(key);
+  return at == std::string::npos ? -1 : std::atoll(log.c_str() + at + key.size());
+}
+
+int Occurrences(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// Starts a job of multiproc_worker ranks; `key_files[r]` is rank r's
+// GEEPS_CURVE_KEYS ("" = none).
+std::vector<Child> StartJob(const TempDir& dir, const std::vector<std::string>& key_files,
+                            const Env& extra, const std::vector<std::string>& args = {},
+                            int coordinator_port = 0) {
+  const int port = coordinator_port > 0 ? coordinator_port : FreePort();
+  const int n = static_cast<int>(key_files.size());
+  std::vector<Child> children;
+  for (int r = 0; r < n; ++r) {
+    Env env = {{"GEEPS_COORDINATOR", "127.0.0.1:" + std::to_string(port)},
+               {"GEEPS_TIMEOUT_MS", "20000"},
+               {"GEEPS_HEARTBEAT_TIMEOUT_MS", "3000"},
+               {"GEEPS_RANK", std::to_string(r)},
+               {"GEEPS_WORLD_SIZE", std::to_string(n)},
+               {"GEEPS_IPC_DIR", dir.File("")}};
+    if (!key_files[r].empty()) env["GEEPS_CURVE_KEYS"] = key_files[r];
+    for (const auto& [k, v] : extra) env[k] = v;
+    std::vector<std::string> argv = {GEEPS_MULTIPROC_WORKER};
+    argv.insert(argv.end(), args.begin(), args.end());
+    children.push_back(Spawn(argv, env, dir.File("rank" + std::to_string(r) + ".log")));
+  }
+  return children;
+}
+
+void ExpectExact(const std::vector<Child>& children) {
+  const std::string logs = Logs(children);
+  const int n = static_cast<int>(children.size());
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(children[r].status, 0) << logs;
+    EXPECT_NE(logs.find("worker " + std::to_string(r) + " of " + std::to_string(n) + ": "),
+              std::string::npos)
+        << logs;
+  }
+}
+
+int RunTool(const std::vector<std::string>& args, const std::string& log) {
+  std::vector<std::string> argv = {GEEPS_KEYGEN};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::vector<Child> c = {Spawn(argv, {}, log)};
+  EXPECT_TRUE(WaitAll(c, milliseconds(20000)));
+  return c[0].status;
+}
+
+// Receives one message within `limit` (false: none).
+bool ReceiveWithin(zmq::socket_t& s, milliseconds limit, std::vector<zmq::message_t>* frames) {
+  zmq::pollitem_t item = {s.handle(), 0, ZMQ_POLLIN, 0};
+  frames->clear();
+  if (zmq::poll(&item, 1, limit) <= 0) return false;
+  for (bool more = true; more;) {
+    zmq::message_t m;
+    if (!s.recv(m, zmq::recv_flags::dontwait)) break;
+    more = m.more();
+    frames->push_back(std::move(m));
+  }
+  return !frames->empty();
+}
+
+// Waits until `counter()` exceeds `above` (false after `limit`).
+template <typename F>
+bool WaitAbove(F counter, int64_t above, milliseconds limit) {
+  const auto deadline = steady_clock::now() + limit;
+  while (counter() <= above) {
+    if (steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  return true;
+}
+
+void SetCurveClient(zmq::socket_t& s, const CurveKeys& own, const std::string& server_public) {
+  s.set(zmq::sockopt::curve_serverkey, server_public);
+  s.set(zmq::sockopt::curve_publickey, own.public_key);
+  s.set(zmq::sockopt::curve_secretkey, own.secret_key);
+}
+
+// ---- key files ----------------------------------------------------------------
+
+TEST(KeyFileTest, WriteThenReadRoundTrips) {
+  TempDir dir;
+  const std::string path = dir.File("job.key");
+  const CurveKeys keys = NewKeys();
+  ASSERT_OK(geeps::transport::WriteCurveKeyFile(path, keys, false));
+  EXPECT_EQ(FileMode(path), 0600u);
+  auto read = geeps::transport::ReadCurveKeyFile(path);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_EQ(read->public_key, keys.public_key);
+  EXPECT_EQ(read->secret_key, keys.secret_key);
+}
+
+TEST(KeyFileTest, ExistingFileIsKeptUnlessOverwrite) {
+  TempDir dir;
+  const std::string path = dir.File("job.key");
+  const CurveKeys first = NewKeys(), second = NewKeys();
+  ASSERT_OK(geeps::transport::WriteCurveKeyFile(path, first, false));
+  const geeps::Status again = geeps::transport::WriteCurveKeyFile(path, second, false);
+  EXPECT_EQ(again.code(), StatusCode::kFailedPrecondition) << again.ToString();
+  EXPECT_NE(again.message().find(path), std::string::npos) << again.ToString();
+  EXPECT_EQ(geeps::transport::ReadCurveKeyFile(path)->public_key, first.public_key);
+  chmod(path.c_str(), 0644);
+  ASSERT_OK(geeps::transport::WriteCurveKeyFile(path, second, true));
+  EXPECT_EQ(FileMode(path), 0600u);
+  EXPECT_EQ(geeps::transport::ReadCurveKeyFile(path)->public_key, second.public_key);
+}
+
+TEST(KeyFileTest, MissingFileIsNotFoundNamingIt) {
+  TempDir dir;
+  const std::string path = dir.File("nope.key");
+  auto read = geeps::transport::ReadCurveKeyFile(path);
+  ASSERT_FALSE(read.ok());
+  EXPECT_EQ(read.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(read.status().message().find(path), std::string::npos) << read.status().ToString();
+}
+
+TEST(KeyFileTest, FileOthersCanAccessIsRefused) {
+  TempDir dir;
+  const std::string path = NewKeyFile(dir, "job.key");
+  for (mode_t mode : {0644, 0640, 0604, 0620, 0602}) {
+    chmod(path.c_str(), mode);
+    auto read = geeps::transport::ReadCurveKeyFile(path);
+    ASSERT_FALSE(read.ok()) << std::oct << mode;
+    EXPECT_EQ(read.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(read.status().message().find(path), std::string::npos) << read.status().ToString();
+    EXPECT_NE(read.status().message().find("chmod 600"), std::string::npos)
+        << read.status().ToString();
+  }
+  chmod(path.c_str(), 0400);
+  EXPECT_TRUE(geeps::transport::ReadCurveKeyFile(path).ok());
+}
+
+TEST(KeyFileTest, BadFilesAreInvalidArgumentNamingThem) {
+  TempDir dir;
+  const CurveKeys keys = NewKeys(), other = NewKeys();
+  const std::string pub = "public-key " + keys.public_key + "\n";
+  const std::string sec = "secret-key " + keys.secret_key + "\n";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"empty", ""},
+      {"public only", pub},
+      {"secret only", sec},
+      {"keys of two pairs", pub + "secret-key " + other.secret_key + "\n"},
+      {"short key", "public-key " + keys.public_key.substr(1) + "\n" + sec},
+      {"not z85", "public-key " + std::string(40, '~') + "\n" + sec},
+      {"unknown entry", pub + sec + "server-key " + keys.public_key + "\n"},
+      {"duplicate", pub + pub + sec},
+      {"extra field", "public-key " + keys.public_key + " x\n" + sec},
+      {"binary", std::string("\x01\x02\xff\n", 4)},
+  };
+  for (const auto& [name, text] : cases) {
+    const std::string path = dir.File("bad.key");
+    WriteText(path, text);
+    auto read = geeps::transport::ReadCurveKeyFile(path);
+    ASSERT_FALSE(read.ok()) << name;
+    EXPECT_EQ(read.status().code(), StatusCode::kInvalidArgument) << name;
+    EXPECT_NE(read.status().message().find(path), std::string::npos)
+        << name << ": " << read.status().ToString();
+  }
+  // Comments, blank lines, spaces and CRLF are fine.
+  const std::string ok = dir.File("ok.key");
+  WriteText(ok, "# a comment\n\n  public-key " + keys.public_key + "\r\n\tsecret-key " +
+                    keys.secret_key + "  \n# end\n");
+  auto read = geeps::transport::ReadCurveKeyFile(ok);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_EQ(read->secret_key, keys.secret_key);
+  // A folder is not a key file.
+  mkdir(dir.File("folder").c_str(), 0700);
+  EXPECT_EQ(geeps::transport::ReadCurveKeyFile(dir.File("folder")).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
+TEST(KeygenToolTest, WritesAFileOnlyTheOwnerCanRead) {
+  TempDir dir;
+  const std::string path = dir.File("job.key");
+  const std::string log = dir.File("tool.log");
+  ASSERT_EQ(RunTool({path}, log), 0) << ReadFile(log);
+  EXPECT_EQ(FileMode(path), 0600u);
+  auto first = geeps::transport::ReadCurveKeyFile(path);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_NE(ReadFile(log).find(first->public_key), std::string::npos) << ReadFile(log);
+  EXPECT_EQ(ReadFile(log).find(first->secret_key), std::string::npos) << "secret printed";
+
+  EXPECT_EQ(RunTool({path}, log), 1);  // exists: kept
+  EXPECT_NE(ReadFile(log).find("--force"), std::string::npos) << ReadFile(log);
+  EXPECT_EQ(geeps::transport::ReadCurveKeyFile(path)->secret_key, first->secret_key);
+
+  ASSERT_EQ(RunTool({"--force", path}, log), 0) << ReadFile(log);
+  EXPECT_NE(geeps::transport::ReadCurveKeyFile(path)->secret_key, first->secret_key);
+  EXPECT_EQ(FileMode(path), 0600u);
+
+  EXPECT_EQ(RunTool({}, log), 2);
+  EXPECT_EQ(RunTool({"--bogus", path}, log), 2);
+  EXPECT_EQ(RunTool({dir.File("no/such/folder/x.key")}, log), 1);
+}
+
+// ---- the ZAP handler on bare sockets --------------------------------------------
+
+class ZapHandlerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    keys_ = NewKeys();
+    auto security = SecurityConfig::Start(&context_, keys_);
+    ASSERT_TRUE(security.ok()) << security.status().ToString();
+    security_ = std::move(security).value();
+    server_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::router);
+    server_->set(zmq::sockopt::linger, 0);
+    geeps::transport::ConfigureCurveServer(*server_, security_.get());
+    server_->bind("tcp://127.0.0.1:*");
+    endpoint_ = server_->get(zmq::sockopt::last_endpoint);
+  }
+  void TearDown() override {
+    server_.reset();
+    security_.reset();
+  }
+
+  // Connects `intruder`, sends a frame, and checks that the server gets
+  // nothing while the rejection counter rises.
+  void ExpectRejected(zmq::socket_t& intruder, const std::string& what) {
+    const int64_t before = security_->rejected_connections();
+    intruder.set(zmq::sockopt::linger, 0);
+    intruder.connect(endpoint_);
+    intruder.send(zmq::str_buffer("let me in"), zmq::send_flags::dontwait);
+    EXPECT_TRUE(WaitAbove([&] { return security_->rejected_connections(); }, before,
+                          milliseconds(10000)))
+        << what;
+    std::vector<zmq::message_t> frames;
+    EXPECT_FALSE(ReceiveWithin(*server_, milliseconds(300), &frames)) << what;
+    EXPECT_FALSE(ReceiveWithin(intruder, milliseconds(10), &frames)) << what;
+  }
+
+  zmq::context_t context_;
+  zmq::context_t outside_;  // the intruders' own context
+  CurveKeys keys_;
+  std::unique_ptr<SecurityConfig> security_;
+  std::unique_ptr<zmq::socket_t> server_;
+  std::string endpoint_;
+};
+
+TEST_F(ZapHandlerTest, AdmitsTheJobKeyAndEncrypts) {
+  zmq::socket_t client(context_, zmq::socket_type::dealer);
+  client.set(zmq::sockopt::linger, 0);
+  geeps::transport::ConfigureCurveClient(client, security_.get());
+  client.connect(endpoint_);
+  client.send(zmq::str_buffer("hello"), zmq::send_flags::none);
+  std::vector<zmq::message_t> frames;
+  ASSERT_TRUE(ReceiveWithin(*server_, milliseconds(10000), &frames));
+  ASSERT_EQ(frames.size(), 2u);
+  EXPECT_EQ(frames[1].to_string(), "hello");
+  EXPECT_EQ(frames[1].gets("User-Id"), std::string("geeps-job"));  // the ZAP handler said so
+  server_->send(frames[0], zmq::send_flags::sndmore);
+  server_->send(zmq::str_buffer("welcome"), zmq::send_flags::none);
+  ASSERT_TRUE(ReceiveWithin(client, milliseconds(10000), &frames));
+  EXPECT_EQ(frames[0].to_string(), "welcome");
+  EXPECT_EQ(security_->rejected_connections(), 0);
+}
+
+TEST_F(ZapHandlerTest, RefusesAPlainSocket) {
+  zmq::socket_t plain(outside_, zmq::socket_type::dealer);
+  ExpectRejected(plain, "plain DEALER");
+}
+
+TEST_F(ZapHandlerTest, RefusesAKeyThatKnowsOnlyTheJobsPublicKey) {
+  zmq::socket_t foreign(outside_, zmq::socket_type::dealer);
+  SetCurveClient(foreign, NewKeys(), keys_.public_key);  // passes CURVE, fails ZAP
+  ExpectRejected(foreign, "foreign client key");
+}
+
+TEST_F(ZapHandlerTest, RefusesAnotherJobsKey) {
+  const CurveKeys other = NewKeys();
+  zmq::socket_t wrong(outside_, zmq::socket_type::dealer);
+  SetCurveClient(wrong, other, other.public_key);
+  ExpectRejected(wrong, "another job's key");
+}
+
+TEST_F(ZapHandlerTest, RefusesAClaimedPublicKeyWithoutItsSecret) {
+  // The job's public key as the client key, with some other secret key.
+  CurveKeys forged = NewKeys();
+  forged.public_key = keys_.public_key;
+  zmq::socket_t s(outside_, zmq::socket_type::dealer);
+  SetCurveClient(s, forged, keys_.public_key);
+  ExpectRejected(s, "forged client key");
+}
+
+TEST_F(ZapHandlerTest, ServersFailClosedWithoutTheHandler) {
+  security_.reset();  // stops the ZAP handler; the server socket stays
+  zmq::socket_t client(outside_, zmq::socket_type::dealer);
+  client.set(zmq::sockopt::linger, 0);
+  SetCurveClient(client, keys_, keys_.public_key);  // even the job's own key
+  client.connect(endpoint_);
+  client.send(zmq::str_buffer("hello"), zmq::send_flags::dontwait);
+  std::vector<zmq::message_t> frames;
+  EXPECT_FALSE(ReceiveWithin(*server_, milliseconds(1000), &frames));
+}
+
+TEST_F(ZapHandlerTest, OneHandlerPerContext) {
+  auto second = SecurityConfig::Start(&context_, keys_);
+  EXPECT_EQ(second.status().code(), StatusCode::kUnavailable) << second.status().ToString();
+}
+
+// ---- Join ------------------------------------------------------------------------
+
+geeps::ProcessOptions SingleRank(const std::string& key_file) {
+  geeps::ProcessOptions o;
+  o.rank = 0;
+  o.world_size = 1;
+  o.coordinator = "127.0.0.1:" + std::to_string(FreePort());
+  o.curve_key_file = key_file;
+  return o;
+}
+
+TEST(JoinTest, BadKeyFilesFailAtJoinNamingThem) {
+  TempDir dir;
+  const geeps::Config config = geeps::testing::MakeConfig({1, 1, 2});
+  auto missing = geeps::Process::Join(config, SingleRank(dir.File("missing.key")));
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(missing.status().message().find(dir.File("missing.key")), std::string::npos)
+      << missing.status().ToString();
+
+  const std::string open = NewKeyFile(dir, "open.key");
+  chmod(open.c_str(), 0644);
+  auto readable = geeps::Process::Join(config, SingleRank(open));
+  ASSERT_FALSE(readable.ok());
+  EXPECT_EQ(readable.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(readable.status().message().find(open), std::string::npos)
+      << readable.status().ToString();
+
+  const std::string bad = dir.File("bad.key");
+  WriteText(bad, "public-key nonsense\n");
+  auto malformed = geeps::Process::Join(config, SingleRank(bad));
+  ASSERT_FALSE(malformed.ok());
+  EXPECT_EQ(malformed.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(malformed.status().message().find(bad), std::string::npos)
+      << malformed.status().ToString();
+}
+
+TEST(JoinTest, OneProcessCurveJobIsExact) {
+  TempDir dir;
+  const geeps::Config config = geeps::testing::MakeConfig({1, 1, 2});
+  auto process = geeps::Process::Join(config, SingleRank(NewKeyFile(dir, "job.key")));
+  ASSERT_TRUE(process.ok()) << process.status().ToString();
+  geeps::Process& p = **process;
+  ASSERT_NE(p.worker(), nullptr);
+  EXPECT_OK(geeps::testing::RunWorker(*p.worker(), p.config(), 0, 5, milliseconds(0)));
+  EXPECT_OK(p.Shutdown());
+  EXPECT_EQ(p.rejected_connections(), 0);
+}
+
+TEST(JoinTest, EnvironmentNamesTheKeyFile) {
+  setenv("GEEPS_CURVE_KEYS", "/some/job.key", 1);
+  geeps::ProcessOptions o;
+  EXPECT_OK(geeps::ApplyEnvironment(&o));
+  unsetenv("GEEPS_CURVE_KEYS");
+  EXPECT_EQ(o.curve_key_file, "/some/job.key");
+}
+
+// ---- multi-process jobs -----------------------------------------------------------
+
+TEST(CurveJobTest, TwoProcessesOverTcpAreExact) {
+  TempDir dir;
+  const std::string key = NewKeyFile(dir, "job.key");
+  std::vector<Child> children = StartJob(dir, {key, key}, {}, {"--channels", "2"});
+  ASSERT_TRUE(WaitAll(children, milliseconds(90000))) << Logs(children);
+  ExpectExact(children);
+  for (const Child& c : children) EXPECT_EQ(RejectedIn(ReadFile(c.log)), 0) << Logs(children);
+}
+
+TEST(CurveJobTest, TwoProcessesOverIpcAreExact) {
+  TempDir dir;
+  const std::string key = NewKeyFile(dir, "job.key");
+  std::vector<Child> children =
+      StartJob(dir, {key, key}, {{"GEEPS_TRANSPORT", "ipc"}}, {"--channels", "2"});
+  ASSERT_TRUE(WaitAll(children, milliseconds(90000))) << Logs(children);
+  ExpectExact(children);
+}
+
+#ifdef GEEPS_LAUNCH
+TEST(CurveJobTest, GeepsLaunchPassesTheKeyFile) {
+  TempDir dir;
+  const Env env = {{"GEEPS_TIMEOUT_MS", "20000"},
+                   {"GEEPS_CURVE_KEYS", NewKeyFile(dir, "job.key")}};
+  std::vector<Child> children = {
+      Spawn({GEEPS_LAUNCH, "-n", "3", GEEPS_MULTIPROC_WORKER}, env, dir.File("launch.log"))};
+  ASSERT_TRUE(WaitAll(children, milliseconds(90000))) << Logs(children);
+  const std::string log = ReadFile(children[0].log);
+  EXPECT_EQ(children[0].status, 0) << log;
+  for (int w = 0; w < 3; ++w)
+    EXPECT_NE(log.find("worker " + std::to_string(w) + " of 3: "), std::string::npos) << log;
+  EXPECT_EQ(Occurrences(log, "rejected_connections: 0"), 3) << log;
+}
+#endif
+
+TEST(CurveJobTest, MpirunExportsTheKeyFile) {
+  if (access("/usr/bin/mpirun", X_OK) != 0)
+    GTEST_SKIP() << "mpirun not found (scripts/setup.sh installs openmpi-bin)";
+  TempDir dir;
+  const Env env = {{"GEEPS_COORDINATOR", "127.0.0.1:" + std::to_string(FreePort())},
+                   {"GEEPS_TIMEOUT_MS", "20000"},
+                   {"GEEPS_CURVE_KEYS", NewKeyFile(dir, "job.key")}};
+  std::vector<Child> children = {Spawn(
+      {"/usr/bin/mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2", "--mca",
+       "btl_tcp_if_include", "lo", "--mca", "oob_tcp_if_include", "lo", "-x",
+       "GEEPS_COORDINATOR", "-x", "GEEPS_TIMEOUT_MS", "-x", "GEEPS_CURVE_KEYS",
+       GEEPS_MULTIPROC_WORKER},
+      env, dir.File("mpirun.log"))};
+  ASSERT_TRUE(WaitAll(children, milliseconds(90000))) << Logs(children);
+  const std::string log = ReadFile(children[0].log);
+  EXPECT_EQ(children[0].status, 0) << log;
+  for (int w = 0; w < 2; ++w)
+    EXPECT_NE(log.find("worker " + std::to_string(w) + " of 2: "), std::string::npos) << log;
+  EXPECT_EQ(Occurrences(log, "rejected_connections: 0"), 2) << log;
+}
+
+// A rank with `rank1_key` ("" = none) next to a rank 0 with the job's key:
+// neither joins, and rank 0 says why.
+void ExpectCannotJoin(const TempDir& dir, const std::string& job_key,
+                      const std::string& rank1_key) {
+  const auto start = steady_clock::now();
+  std::vector<Child> children =
+      StartJob(dir, {job_key, rank1_key}, {{"GEEPS_TIMEOUT_MS", "1500"}});
+  ASSERT_TRUE(WaitAll(children, milliseconds(60000))) << Logs(children);
+  const std::string logs = Logs(children);
+  EXPECT_NE(children[0].status, 0) << logs;
+  EXPECT_NE(children[1].status, 0) << logs;
+  const std::string log0 = ReadFile(children[0].log);
+  EXPECT_NE(log0.find("rank 1 did not join"), std::string::npos) << logs;
+  EXPECT_NE(log0.find("failed CURVE authentication"), std::string::npos) << logs;
+  EXPECT_NE(log0.find("CURVE: rejected a connection"), std::string::npos) << logs;
+  EXPECT_NE(ReadFile(children[1].log).find("no answer from the coordinator"), std::string::npos)
+      << logs;
+  EXPECT_EQ(logs.find("iterations exact"), std::string::npos) << logs;
+  EXPECT_LT(steady_clock::now() - start, std::chrono::seconds(30)) << logs;
+}
+
+TEST(CurveJobTest, RankWithoutTheKeyCannotJoin) {
+  TempDir dir;
+  ExpectCannotJoin(dir, NewKeyFile(dir, "job.key"), "");
+}
+
+TEST(CurveJobTest, RankWithAnotherKeyCannotJoin) {
+  TempDir dir;
+  ExpectCannotJoin(dir, NewKeyFile(dir, "job.key"), NewKeyFile(dir, "other.key"));
+}
+
+// A running CURVE job while sockets without its key (plain, or CURVE with a
+// foreign client key that knows the job's public key) connect to its
+// coordinator and shard ports and send well-formed frames: the sums stay
+// exact, the intruders receive nothing, and both ranks count rejections.
+TEST(CurveJobTest, IntrudersCannotReadOrUpdate) {
+  TempDir dir;
+  const std::string key = NewKeyFile(dir, "job.key");
+  const CurveKeys job = *geeps::transport::ReadCurveKeyFile(key);
+  const int base = 20000 + static_cast<int>(getpid() % 20000);
+  const int coordinator = FreePort();
+  std::vector<Child> children =
+      StartJob(dir, {key, key}, {{"GEEPS_BASE_PORT", std::to_string(base)}},
+               {"--iterations", "40", "--delay-ms", "10", "--channels", "2"}, coordinator);
+
+  std::atomic<bool> done{false};
+  std::atomic<int> received{0};
+  std::thread intruders([&] {
+    zmq::context_t ctx;
+    // Rank 0: coordinator, shard channels base, base+1; rank 1: base+2, base+3.
+    std::vector<int> ports = {coordinator, base, base + 1, base + 2, base + 3};
+    std::vector<std::unique_ptr<zmq::socket_t>> sockets;
+    for (int port : ports) {
+      for (int kind = 0; kind < 4; ++kind) {
+        auto s = std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::dealer);
+        s->set(zmq::sockopt::linger, 0);
+        // Half pretend to be worker 0 / rank 1; the others have ZeroMQ's
+        // random ids, whose frames a shard would drop and count if they got
+        // through.
+        if (kind % 2 == 0) s->set(zmq::sockopt::routing_id, port == coordinator ? "r1" : "w0");
+        if (kind >= 2) SetCurveClient(*s, NewKeys(), job.public_key);
+        s->connect("tcp://127.0.0.1:" + std::to_string(port));
+        sockets.push_back(std::move(s));
+      }
+    }
+    // A subscription to every row of table 0 and a huge update, as worker 0.
+    geeps::transport::WireHeader sub;
+    sub.type = static_cast<uint16_t>(geeps::transport::MsgType::kSubscribe);
+    sub.row_count = 1;
+    sub.row_width = 1;
+    geeps::transport::WireHeader upd = sub;
+    upd.type = static_cast<uint16_t>(geeps::transport::MsgType::kUpdate);
+    while (!done.load()) {
+      for (size_t i = 0; i < sockets.size(); ++i) {
+        zmq::socket_t& s = *sockets[i];
+        if (i < 4) {  // the coordinator's
+          s.send(zmq::str_buffer("HB"), zmq::send_flags::dontwait);
+        } else {
+          for (const auto* h : {&sub, &upd}) {
+            zmq::message_t header(geeps::transport::kHeaderBytes);
+            geeps::transport::EncodeHeader(*h, header.data());
+            const uint64_t row = 0;
+            const float delta = 1e6f;
+            s.send(header, zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+            if (h == &sub) {
+              s.send(zmq::buffer(&row, sizeof(row)), zmq::send_flags::dontwait);
+            } else {
+              s.send(zmq::buffer(&row, sizeof(row)),
+                     zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+              s.send(zmq::buffer(&delta, sizeof(delta)), zmq::send_flags::dontwait);
+            }
+          }
+        }
+        std::vector<zmq::message_t> frames;
+        if (ReceiveWithin(s, milliseconds(1), &frames)) received.fetch_add(1);
+      }
+      std::this_thread::sleep_for(milliseconds(20));
+    }
+  });
+  const bool finished = WaitAll(children, milliseconds(90000));
+  done.store(true);
+  intruders.join();
+  ASSERT_TRUE(finished) << Logs(children);
+  ExpectExact(children);
+  EXPECT_EQ(received.load(), 0);
+  const std::string logs = Logs(children);
+  for (const Child& c : children) {
+    const std::string log = ReadFile(c.log);
+    EXPECT_GT(RejectedIn(log), 0) << logs;
+    EXPECT_NE(log.find("CURVE: rejected a connection"), std::string::npos) << logs;
+    // Nothing got far enough to be a (dropped) frame.
+    EXPECT_NE(log.find("\"frames_dropped\":0"), std::string::npos) << logs;
+  }
+}
+
+}  // namespace
