@@ -21,107 +21,14 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "process_util.h"
+
 namespace {
 
-using Env = std::map<std::string, std::string>;
+using namespace geeps::testing;  // NOLINT: process helpers
 using std::chrono::milliseconds;
 using std::chrono::steady_clock;
 
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
-std::string TempFile(const std::string& tag) {
-  char path[] = "/tmp/geeps-mp-XXXXXX";
-  const int fd = mkstemp(path);
-  close(fd);
-  return std::string(path) + "-" + tag;
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-struct Child {
-  pid_t pid = -1;
-  std::string log;  // stdout + stderr
-  int status = -1;  // exit code, 128+signal, or -1 while running
-};
-
-// Starts argv with the variables of `env` added (GEEPS_*, OMPI_* and SLURM_*
-// of this process removed first), output to a log file.
-Child Spawn(const std::vector<std::string>& argv, const Env& env) {
-  Child c;
-  c.log = TempFile("log");
-  c.pid = fork();
-  if (c.pid == 0) {
-    for (const char* prefix : {"GEEPS_", "OMPI_", "SLURM_"}) {
-      for (char** e = environ; *e;) {
-        if (std::strncmp(*e, prefix, std::strlen(prefix)) == 0) {
-          const std::string name(*e, std::strchr(*e, '=') - *e);
-          unsetenv(name.c_str());
-        } else {
-          ++e;
-        }
-      }
-    }
-    for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
-    const int fd = open(c.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(fd, 1);
-    dup2(fd, 2);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execv(args[0], args.data());
-    _exit(127);
-  }
-  return c;
-}
-
-// Waits for every child until `deadline`; kills the rest then. Returns false
-// if any had to be killed.
-bool WaitAll(std::vector<Child>& children, milliseconds limit) {
-  const auto deadline = steady_clock::now() + limit;
-  bool all = true;
-  for (Child& c : children) {
-    for (;;) {
-      int st = 0;
-      const pid_t r = waitpid(c.pid, &st, WNOHANG);
-      if (r == c.pid) {
-        c.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-        break;
-      }
-      if (steady_clock::now() > deadline) {
-        kill(c.pid, SIGKILL);
-        waitpid(c.pid, &st, 0);
-        c.status = -2;
-        all = false;
-        break;
-      }
-      std::this_thread::sleep_for(milliseconds(10));
-    }
-  }
-  return all;
-}
-
-std::string Logs(const std::vector<Child>& children) {
-  std::string all;
-  for (size_t i = 0; i < children.size(); ++i)
-    all += "---- child " + std::to_string(i) + " (status " + std::to_string(children[i].status) +
-           ")\n" + ReadFile(children[i].log);
-  return all;
-}
 
 Env BaseEnv(int port) {
   return {{"GEEPS_COORDINATOR", "127.0.0.1:" + std::to_string(port)},

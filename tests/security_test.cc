@@ -25,6 +25,8 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "process_util.h"
+
 #include "exact_sum.h"
 #include "geeps/process.h"
 #include "test_util.h"
@@ -33,33 +35,12 @@
 
 namespace {
 
-using Env = std::map<std::string, std::string>;
+using namespace geeps::testing;  // NOLINT: process helpers
 using geeps::StatusCode;
 using geeps::transport::CurveKeys;
 using geeps::transport::SecurityConfig;
 using std::chrono::milliseconds;
 using std::chrono::steady_clock;
-
-// ---- helpers ----------------------------------------------------------------
-
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 void WriteText(const std::string& path, const std::string& text, mode_t mode = 0600) {
   std::ofstream(path) << text;
@@ -99,74 +80,6 @@ std::string NewKeyFile(const TempDir& dir, const std::string& name) {
   return path;
 }
 
-struct Child {
-  pid_t pid = -1;
-  std::string log;  // stdout + stderr
-  int status = -1;  // exit code, 128+signal, -2 if killed at the deadline
-};
-
-// Starts argv with the variables of `env` added (GEEPS_*, OMPI_* and SLURM_*
-// of this process removed first), output to `log`.
-Child Spawn(const std::vector<std::string>& argv, const Env& env, const std::string& log) {
-  Child c;
-  c.log = log;
-  c.pid = fork();
-  if (c.pid == 0) {
-    for (const char* prefix : {"GEEPS_", "OMPI_", "SLURM_"}) {
-      for (char** e = environ; *e;) {
-        if (std::strncmp(*e, prefix, std::strlen(prefix)) == 0) {
-          const std::string name(*e, std::strchr(*e, '=') - *e);
-          unsetenv(name.c_str());
-        } else {
-          ++e;
-        }
-      }
-    }
-    for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
-    const int fd = open(c.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(fd, 1);
-    dup2(fd, 2);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execv(args[0], args.data());
-    _exit(127);
-  }
-  return c;
-}
-
-// Waits for every child until the limit; kills the rest then. False if any
-// had to be killed.
-bool WaitAll(std::vector<Child>& children, milliseconds limit) {
-  const auto deadline = steady_clock::now() + limit;
-  bool all = true;
-  for (Child& c : children) {
-    for (;;) {
-      int st = 0;
-      if (waitpid(c.pid, &st, WNOHANG) == c.pid) {
-        c.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-        break;
-      }
-      if (steady_clock::now() > deadline) {
-        kill(c.pid, SIGKILL);
-        waitpid(c.pid, &st, 0);
-        c.status = -2;
-        all = false;
-        break;
-      }
-      std::this_thread::sleep_for(milliseconds(10));
-    }
-  }
-  return all;
-}
-
-std::string Logs(const std::vector<Child>& children) {
-  std::string all;
-  for (size_t i = 0; i < children.size(); ++i)
-    all += "---- rank " + std::to_string(i) + " (status " + std::to_string(children[i].status) +
-           ")\n" + ReadFile(children[i].log);
-  return all;
-}
 
 // The rejected_connections a multiproc_worker printed, or -1.
 long long RejectedIn(const std::string& log) {

@@ -1,0 +1,128 @@
+// Helpers for tests that start processes: free ports, spawning with a clean
+// launcher environment, waiting with a deadline, collecting logs.
+#ifndef GEEPS_TESTS_PROCESS_UTIL_H_
+#define GEEPS_TESTS_PROCESS_UTIL_H_
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace geeps::testing {
+
+using Env = std::map<std::string, std::string>;
+
+// A TCP port on 127.0.0.1 that was free a moment ago.
+inline int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  socklen_t len = sizeof(a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+inline std::string TempFile(const std::string& tag) {
+  char path[] = "/tmp/geeps-test-XXXXXX";
+  const int fd = mkstemp(path);
+  close(fd);
+  return std::string(path) + "-" + tag;
+}
+
+inline std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+struct Child {
+  pid_t pid = -1;
+  std::string log;  // stdout + stderr
+  int status = -1;  // exit code, 128+signal, -2 if killed at the deadline
+};
+
+// Starts argv with the variables of `env` added (GEEPS_*, OMPI_* and SLURM_*
+// of this process removed first), output to `log` (a temporary file if
+// empty).
+inline Child Spawn(const std::vector<std::string>& argv, const Env& env,
+                   const std::string& log = "") {
+  Child c;
+  c.log = log.empty() ? TempFile("log") : log;
+  c.pid = fork();
+  if (c.pid == 0) {
+    for (const char* prefix : {"GEEPS_", "OMPI_", "SLURM_"}) {
+      for (char** e = environ; *e;) {
+        if (std::strncmp(*e, prefix, std::strlen(prefix)) == 0) {
+          const std::string name(*e, std::strchr(*e, '=') - *e);
+          unsetenv(name.c_str());
+        } else {
+          ++e;
+        }
+      }
+    }
+    for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+    const int fd = open(c.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  return c;
+}
+
+// Waits for every child until `limit`; kills the rest then. False if any
+// had to be killed.
+inline bool WaitAll(std::vector<Child>& children, std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  bool all = true;
+  for (Child& c : children) {
+    for (;;) {
+      int st = 0;
+      if (waitpid(c.pid, &st, WNOHANG) == c.pid) {
+        c.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        break;
+      }
+      if (std::chrono::steady_clock::now() > deadline) {
+        kill(c.pid, SIGKILL);
+        waitpid(c.pid, &st, 0);
+        c.status = -2;
+        all = false;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  return all;
+}
+
+inline std::string Logs(const std::vector<Child>& children) {
+  std::string all;
+  for (size_t i = 0; i < children.size(); ++i)
+    all += "---- child " + std::to_string(i) + " (status " + std::to_string(children[i].status) +
+           ")\n" + ReadFile(children[i].log);
+  return all;
+}
+
+}  // namespace geeps::testing
+
+#endif  // GEEPS_TESTS_PROCESS_UTIL_H_
