@@ -101,6 +101,7 @@ TEST(MalformedFrameTest, ShardDropsAndCountsEveryBadFrame) {
   Send(w, Frames(Header(MsgType::kUpdate, 0, 0, 2, 3), {5, 2}, {1, 1, 1, 1, 1, 1})), ++bad;
   Send(w, Frames(Header(MsgType::kUpdate, 0, 3, 1, 3), {1}, three)), ++bad;  // clock 3
   Send(w, Frames(Header(MsgType::kPush, 0, 1, 0, 3), {}, {})), ++bad;  // wrong direction
+  Send(w, Frames(Header(MsgType::kPush, 0, 1, 1, 3), {}, three)), ++bad;  // a push with rows
   {
     WireHeader h = Header(MsgType::kUpdate, 0, 0, 1, 3);
     h.sender = 5;  // does not match the routing id

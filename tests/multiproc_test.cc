@@ -187,10 +187,10 @@ TEST(FailureTest, MissingRankAtStartTimesOutNamingIt) {
   std::vector<Child> children =
       RunRanks(2, {{"GEEPS_TIMEOUT_MS", "1500"}}, {}, milliseconds(30000), /*world=*/3);
   const std::string logs = Logs(children);
-  for (const Child& c : children) {
-    EXPECT_NE(c.status, 0) << logs;
+  EXPECT_EQ(children[0].status, 1) << logs;  // kDeadlineExceeded on rank 0
+  EXPECT_EQ(children[1].status, 3) << logs;  // kUnavailable (rank 0's ABORT)
+  for (const Child& c : children)
     EXPECT_NE(ReadFile(c.log).find("rank 2 did not join"), std::string::npos) << logs;
-  }
   EXPECT_LT(steady_clock::now() - start, std::chrono::seconds(15)) << logs;
 }
 
@@ -204,8 +204,9 @@ TEST(FailureTest, DifferentConfigsAreRefused) {
     children.push_back(Spawn({GEEPS_MULTIPROC_WORKER, "--channels", r == 0 ? "1" : "2"}, env));
   }
   ASSERT_TRUE(WaitAll(children, milliseconds(30000))) << Logs(children);
+  EXPECT_EQ(children[0].status, 1) << Logs(children);  // kInvalidArgument on rank 0
+  EXPECT_EQ(children[1].status, 3) << Logs(children);  // kUnavailable (rank 0's ABORT)
   for (const Child& c : children) {
-    EXPECT_NE(c.status, 0) << Logs(children);
     EXPECT_NE(ReadFile(c.log).find("config (tables or channels) differs"), std::string::npos)
         << Logs(children);
   }

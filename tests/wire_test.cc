@@ -205,6 +205,21 @@ TEST(WireTest, PartsAndRowsPerPart) {
   EXPECT_EQ(RowsPerPart(1000, true, 100), 1u);  // at least one row
 }
 
+// Found by fuzz_wire: a push has no rows frame, so validating its rows must
+// not read through the missing frame.
+TEST(WireTest, ValidateRowsOfAPushIsAnErrorNotACrash) {
+  WireHeader h;
+  h.type = static_cast<uint16_t>(MsgType::kPush);
+  h.row_count = 2;
+  h.row_width = 1;
+  std::vector<unsigned char> header(kHeaderBytes), payload(8);
+  EncodeHeader(h, header.data());
+  FrameView frames[2] = {{header.data(), header.size()}, {payload.data(), payload.size()}};
+  auto d = DecodeFrames(frames, 2);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(ValidateRows(*d, 0, 10).code(), StatusCode::kInvalidArgument);
+}
+
 TEST(WireTest, RoutingIds) {
   EXPECT_EQ(WorkerRoutingId(12), "w12");
   EXPECT_EQ(ParseWorkerRoutingId("w12", 3, 13), 12);

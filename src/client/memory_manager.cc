@@ -136,7 +136,14 @@ float* MemoryManager::TryAcquireLeaving(uint64_t bytes, uint64_t reserve) {
   const uint64_t in_use = pool_->bytes_in_use();
   if (in_use + bytes + reserve > pool_->size()) return nullptr;
   auto off = pool_->TryAllocate(std::max<uint64_t>(bytes, 1));
-  return off ? static_cast<float*>(pool_->Address(*off)) : nullptr;
+  if (!off) return nullptr;
+  // Bytes are not enough: the application's buffers need one free block of
+  // that size, or a prefetch could fragment the pool into a deadlock.
+  if (pool_->largest_free_block() < reserve) {
+    pool_->Free(*off).ok();
+    return nullptr;
+  }
+  return static_cast<float*>(pool_->Address(*off));
 }
 
 void MemoryManager::Release(const float* buffer) {

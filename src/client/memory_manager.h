@@ -53,8 +53,9 @@ class MemoryManager {
   StatusOr<float*> Acquire(uint64_t bytes, std::chrono::milliseconds timeout,
                            const AccessRef* who = nullptr);
   void Release(const float* buffer);
-  // A pool buffer only if at least `reserve` bytes stay free after it (so a
-  // prefetch never takes what the application's own accesses need); else null.
+  // A pool buffer only if a free block of at least `reserve` bytes stays
+  // after it (so a prefetch never takes, or fragments, what the
+  // application's own accesses need); else null.
   float* TryAcquireLeaving(uint64_t bytes, uint64_t reserve);
   // Wakes every wait for a buffer with kCancelled (shutdown).
   void CancelWaits() { pool_->Cancel(); }

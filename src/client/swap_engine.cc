@@ -1,5 +1,6 @@
 #include "client/swap_engine.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace geeps::client {
@@ -124,7 +125,8 @@ void SwapEngine::AllocLoop() {
 }
 
 StatusOr<float*> SwapEngine::TakeBuffer(uint64_t bytes) {
-  const uint64_t reserve = memory_->plan().peak_bytes;
+  // What the application's own accesses need to fit in sequence order.
+  const uint64_t reserve = std::max(memory_->plan().peak_bytes, memory_->plan().fit_extent_bytes);
   for (;;) {
     if (float* b = memory_->TryAcquireLeaving(bytes, reserve)) return b;
     std::unique_lock<std::mutex> lock(mu_);

@@ -166,6 +166,8 @@ void ShardChannel::HandleMessage(std::vector<zmq::message_t>& frames) {
     return Drop(kDropSender, "header sender does not match routing id");
   if (m.header.table >= tables_.size() || !tables_[m.header.table])
     return Drop(kDropTable, "unknown or local table " + std::to_string(m.header.table));
+  if (m.type != MsgType::kSubscribe && m.type != MsgType::kUpdate)
+    return Drop(kDropType, std::string("unexpected ") + transport::MsgTypeName(m.type));
   TableState& t = *tables_[m.header.table];
   if (m.type != MsgType::kSubscribe && m.header.row_width != t.width)
     return Drop(kDropTable, "row width does not match the table");

@@ -89,6 +89,9 @@ StatusOr<DecodedMessage> DecodeFrames(const FrameView* frames, size_t count) {
 }
 
 Status ValidateRows(const DecodedMessage& m, uint64_t begin, uint64_t end) {
+  // A push carries no rows frame (its rows are the subscription).
+  if (m.header.row_count > 0 && m.rows == nullptr)
+    return InvalidArgumentError(std::string(MsgTypeName(m.type)) + " carries no row indexes");
   uint64_t prev = 0;
   for (uint64_t i = 0; i < m.header.row_count; ++i) {
     uint64_t r = m.RowAt(i);
