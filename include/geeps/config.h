@@ -59,6 +59,11 @@ struct Config {
   // from the servers (see docs/api.md).
   bool read_my_writes = false;
 
+  // Servers add the updates of a clock in worker rank order, so that a run is
+  // bitwise reproducible whatever the arrival order, channel count or timing
+  // (costs a buffer per worker and clock on the servers).
+  bool deterministic_bsp = false;
+
   // Slack of VirtualRead calls that give none. 0 = BSP.
   int default_slack = 0;
 
@@ -101,7 +106,8 @@ Status ValidateConfig(const Config& config);
 // GEEPS_READ_MY_WRITES, GEEPS_DEFAULT_SLACK, GEEPS_DEVICE,
 // GEEPS_DEVICE_MEMORY_BUDGET, GEEPS_TIMEOUT_MS, GEEPS_HEARTBEAT_TIMEOUT_MS,
 // GEEPS_MAX_MESSAGE_BYTES, GEEPS_MEMORY_GUARANTEE (none|double|local|cache),
-// GEEPS_EMULATED_COPY_BANDWIDTH, GEEPS_STATS_FILE, GEEPS_PREFETCH_DEPTH). A malformed value is
+// GEEPS_EMULATED_COPY_BANDWIDTH, GEEPS_STATS_FILE, GEEPS_PREFETCH_DEPTH,
+// GEEPS_DETERMINISTIC_BSP). A malformed value is
 // kInvalidArgument naming the variable. See docs/api.md for the table.
 Status ApplyEnvironment(Config* config);
 

@@ -20,7 +20,8 @@ namespace {
 
 // FNV-1a over what every rank must agree on.
 uint64_t Fingerprint(const Config& c) {
-  std::string s = "channels=" + std::to_string(c.num_channels);
+  std::string s = "channels=" + std::to_string(c.num_channels) +
+                  (c.deterministic_bsp ? ";deterministic" : "");
   for (const TableSpec& t : c.tables) {
     s += ";" + t.name + "," + std::to_string(t.num_rows) + "," + std::to_string(t.row_width) +
          "," + (t.local ? "l" : "s");

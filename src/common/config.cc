@@ -107,6 +107,10 @@ Status ApplyEnvironment(Config* c) {
       *v.field = static_cast<int>(value);
     }
   }
+  if (const char* text = std::getenv("GEEPS_DETERMINISTIC_BSP")) {
+    GEEPS_ASSIGN_OR_RETURN(long long value, ParseInt("GEEPS_DETERMINISTIC_BSP", text, 0, 1));
+    c->deterministic_bsp = value != 0;
+  }
   if (const char* text = std::getenv("GEEPS_READ_MY_WRITES")) {
     GEEPS_ASSIGN_OR_RETURN(long long value, ParseInt("GEEPS_READ_MY_WRITES", text, 0, 1));
     c->read_my_writes = value != 0;

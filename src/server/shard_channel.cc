@@ -228,7 +228,11 @@ void ShardChannel::HandleUpdate(int worker, const DecodedMessage& m) {
   if (!AcceptPart(t, worker, m)) return;
   const uint32_t w = t.width;
   if (m.header.row_count > 0) {
-    std::vector<float>& acc = t.pending[m.header.clock];
+    // Deterministic mode keeps each worker's deltas apart, so that they are
+    // added in rank order whatever order they arrived in.
+    const int64_t key = m.header.clock * config_.num_workers +
+                        (config_.deterministic_bsp ? worker : 0);
+    std::vector<float>& acc = t.pending[key];
     if (acc.empty()) {
       if (!t.spare.empty()) {
         acc = std::move(t.spare.back());
@@ -254,7 +258,7 @@ void ShardChannel::HandleUpdate(int worker, const DecodedMessage& m) {
   const int64_t new_min = *std::min_element(t.clocks.begin(), t.clocks.end());
   if (new_min <= t.min_clock) return;
   // Fold in the deltas of the clocks the minimum passed.
-  while (!t.pending.empty() && t.pending.begin()->first < new_min) {
+  while (!t.pending.empty() && t.pending.begin()->first / config_.num_workers < new_min) {
     std::vector<float>& acc = t.pending.begin()->second;
     for (size_t k = 0; k < acc.size(); ++k) t.data[k] += acc[k];
     std::fill(acc.begin(), acc.end(), 0.0f);

@@ -79,7 +79,8 @@ class ShardChannel {
     std::vector<float> data;           // span.size() * width
     std::vector<int64_t> clocks;       // per worker: clocks completed
     int64_t min_clock = 0;
-    // Deltas of clocks >= min_clock, by clock, each span.size() * width. They
+    // Deltas of clocks >= min_clock, by clock * num_workers (+ worker in
+    // deterministic mode), each span.size() * width. They
     // enter `data` when the minimum clock passes them, so `data` (and every
     // push) holds exactly the updates of clocks < min_clock.
     std::map<int64_t, std::vector<float>> pending;
