@@ -38,6 +38,7 @@ constexpr const char* kVariables[] = {
     "GEEPS_HEARTBEAT_TIMEOUT_MS", "GEEPS_MAX_MESSAGE_BYTES",
     "GEEPS_MEMORY_GUARANTEE",     "GEEPS_EMULATED_COPY_BANDWIDTH",
     "GEEPS_STATS_FILE",           "GEEPS_PREFETCH_DEPTH",
+    "GEEPS_DETERMINISTIC_BSP",
 };
 constexpr size_t kNumVariables = sizeof(kVariables) / sizeof(kVariables[0]);
 constexpr size_t kTableLines = 4;
@@ -107,6 +108,7 @@ int Run(const uint8_t* data, size_t size) {
         {"GEEPS_MAX_MESSAGE_BYTES", static_cast<long long>(c.max_message_bytes)},
         {"GEEPS_EMULATED_COPY_BANDWIDTH", static_cast<long long>(c.emulated_copy_bandwidth)},
         {"GEEPS_PREFETCH_DEPTH", c.prefetch_depth},
+        {"GEEPS_DETERMINISTIC_BSP", c.deterministic_bsp ? 1 : 0},
     };
     for (const auto& n : numbers) {
       std::string text;
