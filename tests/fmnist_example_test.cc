@@ -27,6 +27,7 @@
 
 #include <gtest/gtest.h>
 
+#include "process_util.h"
 #include "idx_reader.h"
 #include "softmax_model.h"
 #include "softmax_trainer.h"
@@ -567,91 +568,6 @@ TEST(TrainSoftmaxTest, LossFallsOnRealFashionMnistSubset) {
 
 // ---- softmax_fmnist --processes -----------------------------------------
 
-// A loopback TCP port that was free a moment ago.
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-struct Child {
-  pid_t pid = -1;
-  std::string log;  // stdout + stderr
-  int status = -1;  // exit code, 128 + signal, -2 killed at the deadline
-};
-
-// Starts argv with this process's environment minus GEEPS_*, OMPI_* and
-// SLURM_* variables, plus `extra` ("NAME=value"), output to `log`.
-Child Spawn(const std::vector<std::string>& argv,
-            const std::vector<std::string>& extra, const std::string& log) {
-  std::vector<std::string> env;
-  for (char** e = environ; *e != nullptr; ++e) {
-    const std::string var = *e;
-    if (var.rfind("GEEPS_", 0) == 0 || var.rfind("OMPI_", 0) == 0 ||
-        var.rfind("SLURM_", 0) == 0) {
-      continue;
-    }
-    env.push_back(var);
-  }
-  env.insert(env.end(), extra.begin(), extra.end());
-  // Everything the child needs is prepared before fork().
-  std::vector<char*> args, envp;
-  for (const std::string& a : argv)
-    args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  for (const std::string& v : env) envp.push_back(const_cast<char*>(v.c_str()));
-  envp.push_back(nullptr);
-  Child c;
-  c.log = log;
-  const int fd =
-      open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return c;
-  c.pid = fork();
-  if (c.pid == 0) {
-    dup2(fd, 1);
-    dup2(fd, 2);
-    execve(args[0], args.data(), envp.data());
-    _exit(127);
-  }
-  close(fd);
-  return c;
-}
-
-// Waits for every child until `limit` has passed; kills the rest then.
-void WaitAll(std::vector<Child>& children, std::chrono::milliseconds limit) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  for (Child& c : children) {
-    if (c.pid <= 0) continue;
-    for (;;) {
-      int st = 0;
-      if (waitpid(c.pid, &st, WNOHANG) == c.pid) {
-        c.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-        break;
-      }
-      if (std::chrono::steady_clock::now() > deadline) {
-        kill(c.pid, SIGKILL);
-        waitpid(c.pid, &st, 0);
-        c.status = -2;
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-  }
-}
-
 // The value after "final test accuracy: " in `log`, or -1.
 double FinalAccuracy(const std::string& log) {
   const std::string key = "final test accuracy: ";
@@ -672,24 +588,25 @@ TEST(ProcessModeTest, TwoProcessesTrainLikeTheEmbeddedCluster) {
   const std::string dir = FashionMnistDir(&missing);
   SKIP_WITHOUT_FASHION_MNIST(missing);
   TempDir tmp;
-  const std::string coordinator = "127.0.0.1:" + std::to_string(FreePort());
-  std::vector<Child> children;
+  const std::string coordinator = "127.0.0.1:" + std::to_string(geeps::testing::FreePort());
+  std::vector<geeps::testing::Child> children;
   for (int rank = 0; rank < 2; ++rank) {
     children.push_back(
-        Spawn({FMNIST_TRAINER, "--processes", "--train-limit", "2000",
-               "--epochs", "1", "--data-dir", dir},
-              {"GEEPS_RANK=" + std::to_string(rank), "GEEPS_WORLD_SIZE=2",
-               "GEEPS_COORDINATOR=" + coordinator},
-              tmp.File("rank" + std::to_string(rank) + ".log")));
+        geeps::testing::Spawn({FMNIST_TRAINER, "--processes", "--train-limit", "2000",
+                               "--epochs", "1", "--data-dir", dir},
+                              {{"GEEPS_RANK", std::to_string(rank)},
+                               {"GEEPS_WORLD_SIZE", "2"},
+                               {"GEEPS_COORDINATOR", coordinator}},
+                              tmp.File("rank" + std::to_string(rank) + ".log")));
     ASSERT_GT(children.back().pid, 0) << "cannot start " << FMNIST_TRAINER;
   }
   const auto start = std::chrono::steady_clock::now();
-  WaitAll(children, std::chrono::seconds(60));
+  geeps::testing::WaitAll(children, std::chrono::seconds(60));
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
-  const std::string log0 = ReadFile(children[0].log);
-  const std::string log1 = ReadFile(children[1].log);
+  const std::string log0 = geeps::testing::ReadFile(children[0].log);
+  const std::string log1 = geeps::testing::ReadFile(children[1].log);
   const std::string logs = "---- rank 0 (status " +
                            std::to_string(children[0].status) + ")\n" + log0 +
                            "---- rank 1 (status " +
