@@ -46,35 +46,36 @@ struct DeviceFixture {
 
 constexpr size_t kWidth = 128;
 
-void BM_Copy(benchmark::State& state) {
+// Times one device operation over `rows` rows of kWidth floats (enqueue and
+// wait), as bytes moved per second.
+template <typename Op>
+void TimeDeviceOp(benchmark::State& state, Op op) {
   const size_t rows = state.range(0);
   DeviceFixture f(rows, kWidth);
   for (auto _ : state) {
-    f.dev->Copy(f.dst, f.src, rows * kWidth * sizeof(float), device::CopyKind::kDeviceToDevice,
-                f.stream.get()).ok();
+    op(f, rows).ok();
     f.dev->Synchronize(f.stream.get()).ok();
   }
   state.SetBytesProcessed(state.iterations() * rows * kWidth * sizeof(float));
+}
+
+void BM_Copy(benchmark::State& state) {
+  TimeDeviceOp(state, [](DeviceFixture& f, size_t rows) {
+    return f.dev->Copy(f.dst, f.src, rows * kWidth * sizeof(float),
+                       device::CopyKind::kDeviceToDevice, f.stream.get());
+  });
 }
 
 void BM_Gather(benchmark::State& state) {
-  const size_t rows = state.range(0);
-  DeviceFixture f(rows, kWidth);
-  for (auto _ : state) {
-    f.dev->Gather(f.dst, f.src, f.index, rows, kWidth, f.stream.get()).ok();
-    f.dev->Synchronize(f.stream.get()).ok();
-  }
-  state.SetBytesProcessed(state.iterations() * rows * kWidth * sizeof(float));
+  TimeDeviceOp(state, [](DeviceFixture& f, size_t rows) {
+    return f.dev->Gather(f.dst, f.src, f.index, rows, kWidth, f.stream.get());
+  });
 }
 
 void BM_ScatterAdd(benchmark::State& state) {
-  const size_t rows = state.range(0);
-  DeviceFixture f(rows, kWidth);
-  for (auto _ : state) {
-    f.dev->ScatterAdd(f.dst, f.src, f.index, rows, kWidth, f.stream.get()).ok();
-    f.dev->Synchronize(f.stream.get()).ok();
-  }
-  state.SetBytesProcessed(state.iterations() * rows * kWidth * sizeof(float));
+  TimeDeviceOp(state, [](DeviceFixture& f, size_t rows) {
+    return f.dev->ScatterAdd(f.dst, f.src, f.index, rows, kWidth, f.stream.get());
+  });
 }
 
 void BM_DecodeUpdate(benchmark::State& state) {
