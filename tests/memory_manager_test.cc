@@ -24,6 +24,17 @@ struct Workload {
   uint64_t c_rows = 8;       // local C: scratch (fetch=false, keep=false)
   int iterations = 5;
   int workers = 1;
+  bool read_my_writes = false;
+  // A second read and a second update of W over scattered rows (so that an
+  // access can touch cache rows on both sides of the device budget).
+  std::vector<RowIndex> Scattered(size_t n, int step) const {
+    std::vector<RowIndex> rows;
+    for (uint64_t k = 0; k < w_rows && rows.size() < n; ++k) {
+      const RowIndex r = (k * step + 3) % w_rows;
+      if (std::find(rows.begin(), rows.end(), r) == rows.end()) rows.push_back(r);
+    }
+    return rows;
+  }
 };
 
 Config MakeConfig(const Workload& w, uint64_t budget) {
@@ -35,6 +46,7 @@ Config MakeConfig(const Workload& w, uint64_t budget) {
               {"C", w.c_rows, w.a_width, true}};
   c.device_memory_budget = budget;
   c.memory_guarantee = MemoryGuarantee::kNone;
+  c.read_my_writes = w.read_my_writes;
   c.timeout = std::chrono::milliseconds(10000);
   return c;
 }
@@ -56,6 +68,11 @@ Status RunWorker(GeePS& ps, const Workload& wl, Result* out) {
   GEEPS_RETURN_IF_ERROR(ps.VirtualPostLocalAccess(scratch, false));
   GEEPS_ASSIGN_OR_RETURN(LocalHandle b_acc, ps.VirtualLocalAccess(2, wl.b_rows, true));
   GEEPS_RETURN_IF_ERROR(ps.VirtualPostLocalAccess(b_acc, true));
+  const std::vector<RowIndex> w2_rows = wl.Scattered(5, 7), u2_rows = wl.Scattered(3, 5);
+  GEEPS_ASSIGN_OR_RETURN(ReadHandle r2, ps.VirtualRead(0, w2_rows));
+  GEEPS_RETURN_IF_ERROR(ps.VirtualPostRead(r2));
+  GEEPS_ASSIGN_OR_RETURN(UpdateHandle u2, ps.VirtualPreUpdate(0, u2_rows));
+  GEEPS_RETURN_IF_ERROR(ps.VirtualUpdate(u2));
   GEEPS_ASSIGN_OR_RETURN(LocalHandle a_in, ps.VirtualLocalAccess(1, RowRange(0, wl.a_rows), true));
   GEEPS_ASSIGN_OR_RETURN(UpdateHandle u, ps.VirtualPreUpdate(0, w_rows));
   GEEPS_RETURN_IF_ERROR(ps.VirtualUpdate(u));
@@ -85,6 +102,17 @@ Status RunWorker(GeePS& ps, const Workload& wl, Result* out) {
     for (size_t k = 0; k < wl.b_rows.size() * 3; ++k) b[k] += static_cast<float>(k + 1) + w[k % w.size()];
     std::vector<float> b_now(b, b + wl.b_rows.size() * 3);
     GEEPS_RETURN_IF_ERROR(ps.PostLocalAccess(b_acc));
+    // Scattered rows of W: read (summed, weighted by position), then a
+    // scattered update that depends on them.
+    GEEPS_ASSIGN_OR_RETURN(const float* w2, ps.Read(r2));
+    double w2_sum = 0;
+    for (size_t k = 0; k < w2_rows.size() * 5; ++k) w2_sum += w2[k] * static_cast<double>(k + 1);
+    out->read_sum += w2_sum;
+    GEEPS_RETURN_IF_ERROR(ps.PostRead(r2));
+    GEEPS_ASSIGN_OR_RETURN(float* d2, ps.PreUpdate(u2));
+    for (size_t k = 0; k < u2_rows.size() * 5; ++k)
+      d2[k] = static_cast<float>(w2_sum * 1e-4) + 0.003f * static_cast<float>(k + i);
+    GEEPS_RETURN_IF_ERROR(ps.Update(u2));
     // Read A back; the update depends on A, B and the scratch.
     GEEPS_ASSIGN_OR_RETURN(float* a2, ps.LocalAccess(a_in));
     GEEPS_ASSIGN_OR_RETURN(float* d, ps.PreUpdate(u));
@@ -115,6 +143,16 @@ StatusOr<Result> RunJob(const Workload& wl, uint64_t budget,
   GEEPS_RETURN_IF_ERROR((*cluster)->RunWorkers(
       [&](GeePS& ps) { return RunWorker(ps, wl, &results[ps.rank()]); }));
   return results[0];
+}
+
+// A number field of a flat JSON object (the plan's top-level fields).
+uint64_t JsonNumber(const std::string& json, const std::string& key) {
+  const size_t at = json.find("\"" + key + "\":");
+  if (at == std::string::npos) {
+    ADD_FAILURE() << "no " << key << " in " << json;
+    return 0;
+  }
+  return std::stoull(json.substr(at + key.size() + 3));
 }
 
 bool SameBits(const std::vector<float>& x, const std::vector<float>& y) {
@@ -213,7 +251,62 @@ TEST(MemoryManagerTest, RequiredLevelThatTheBudgetCannotMeetIsAClearError) {
   EXPECT_NE(refused.status().message().find("bytes"), std::string::npos) << refused.status();
   auto local = RunJob(wl, least_local, MemoryGuarantee::kAllLocalOnDevice);
   ASSERT_OK(local.status());
-  EXPECT_EQ(local->stats.bytes_host_to_device, 0);
+  EXPECT_EQ(JsonNumber(local->stats.memory_plan_json, "local_device_bytes"),
+            JsonNumber(local->stats.memory_plan_json, "local_total_bytes"));
+  // The whole parameter cache on the device takes more again; with it,
+  // nothing is copied between host and device memory at all.
+  const uint64_t least_cache = LeastBudget(wl, MemoryGuarantee::kWholeCacheOnDevice);
+  EXPECT_LT(least_local, least_cache);
+  auto cached = RunJob(wl, least_cache, MemoryGuarantee::kWholeCacheOnDevice);
+  ASSERT_OK(cached.status());
+  EXPECT_EQ(cached->stats.bytes_host_to_device, 0);
+  EXPECT_EQ(cached->stats.bytes_device_to_host, 0);
+  auto short_of_cache = RunJob(wl, least_cache - 1, MemoryGuarantee::kWholeCacheOnDevice);
+  ASSERT_FALSE(short_of_cache.ok());
+  EXPECT_EQ(short_of_cache.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(short_of_cache.status().message().find("kWholeCacheOnDevice"), std::string::npos)
+      << short_of_cache.status();
+}
+
+// Below the whole-cache level, cached parameter rows (and their oplog rows)
+// live in pinned host memory: the first-accessed rows stay on the device,
+// the rest are copied through the pool at each Read and Update, and the
+// results do not change. Covers accesses whose rows are on both sides.
+TEST(MemoryManagerTest, CacheRowsInHostMemoryGiveTheSameResults) {
+  for (bool rmw : {false, true}) {
+    for (int workers : {1, 2}) {
+      Workload wl;
+      wl.read_my_writes = rmw;
+      wl.workers = workers;
+      wl.w_rows = 24;
+      SCOPED_TRACE("read_my_writes " + std::to_string(rmw) + ", workers " +
+                   std::to_string(workers));
+      auto reference = RunJob(wl, 0);
+      ASSERT_OK(reference.status());
+      const uint64_t least_local = LeastBudget(wl, MemoryGuarantee::kAllLocalOnDevice);
+      const uint64_t least_cache = LeastBudget(wl, MemoryGuarantee::kWholeCacheOnDevice);
+      ASSERT_LT(least_local, least_cache);
+      int partial = 0, none = 0;
+      const uint64_t least = LeastBudget(wl);
+      for (uint64_t budget = least; budget <= least_cache; budget += (least_cache - least) / 7 + 1) {
+        auto got = RunJob(wl, budget);
+        ASSERT_OK(got.status());
+        const std::string& plan = got->stats.memory_plan_json;
+        const uint64_t on_device = JsonNumber(plan, "cache_device_bytes");
+        const uint64_t total = JsonNumber(plan, "cache_total_bytes");
+        ASSERT_LE(on_device, total);
+        if (on_device == 0) ++none;
+        if (on_device > 0 && on_device < total) ++partial;
+        EXPECT_TRUE(SameBits(got->w, reference->w)) << "budget " << budget << "\n" << plan;
+        EXPECT_TRUE(SameBits(got->b, reference->b)) << "budget " << budget;
+        EXPECT_EQ(got->read_sum, reference->read_sum) << "budget " << budget;
+        EXPECT_LE(got->stats.device_bytes_in_use, budget);
+        if (on_device < total) EXPECT_GT(got->stats.bytes_host_to_device, 0) << plan;
+      }
+      EXPECT_GT(partial, 0) << "no budget split the cache between device and host";
+      EXPECT_GT(none, 0) << "no budget put the whole cache in host memory";
+    }
+  }
 }
 
 TEST(MemoryManagerTest, StatsFileHoldsThePlan) {

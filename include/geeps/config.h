@@ -45,7 +45,7 @@ enum class MemoryGuarantee {
   kNone,                // the access buffer pool holds the peak once
   kDoubleBuffering,     // the pool holds twice the peak (prefetch overlaps use)
   kAllLocalOnDevice,    // and all local data stays in device memory
-  kWholeCacheOnDevice,  // and the whole parameter cache (always true today)
+  kWholeCacheOnDevice,  // and every cached parameter row (with its oplog row)
 };
 
 struct Config {

@@ -316,11 +316,29 @@ void CommChannel::HandlePush(int shard, std::vector<zmq::message_t>& frames) {
         for (size_t i = 0; i < floats; ++i) staging[i] += d[i];
       }
     }
+    // Install by pieces: rows in device memory are copied in, rows the
+    // memory manager keeps in host memory are written in place.
     device::Device* dev = ctx_.device;
-    Status st = dev->Copy(t.cache + offset, staging.data(), floats * sizeof(float),
-                          device::CopyKind::kHostToDevice, stream_.get());
-    if (st.ok() && rmw && t.oplog_dirty)
-      st = dev->Add(t.cache + offset, t.oplog + offset, floats, stream_.get());
+    const size_t w = t.width;
+    Status st;
+    t.ForPieces(s.cache_begin, s.cache_count, [&](const CacheRun& piece, uint32_t off) {
+      const float* src = staging.data() + off * w;
+      const size_t n = piece.count * w;
+      if (!piece.on_device) {
+        float* dst = t.host_cache + piece.at * w;
+        std::memcpy(dst, src, n * sizeof(float));
+        if (rmw && t.oplog_dirty) {
+          const float* d = t.host_oplog + piece.at * w;
+          for (size_t i = 0; i < n; ++i) dst[i] += d[i];
+        }
+        return;
+      }
+      if (st.ok())
+        st = dev->Copy(t.cache + piece.at * w, src, n * sizeof(float),
+                       device::CopyKind::kHostToDevice, stream_.get());
+      if (st.ok() && rmw && t.oplog_dirty)
+        st = dev->Add(t.cache + piece.at * w, t.oplog + piece.at * w, n, stream_.get());
+    });
     if (st.ok()) st = dev->Synchronize(stream_.get());
     if (!st.ok()) {
       GEEPS_LOG(Error) << "worker " << ctx_.rank << ": installing a push failed: " << st;

@@ -28,7 +28,8 @@ MemoryManager::~MemoryManager() {
 
 StatusOr<std::unique_ptr<MemoryManager>> MemoryManager::Create(
     const Config& config, int rank, const OpSequence& seq,
-    const std::vector<uint64_t>& cached_rows, uint64_t fixed_bytes, device::Device* device) {
+    const std::vector<std::unique_ptr<TableCache>>& tables, uint64_t fixed_bytes,
+    device::Device* device) {
   const uint64_t budget = config.device_memory_budget;
   const std::string who = "FinishVirtualIteration: worker " + std::to_string(rank) + ": ";
   // The pool's region is aligned by hand: keep room for that.
@@ -36,16 +37,21 @@ StatusOr<std::unique_ptr<MemoryManager>> MemoryManager::Create(
   if (budget <= fixed_bytes + slack) {
     return ResourceExhaustedError(
         who + "the device memory budget of " + std::to_string(budget) +
-        " bytes does not even hold the parameter cache, its oplogs and the indexes (" +
+        " bytes does not even hold the gather/scatter indexes and the buffers of scattered "
+        "local accesses (" +
         std::to_string(fixed_bytes) +
         " bytes, which stay in device memory); raise Config::device_memory_budget");
   }
   memory::PlanInput in;
   in.budget_bytes = budget - fixed_bytes - slack;
   in.required_level = LevelOf(config.memory_guarantee);
-  // The cache is fixed on the device (counted in fixed_bytes), so the planner
-  // sees its tables without rows.
-  for (size_t t = 0; t < cached_rows.size(); ++t) in.tables.push_back({0, sizeof(float)});
+  // Shared tables are numbered among themselves for the planner.
+  std::vector<int> shared_index(config.tables.size(), -1);
+  for (TableId t = 0; t < config.tables.size(); ++t) {
+    if (config.tables[t].local) continue;
+    shared_index[t] = static_cast<int>(in.tables.size());
+    in.tables.push_back({tables[t]->rows.size(), config.tables[t].row_width * sizeof(float)});
+  }
   std::vector<int> batch_of(config.tables.size(), -1);
   for (const RecordedAccess& a : seq.locals()) {
     if (batch_of[a.table] >= 0) continue;
@@ -59,12 +65,15 @@ StatusOr<std::unique_ptr<MemoryManager>> MemoryManager::Create(
     info.kind = kind;
     info.table = table;
     info.bytes = a.rows.size() * config.tables[a.table].row_width * sizeof(float);
+    if (kind != memory::AccessKind::kLocal) {
+      const std::vector<uint64_t>& cached = tables[a.table]->rows;
+      info.cache_rows.reserve(a.rows.size());
+      for (RowIndex r : a.rows)
+        info.cache_rows.push_back(static_cast<uint64_t>(
+            std::lower_bound(cached.begin(), cached.end(), r) - cached.begin()));
+    }
     in.accesses.push_back(std::move(info));
   };
-  // Shared tables are numbered among themselves for the planner.
-  std::vector<int> shared_index(config.tables.size(), -1);
-  for (TableId t = 0, n = 0; t < config.tables.size(); ++t)
-    if (!config.tables[t].local) shared_index[t] = static_cast<int>(n++);
   for (const RecordedAccess& a : seq.reads()) add(memory::AccessKind::kRead, a, shared_index[a.table]);
   for (const RecordedAccess& a : seq.updates()) add(memory::AccessKind::kUpdate, a, shared_index[a.table]);
   for (const RecordedAccess& a : seq.locals()) add(memory::AccessKind::kLocal, a, batch_of[a.table]);
@@ -104,6 +113,7 @@ StatusOr<std::unique_ptr<MemoryManager>> MemoryManager::Create(
   mm->num_accesses_ = reads + updates + static_cast<int>(seq.locals().size());
   mm->stall_by_access_.reset(new std::atomic<int64_t>[mm->num_accesses_]);
   for (int i = 0; i < mm->num_accesses_; ++i) mm->stall_by_access_[i].store(0);
+  mm->shared_index_ = std::move(shared_index);
   mm->local_on_device_.assign(config.tables.size(), true);
   for (TableId t = 0; t < config.tables.size(); ++t) {
     if (batch_of[t] >= 0) mm->local_on_device_[t] = mm->plan_.local_on_device[batch_of[t]];

@@ -1,10 +1,11 @@
 // The memory manager of one worker with a device memory budget: the plan
 // (what lives in device memory, what in pinned host memory), the access
 // buffer pool (one device region handed out by memory::BufferPool), and its
-// statistics. The parameter cache, oplogs and indexes stay in device memory
-// (they are the fixed part of the budget); the planner places the local
-// tables and sizes the pool for the Read/PreUpdate buffers and the buffers of
-// local data living in host memory.
+// statistics. The indexes stay in device memory (the fixed part of the
+// budget); the planner places the local tables and the cached parameter rows
+// (each with its oplog row) in device or pinned host memory, and sizes the
+// pool for the Read/PreUpdate buffers and the buffers of local data living
+// in host memory.
 //
 // Threads: Acquire/Release and the counters may be used from any thread.
 #ifndef GEEPS_CLIENT_MEMORY_MANAGER_H_
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "client/op_sequence.h"
+#include "client/table_cache.h"
 #include "device/device.h"
 #include "geeps/config.h"
 #include "geeps/stats.h"
@@ -28,17 +30,23 @@ namespace geeps::client {
 class MemoryManager {
  public:
   // Plans for `seq` under config.device_memory_budget, of which
-  // `fixed_bytes` are already taken by the cache, oplogs and indexes.
-  // `cached_rows[t]` is the number of cached rows of shared table t. Errors:
+  // `fixed_bytes` are already taken by the indexes. `tables[t]` holds the
+  // cached rows of shared table t (null for a local table). Errors:
   // kResourceExhausted with the numbers when the budget is too small for
   // Config::memory_guarantee.
   static StatusOr<std::unique_ptr<MemoryManager>> Create(
       const Config& config, int rank, const OpSequence& seq,
-      const std::vector<uint64_t>& cached_rows, uint64_t fixed_bytes, device::Device* device);
+      const std::vector<std::unique_ptr<TableCache>>& tables, uint64_t fixed_bytes,
+      device::Device* device);
   ~MemoryManager();
 
   // Whether local table `table` lives in device memory.
   bool LocalOnDevice(TableId table) const { return local_on_device_[table]; }
+  // Per cached position of shared table `table`: whether the row (and its
+  // oplog row) lives in device memory.
+  const std::vector<bool>& CacheRowsOnDevice(TableId table) const {
+    return plan_.row_on_device[shared_index_[table]];
+  }
 
   // Which recorded access a stall is charged to.
   enum class Kind { kRead = 0, kUpdate = 1, kLocal = 2 };
@@ -77,6 +85,7 @@ class MemoryManager {
   void* region_ = nullptr;  // device memory of the pool
   std::unique_ptr<memory::BufferPool> pool_;
   std::vector<bool> local_on_device_;  // by TableId
+  std::vector<int> shared_index_;      // by TableId: index among shared tables
   std::string plan_json_;
   std::atomic<int64_t> stall_ns_{0}, h2d_bytes_{0}, d2h_bytes_{0};
   int first_id_[3] = {0, 0, 0};  // of reads, updates, local accesses

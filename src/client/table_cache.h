@@ -2,6 +2,12 @@
 // thread and the worker's communication threads.
 //
 // Invariants (all guarded by `mu`):
+//  - cached rows have positions 0..rows.size()-1 (sorted by row). `runs`
+//    cover the positions in order; a run's rows live in device memory
+//    (cache/oplog, at device index `at` onwards) or, under a device memory
+//    budget that cannot hold them, in pinned host memory (host_cache/
+//    host_oplog, at host index `at` onwards). Within each side, indexes
+//    follow positions, so any range of positions is a few contiguous pieces.
 //  - cache holds the table's cached rows (`rows`, sorted: every row the
 //    worker reads or updates), as of the last push of each partition, plus,
 //    with read-my-writes, this worker's deltas the servers had not included.
@@ -11,6 +17,7 @@
 #ifndef GEEPS_CLIENT_TABLE_CACHE_H_
 #define GEEPS_CLIENT_TABLE_CACHE_H_
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -44,12 +51,24 @@ struct OplogSlot {
   bool in_use = false;
 };
 
+// Consecutive cached positions [begin, begin + count) on one side.
+struct CacheRun {
+  uint32_t begin = 0;
+  uint32_t count = 0;
+  bool on_device = true;
+  uint32_t at = 0;  // index of `begin` in the device or host arrays
+};
+
 struct TableCache {
   TableId id = 0;
   uint32_t width = 0;
   std::vector<uint64_t> rows;  // cached rows, sorted
-  float* cache = nullptr;      // device memory, rows.size() * width
-  float* oplog = nullptr;      // device memory, rows.size() * width
+  float* cache = nullptr;       // device memory, device_rows * width
+  float* oplog = nullptr;       // device memory, device_rows * width
+  float* host_cache = nullptr;  // pinned host memory, host_rows * width
+  float* host_oplog = nullptr;  // pinned host memory, host_rows * width
+  uint32_t device_rows = 0, host_rows = 0;
+  std::vector<CacheRun> runs;  // fixed after FinishVirtualIteration
 
   std::mutex mu;
   std::condition_variable cv;
@@ -59,6 +78,19 @@ struct TableCache {
   std::deque<OplogSlot*> retained;     // by clock, oldest first
 
   size_t floats() const { return rows.size() * width; }
+
+  // Calls f(const CacheRun& piece, offset) for the pieces of positions
+  // [begin, begin + count), in order; `piece` is clipped to the range (its
+  // `at` adjusted) and `offset` is piece.begin - begin.
+  template <typename F>
+  void ForPieces(uint32_t begin, uint32_t count, F&& f) const {
+    const uint32_t end = begin + count;
+    for (const CacheRun& r : runs) {
+      const uint32_t lo = std::max(begin, r.begin), hi = std::min(end, r.begin + r.count);
+      if (lo >= hi) continue;
+      f(CacheRun{lo, hi - lo, r.on_device, r.at + (lo - r.begin)}, lo - begin);
+    }
+  }
 };
 
 }  // namespace geeps::client

@@ -113,10 +113,7 @@ Status Worker::VirtualClock() {
 }
 
 uint64_t Worker::FixedDeviceBytes() const {
-  uint64_t bytes = 0;
-  for (const auto& t : tables_) {
-    if (t) bytes += 2ull * t->floats() * sizeof(float);  // cache + oplog
-  }
+  uint64_t bytes = 0;  // the cache and oplogs are placed by the planner
   for (const auto* list : {&seq_.reads(), &seq_.updates()}) {
     for (const RecordedAccess& a : *list) bytes += a.rows.size() * sizeof(uint32_t);
   }
@@ -190,11 +187,31 @@ Status Worker::BuildTables() {
 Status Worker::AllocateTables() {
   for (auto& t : tables_) {
     if (!t) continue;
-    GEEPS_ASSIGN_OR_RETURN(t->cache, AllocFloats(t->floats()));
-    GEEPS_ASSIGN_OR_RETURN(t->oplog, AllocFloats(t->floats()));
-    if (t->floats() > 0) {
-      GEEPS_RETURN_IF_ERROR(device_->Fill(t->cache, 0.0f, t->floats(), stream_.get()));
-      GEEPS_RETURN_IF_ERROR(device_->Fill(t->oplog, 0.0f, t->floats(), stream_.get()));
+    // Runs of consecutive positions on one side; each side indexed in order.
+    const uint32_t n = static_cast<uint32_t>(t->rows.size());
+    for (uint32_t p = 0; p < n; ++p) {
+      const bool on_device = !memory_ || memory_->CacheRowsOnDevice(t->id)[p];
+      if (t->runs.empty() || t->runs.back().on_device != on_device) {
+        t->runs.push_back({p, 0, on_device, on_device ? t->device_rows : t->host_rows});
+      }
+      ++t->runs.back().count;
+      ++(on_device ? t->device_rows : t->host_rows);
+    }
+    const size_t dev_floats = static_cast<size_t>(t->device_rows) * t->width;
+    GEEPS_ASSIGN_OR_RETURN(t->cache, AllocFloats(dev_floats));
+    GEEPS_ASSIGN_OR_RETURN(t->oplog, AllocFloats(dev_floats));
+    if (dev_floats > 0) {
+      GEEPS_RETURN_IF_ERROR(device_->Fill(t->cache, 0.0f, dev_floats, stream_.get()));
+      GEEPS_RETURN_IF_ERROR(device_->Fill(t->oplog, 0.0f, dev_floats, stream_.get()));
+    }
+    const size_t host_floats = static_cast<size_t>(t->host_rows) * t->width;
+    if (host_floats > 0) {
+      for (float** p : {&t->host_cache, &t->host_oplog}) {
+        GEEPS_ASSIGN_OR_RETURN(void* host, device_->AllocatePinned(host_floats * sizeof(float)));
+        pinned_allocations_.push_back(host);
+        std::memset(host, 0, host_floats * sizeof(float));
+        *p = static_cast<float*>(host);
+      }
     }
   }
   local_on_host_.assign(config_.tables.size(), false);
@@ -216,6 +233,97 @@ Status Worker::AllocateTables() {
   return device_->Synchronize(stream_.get());
 }
 
+Status Worker::BuildCacheAccess(const RecordedAccess& a, const TableCache& t,
+                                AccessBuffers& b) {
+  // Each requested row's side and index there, from its cached position.
+  std::vector<uint32_t> device_index;
+  const std::vector<uint32_t> pos = Positions(t.rows, a.rows);
+  for (uint32_t i = 0; i < pos.size(); ++i) {
+    CacheRun where;
+    t.ForPieces(pos[i], 1, [&](const CacheRun& piece, uint32_t) { where = piece; });
+    std::vector<uint32_t>& index = where.on_device ? device_index : b.host_index;
+    if (b.runs.empty() || b.runs.back().on_device != where.on_device)
+      b.runs.push_back({i, 0, where.on_device, static_cast<uint32_t>(index.size())});
+    ++b.runs.back().count;
+    index.push_back(where.at);
+  }
+  b.host_count = static_cast<uint32_t>(b.host_index.size());
+  GEEPS_ASSIGN_OR_RETURN(b.index, UploadIndex(device_index));
+  if (b.host_count > 0) {
+    GEEPS_ASSIGN_OR_RETURN(void* staging,
+                           device_->AllocatePinned(b.host_count * t.width * sizeof(float)));
+    pinned_allocations_.push_back(staging);
+    b.staging = static_cast<float*>(staging);
+  }
+  return Status::OK();
+}
+
+Status Worker::GatherFromCache(const RecordedAccess& a, TableCache& t, AccessBuffers& b,
+                               int handle) {
+  (void)a;
+  const size_t w = t.width;
+  for (const AccessRun& r : b.runs) {
+    if (!r.on_device) continue;
+    GEEPS_RETURN_IF_ERROR(device_->Gather(b.buffer + r.out * w, t.cache, b.index + r.index_at,
+                                          r.count, w, stream_.get()));
+  }
+  if (b.host_count > 0) {
+    // Rows in host memory: gathered on the host, copied in behind the
+    // device gathers (the same stream).
+    const auto start = SteadyClock::now();
+    for (uint32_t i = 0; i < b.host_count; ++i)
+      std::memcpy(b.staging + i * w, t.host_cache + b.host_index[i] * w, w * sizeof(float));
+    for (const AccessRun& r : b.runs) {
+      if (r.on_device) continue;
+      GEEPS_RETURN_IF_ERROR(device_->Copy(b.buffer + r.out * w, b.staging + r.index_at * w,
+                                          r.count * w * sizeof(float),
+                                          device::CopyKind::kHostToDevice, stream_.get()));
+    }
+    GEEPS_RETURN_IF_ERROR(device_->Synchronize(stream_.get()));
+    memory_->AddCopy(true, b.host_count * w * sizeof(float));
+    memory_->AddStall({MemoryManager::Kind::kRead, handle}, SteadyClock::now() - start);
+    return Status::OK();
+  }
+  return device_->Synchronize(stream_.get());
+}
+
+Status Worker::ScatterToCache(const RecordedAccess& a, TableCache& t, AccessBuffers& b,
+                              int handle) {
+  (void)a;
+  const size_t w = t.width;
+  const bool rmw = config_.read_my_writes;
+  const auto start = SteadyClock::now();
+  for (const AccessRun& r : b.runs) {
+    if (r.on_device) {
+      for (float* dst : {t.oplog, rmw ? t.cache : nullptr}) {
+        if (dst == nullptr) continue;
+        GEEPS_RETURN_IF_ERROR(device_->ScatterAdd(dst, b.buffer + r.out * w,
+                                                  b.index + r.index_at, r.count, w,
+                                                  stream_.get()));
+      }
+    } else {
+      GEEPS_RETURN_IF_ERROR(device_->Copy(b.staging + r.index_at * w, b.buffer + r.out * w,
+                                          r.count * w * sizeof(float),
+                                          device::CopyKind::kDeviceToHost, stream_.get()));
+    }
+  }
+  GEEPS_RETURN_IF_ERROR(device_->Synchronize(stream_.get()));
+  if (b.host_count > 0) {
+    // Deltas of rows in host memory are added there, on the host.
+    for (uint32_t i = 0; i < b.host_count; ++i) {
+      const float* d = b.staging + i * w;
+      for (float* dst : {t.host_oplog, rmw ? t.host_cache : nullptr}) {
+        if (dst == nullptr) continue;
+        float* row = dst + b.host_index[i] * w;
+        for (size_t j = 0; j < w; ++j) row[j] += d[j];
+      }
+    }
+    memory_->AddCopy(false, b.host_count * w * sizeof(float));
+    memory_->AddStall({MemoryManager::Kind::kUpdate, handle}, SteadyClock::now() - start);
+  }
+  return Status::OK();
+}
+
 Status Worker::BuildAccesses() {
   read_bufs_.resize(seq_.reads().size());
   for (size_t i = 0; i < seq_.reads().size(); ++i) {
@@ -226,7 +334,7 @@ Status Worker::BuildAccesses() {
     if (!b.pooled) {
       GEEPS_ASSIGN_OR_RETURN(b.buffer, AllocFloats(a.rows.size() * t.width));
     }
-    GEEPS_ASSIGN_OR_RETURN(b.index, UploadIndex(Positions(t.rows, a.rows)));
+    GEEPS_RETURN_IF_ERROR(BuildCacheAccess(a, t, b));
     for (size_t si = 0; si < t.slices.size(); ++si) {
       const PartitionSlice& s = t.slices[si];
       if (std::any_of(a.rows.begin(), a.rows.end(),
@@ -243,7 +351,7 @@ Status Worker::BuildAccesses() {
     if (!b.pooled) {
       GEEPS_ASSIGN_OR_RETURN(b.buffer, AllocFloats(a.rows.size() * t.width));
     }
-    GEEPS_ASSIGN_OR_RETURN(b.index, UploadIndex(Positions(t.rows, a.rows)));
+    GEEPS_RETURN_IF_ERROR(BuildCacheAccess(a, t, b));
   }
   local_bufs_.resize(seq_.locals().size());
   for (size_t i = 0; i < seq_.locals().size(); ++i) {
@@ -356,10 +464,7 @@ Status Worker::FinishVirtualIteration() {
   // Plan the tables first, to check the budget before allocating anything.
   Status st = BuildTables();
   if (st.ok() && config_.device_memory_budget > 0) {
-    std::vector<uint64_t> cached_rows;
-    for (const auto& t : tables_)
-      if (t) cached_rows.push_back(t->rows.size());
-    auto mm = MemoryManager::Create(config_, rank_, seq_, cached_rows, FixedDeviceBytes(),
+    auto mm = MemoryManager::Create(config_, rank_, seq_, tables_, FixedDeviceBytes(),
                                     device_.get());
     if (mm.ok()) {
       memory_ = std::move(mm).value();
@@ -469,9 +574,21 @@ Status Worker::AdvanceTable(TableId id) {
     slot->dirty = t.oplog_dirty;
     slot->pending_sends = senders;
     if (t.oplog_dirty) {
-      GEEPS_RETURN_IF_ERROR(device_->Copy(slot->host, t.oplog, t.floats() * sizeof(float),
-                                          device::CopyKind::kDeviceToHost, stream_.get()));
-      GEEPS_RETURN_IF_ERROR(device_->Fill(t.oplog, 0.0f, t.floats(), stream_.get()));
+      // The slot holds the deltas by cached position, whichever side.
+      const size_t w = t.width;
+      for (const CacheRun& r : t.runs) {
+        if (r.on_device) {
+          GEEPS_RETURN_IF_ERROR(device_->Copy(slot->host + r.begin * w, t.oplog + r.at * w,
+                                              r.count * w * sizeof(float),
+                                              device::CopyKind::kDeviceToHost, stream_.get()));
+        } else {
+          std::memcpy(slot->host + r.begin * w, t.host_oplog + r.at * w,
+                      r.count * w * sizeof(float));
+        }
+      }
+      if (t.device_rows > 0)
+        GEEPS_RETURN_IF_ERROR(device_->Fill(t.oplog, 0.0f, t.device_rows * w, stream_.get()));
+      if (t.host_rows > 0) std::memset(t.host_oplog, 0, t.host_rows * w * sizeof(float));
       GEEPS_RETURN_IF_ERROR(device_->Synchronize(stream_.get()));
       t.oplog_dirty = false;
       if (config_.read_my_writes) {
@@ -608,9 +725,7 @@ StatusOr<const float*> Worker::Read(ReadHandle h) {
     }
     GEEPS_RETURN_IF_ERROR(AcquireBuffer(b, a.rows.size() * t.width * sizeof(float),
                                         {MemoryManager::Kind::kRead, h.id}));
-    GEEPS_RETURN_IF_ERROR(
-        device_->Gather(b.buffer, t.cache, b.index, a.rows.size(), t.width, stream_.get()));
-    GEEPS_RETURN_IF_ERROR(device_->Synchronize(stream_.get()));
+    GEEPS_RETURN_IF_ERROR(GatherFromCache(a, t, b, h.id));
   }
   GEEPS_RETURN_IF_ERROR(Advance());
   return static_cast<const float*>(b.buffer);
@@ -644,13 +759,7 @@ Status Worker::Update(UpdateHandle h) {
   TableCache& t = *tables_[a.table];
   {
     std::lock_guard<std::mutex> lock(t.mu);
-    GEEPS_RETURN_IF_ERROR(
-        device_->ScatterAdd(t.oplog, b.buffer, b.index, a.rows.size(), t.width, stream_.get()));
-    if (config_.read_my_writes) {
-      GEEPS_RETURN_IF_ERROR(device_->ScatterAdd(t.cache, b.buffer, b.index, a.rows.size(),
-                                                t.width, stream_.get()));
-    }
-    GEEPS_RETURN_IF_ERROR(device_->Synchronize(stream_.get()));
+    GEEPS_RETURN_IF_ERROR(ScatterToCache(a, t, b, h.id));
     t.oplog_dirty = true;
   }
   ReleaseBuffer(b);
@@ -792,10 +901,18 @@ Status Worker::CopyRows(TableId table, const std::vector<RowIndex>& rows, float*
                                   std::to_string(table) +
                                   " is not in this worker's cache (it neither reads nor "
                                   "updates it)");
-    GEEPS_RETURN_IF_ERROR(device_->Copy(out + i * spec.row_width,
-                                        t.cache + (it - t.rows.begin()) * spec.row_width,
-                                        row_bytes, device::CopyKind::kDeviceToHost,
-                                        stream_.get()));
+    Status st;
+    t.ForPieces(static_cast<uint32_t>(it - t.rows.begin()), 1,
+                [&](const CacheRun& piece, uint32_t) {
+                  float* dst = out + i * spec.row_width;
+                  if (!piece.on_device) {
+                    std::memcpy(dst, t.host_cache + piece.at * spec.row_width, row_bytes);
+                    return;
+                  }
+                  st = device_->Copy(dst, t.cache + piece.at * spec.row_width, row_bytes,
+                                     device::CopyKind::kDeviceToHost, stream_.get());
+                });
+    GEEPS_RETURN_IF_ERROR(st);
   }
   return device_->Synchronize(stream_.get());
 }

@@ -74,6 +74,16 @@ class Worker {
  private:
   enum class Phase { kRecording, kFinished, kRunning, kShutDown };
 
+  // A run of an access's rows (in request order) whose cached rows live on
+  // one side: rows [out, out + count) of the buffer; device rows gather from /
+  // scatter to the device cache through index[index_at ..], host rows through
+  // host_index[index_at ..] and staging[index_at * width ..].
+  struct AccessRun {
+    uint32_t out = 0, count = 0;
+    bool on_device = true;
+    uint32_t index_at = 0;
+  };
+
   // Device memory of one recorded access.
   struct AccessBuffers {
     float* buffer = nullptr;     // rows.size() * width
@@ -86,6 +96,11 @@ class Worker {
     bool pooled = false;
     float* host_rows = nullptr;  // local data in host memory: contiguous rows there
     float* staging = nullptr;    // ... or a pinned buffer to gather/scatter through
+    // Reads and updates: the runs of rows by side (one device run when the
+    // whole cache is on the device), and the host positions of host rows.
+    std::vector<AccessRun> runs;
+    std::vector<uint32_t> host_index;
+    uint32_t host_count = 0;  // rows in host memory
   };
 
   Status CheckRecording(const char* call) const;
@@ -96,6 +111,12 @@ class Worker {
   Status BuildTables();     // plans cached rows and slices, no memory
   Status AllocateTables();  // cache, oplog, local tables
   Status BuildAccesses();
+  // Index and runs of a read or update access over the cached rows.
+  Status BuildCacheAccess(const RecordedAccess& a, const TableCache& t, AccessBuffers& b);
+  // Moves a read's rows from the cache into its buffer / adds an update's
+  // buffer into the oplog (and the cache, with read-my-writes). Under t.mu.
+  Status GatherFromCache(const RecordedAccess& a, TableCache& t, AccessBuffers& b, int handle);
+  Status ScatterToCache(const RecordedAccess& a, TableCache& t, AccessBuffers& b, int handle);
   void BuildClockPlan();
   StatusOr<uint32_t*> UploadIndex(const std::vector<uint32_t>& index);
   StatusOr<float*> AllocFloats(size_t count);
