@@ -61,6 +61,20 @@ class GeePS {
   int rank() const;
   int num_workers() const;
 
+  // ---- The device and the stream contract (docs/api.md, docs/cuda.md) -----
+  // The backend this worker uses: kHost or kCuda once FinishVirtualIteration
+  // has created the device; before that, Config::device as given (maybe
+  // kAuto).
+  DeviceKind device_kind() const;
+  // The stream on which the worker makes the application's buffers ready: a
+  // cudaStream_t (as void*) on the CUDA backend, nullptr on the host backend
+  // and before FinishVirtualIteration. Contract: a buffer returned by Read,
+  // PreUpdate or LocalAccess is ready on this stream when the call returns;
+  // the application's work on it must be complete, or enqueued on this
+  // stream, before it calls PostRead, Update or PostLocalAccess. Application
+  // thread only; the stream lives until Shutdown().
+  void* compute_stream() const;
+
   // ---- Phase 1: the virtual iteration -------------------------------------
   // Records a read of `rows` of shared table `table` with staleness at most
   // `slack` clocks (0 = BSP, kUnboundedSlack = asynchronous).

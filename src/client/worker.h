@@ -40,6 +40,8 @@ class Worker {
 
   int rank() const { return rank_; }
   int num_workers() const { return config_.num_workers; }
+  DeviceKind device_kind() const { return device_ ? device_->kind() : config_.device; }
+  void* compute_stream() const { return stream_ ? stream_->native_handle() : nullptr; }
 
   StatusOr<ReadHandle> VirtualRead(TableId table, const std::vector<RowIndex>& rows, int slack);
   Status VirtualPostRead(ReadHandle h);

@@ -7,6 +7,7 @@
 #include <zmq.hpp>
 
 #include "client/worker.h"
+#include "device/device.h"
 #include "server/shard_channel.h"
 
 namespace geeps {
@@ -51,6 +52,9 @@ EmbeddedCluster::~EmbeddedCluster() { Shutdown().ok(); }
 StatusOr<std::unique_ptr<EmbeddedCluster>> EmbeddedCluster::Start(const Config& config) {
   GEEPS_RETURN_IF_ERROR(ValidateConfig(config));
   GEEPS_RETURN_IF_ERROR(CheckDescriptors(config));
+  // A forced backend that cannot work (GEEPS_DEVICE=cuda without a GPU)
+  // fails here, not at each worker's FinishVirtualIteration.
+  GEEPS_RETURN_IF_ERROR(device::CheckDeviceAvailable(config.device));
   auto impl = std::make_unique<Impl>();
   impl->config = config;
   try {

@@ -5,6 +5,9 @@
 #include <string>
 
 #include "device/host/host_device.h"
+#ifdef GEEPS_HAVE_CUDA
+#include "device/cuda/cuda_device.h"
+#endif
 
 namespace geeps::device {
 
@@ -19,21 +22,48 @@ StatusOr<std::unique_ptr<Device>> CreateHostDevice(
   }
 }
 
+// OK when the CUDA backend is built and sees a GPU; else why not.
+Status CudaUsable() {
+#ifdef GEEPS_HAVE_CUDA
+  return cuda::CudaAvailable();
+#else
+  return UnavailableError(
+      "CUDA backend not built: this libgeeps was built without CUDA "
+      "(GEEPS_WITH_CUDA=OFF, or no nvcc at configure time); use "
+      "DeviceKind::kHost (or kAuto)");
+#endif
+}
+
 }  // namespace
+
+Status CheckDeviceAvailable(DeviceKind kind) {
+  switch (kind) {
+    case DeviceKind::kAuto:
+    case DeviceKind::kHost:
+      return Status::OK();
+    case DeviceKind::kCuda:
+      return CudaUsable();
+  }
+  return InvalidArgumentError("unknown DeviceKind " +
+                              std::to_string(static_cast<int>(kind)));
+}
 
 StatusOr<std::unique_ptr<Device>> CreateDevice(DeviceKind kind,
                                                const DeviceOptions& options) {
   switch (kind) {
     case DeviceKind::kAuto:
-      // The CUDA backend arrives with a later issue; until then kAuto is
-      // always the host backend. Once it exists: CUDA when the backend is
-      // built and a GPU is present, else host.
+      // Any error of the probe (no driver, no device) means "no GPU".
+      if (!CudaUsable().ok()) return CreateHostDevice(options);
+      [[fallthrough]];
+    case DeviceKind::kCuda:
+      GEEPS_RETURN_IF_ERROR(CudaUsable());
+#ifdef GEEPS_HAVE_CUDA
+      return cuda::CudaDevice::Create(options);
+#else
+      return InternalError("CUDA usable without the CUDA backend");
+#endif
     case DeviceKind::kHost:
       return CreateHostDevice(options);
-    case DeviceKind::kCuda:
-      return UnavailableError(
-          "CUDA backend not built: this libgeeps has no CUDA backend yet; "
-          "use DeviceKind::kHost (or kAuto)");
   }
   return InvalidArgumentError("CreateDevice: unknown DeviceKind " +
                               std::to_string(static_cast<int>(kind)));

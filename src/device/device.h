@@ -1,7 +1,7 @@
 // The device layer: memory, streams, events and the few kernels libgeeps
 // needs. Everything above src/device talks to a Device; backends are host/
 // (always built, a real backend whose device memory is host memory under a
-// byte budget) and cuda/ (a later issue).
+// byte budget) and cuda/ (built when CMake finds nvcc; see docs/cuda.md).
 //
 // Stream semantics (both backends): operations enqueued on one stream run in
 // order, asynchronously to the caller. Pointers passed to an async operation
@@ -26,6 +26,9 @@ enum class CopyKind { kHostToDevice, kDeviceToHost, kDeviceToDevice, kHostToHost
 class Stream {
  public:
   virtual ~Stream() = default;
+  // The backend's own handle (a cudaStream_t on CUDA), for applications
+  // that order their kernels against the library's work; nullptr on host.
+  virtual void* native_handle() const { return nullptr; }
 };
 
 // An event marks a point in a stream. Record() re-arms it; a never-recorded
@@ -106,6 +109,12 @@ class Device {
 // present, else host. kCuda without CUDA is kUnavailable with the reason.
 StatusOr<std::unique_ptr<Device>> CreateDevice(DeviceKind kind,
                                                const DeviceOptions& options);
+
+// Whether CreateDevice(kind) can succeed, without creating anything: OK for
+// kHost and kAuto; for kCuda, kUnavailable naming the reason ("CUDA backend
+// not built", or "no CUDA device: " and the cudaGetDeviceCount error). The
+// GPU probe runs once per process. Any thread.
+Status CheckDeviceAvailable(DeviceKind kind);
 
 }  // namespace geeps::device
 
