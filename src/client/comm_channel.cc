@@ -287,24 +287,41 @@ void CommChannel::HandlePush(int shard, std::vector<zmq::message_t>& frames) {
   // Parts of one push arrive back to back on this shard's socket; collect
   // them, then install the whole push at once.
   PartialPush& partial = partial_[shard];
-  if (m.header.offset == 0) {
-    partial = PartialPush{static_cast<int>(m.header.table), m.header.clock, 0};
+  const bool rmw = ctx_.config->read_my_writes;
+  // A push in one part is installed straight from the message unless
+  // read-my-writes must add to it first.
+  const bool whole = m.header.offset == 0 && !(m.header.flags & transport::kFlagMore);
+  const bool direct = whole && !rmw;
+  if (direct) {
+    partial.table = -1;
+  } else if (m.header.offset == 0) {
+    // Keep the buffer (and its pages) from one push to the next.
+    partial.table = static_cast<int>(m.header.table);
+    partial.clock = m.header.clock;
+    partial.received = 0;
     partial.rows.resize(static_cast<size_t>(s.cache_count) * t.width);
   } else if (partial.table != static_cast<int>(m.header.table) ||
              partial.clock != m.header.clock || partial.received != m.header.offset) {
     partial.table = -1;
     return Drop("push part out of sequence");
   }
-  std::memcpy(partial.rows.data() + m.header.offset * t.width, m.payload,
-              m.header.row_count * t.width * sizeof(float));
-  partial.received += m.header.row_count;
-  if (m.header.flags & transport::kFlagMore) return;
-  partial.table = -1;
-  if (partial.received != s.cache_count) return Drop("push ended before all subscribed rows");
+  if (!direct) {
+    std::memcpy(partial.rows.data() + m.header.offset * t.width, m.payload,
+                m.header.row_count * t.width * sizeof(float));
+    partial.received += m.header.row_count;
+    if (m.header.flags & transport::kFlagMore) return;
+    partial.table = -1;
+    if (partial.received != s.cache_count) return Drop("push ended before all subscribed rows");
+  } else if (m.header.row_count != s.cache_count) {
+    return Drop("push ended before all subscribed rows");
+  }
   std::vector<float>& staging = partial.rows;
+  // The rows in cached-position order, as bytes (a payload need not be
+  // aligned for floats; copies do not care).
+  const char* rows_bytes = direct ? reinterpret_cast<const char*>(m.payload)
+                                  : reinterpret_cast<const char*>(staging.data());
   const size_t floats = static_cast<size_t>(s.cache_count) * t.width;
   const size_t offset = static_cast<size_t>(s.cache_begin) * t.width;
-  const bool rmw = ctx_.config->read_my_writes;
   {
     std::lock_guard<std::mutex> lock(t.mu);
     if (m.header.clock <= s.age || m.header.aux < s.included)
@@ -322,7 +339,7 @@ void CommChannel::HandlePush(int shard, std::vector<zmq::message_t>& frames) {
     const size_t w = t.width;
     Status st;
     t.ForPieces(s.cache_begin, s.cache_count, [&](const CacheRun& piece, uint32_t off) {
-      const float* src = staging.data() + off * w;
+      const char* src = rows_bytes + off * w * sizeof(float);
       const size_t n = piece.count * w;
       if (!piece.on_device) {
         float* dst = t.host_cache + piece.at * w;

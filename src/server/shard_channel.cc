@@ -219,6 +219,34 @@ void ShardChannel::HandleSubscribe(int worker, const DecodedMessage& m) {
   if (t.min_clock > 0) PushTo(worker, m.header.table, t);
 }
 
+namespace {
+
+// dst[j] += src[j] for j < w; src is a payload that need not be aligned.
+void AddRow(float* __restrict dst, const unsigned char* __restrict src, uint32_t w) {
+  constexpr uint32_t kBlock = 16;
+  float block[kBlock];
+  uint32_t j = 0;
+  for (; j + kBlock <= w; j += kBlock) {
+    std::memcpy(block, src + j * sizeof(float), sizeof(block));
+    for (uint32_t k = 0; k < kBlock; ++k) dst[j + k] += block[k];
+  }
+  for (; j < w; ++j) {
+    float d;
+    std::memcpy(&d, src + j * sizeof(float), sizeof(float));
+    dst[j] += d;
+  }
+}
+
+// data += acc, then acc = 0, in one pass.
+void FoldAndClear(float* __restrict data, float* __restrict acc, size_t n) {
+  for (size_t k = 0; k < n; ++k) {
+    data[k] += acc[k];
+    acc[k] = 0.0f;
+  }
+}
+
+}  // namespace
+
 void ShardChannel::HandleUpdate(int worker, const DecodedMessage& m) {
   TableState& t = *tables_[m.header.table];
   if (m.header.clock != t.clocks[worker])
@@ -241,15 +269,8 @@ void ShardChannel::HandleUpdate(int worker, const DecodedMessage& m) {
         acc.assign(t.data.size(), 0.0f);
       }
     }
-    for (uint64_t i = 0; i < m.header.row_count; ++i) {
-      float* dst = acc.data() + (m.RowAt(i) - t.span.begin) * w;
-      const unsigned char* src = m.payload + i * w * sizeof(float);
-      for (uint32_t j = 0; j < w; ++j) {
-        float d;
-        std::memcpy(&d, src + j * sizeof(float), sizeof(float));
-        dst[j] += d;
-      }
-    }
+    for (uint64_t i = 0; i < m.header.row_count; ++i)
+      AddRow(acc.data() + (m.RowAt(i) - t.span.begin) * w, m.payload + i * w * sizeof(float), w);
   }
   rows_applied_.fetch_add(static_cast<int64_t>(m.header.row_count));
   if (m.header.flags & transport::kFlagMore) return;  // the clock ends with the last part
@@ -260,8 +281,7 @@ void ShardChannel::HandleUpdate(int worker, const DecodedMessage& m) {
   // Fold in the deltas of the clocks the minimum passed.
   while (!t.pending.empty() && t.pending.begin()->first / config_.num_workers < new_min) {
     std::vector<float>& acc = t.pending.begin()->second;
-    for (size_t k = 0; k < acc.size(); ++k) t.data[k] += acc[k];
-    std::fill(acc.begin(), acc.end(), 0.0f);
+    FoldAndClear(t.data.data(), acc.data(), acc.size());
     if (t.spare.size() < 4) t.spare.push_back(std::move(acc));
     t.pending.erase(t.pending.begin());
   }

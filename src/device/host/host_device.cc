@@ -220,10 +220,20 @@ class HostStream final : public Stream {
     return Status::OK();
   }
 
+  // Waits until everything enqueued so far has run. The caller would only
+  // block, so it runs queued tasks itself while the stream thread is not
+  // running one (tasks still run one at a time, in order): enqueue-then-
+  // synchronize costs no thread hand-off.
   Status Synchronize() {
     std::unique_lock<std::mutex> lock(mu_);
     const uint64_t target = enqueued_;
-    done_cv_.wait(lock, [&] { return completed_ >= target; });
+    while (completed_ < target) {
+      if (!running_ && !queue_.empty()) {
+        RunFront(lock);
+        continue;
+      }
+      done_cv_.wait(lock);
+    }
     Status first = std::move(first_error_);
     first_error_ = Status::OK();
     return first;
@@ -235,18 +245,27 @@ class HostStream final : public Stream {
   void Run() {
     std::unique_lock<std::mutex> lock(mu_);
     for (;;) {
-      work_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      work_cv_.wait(lock, [&] { return !running_ && (stopping_ || !queue_.empty()); });
       if (queue_.empty()) return;  // stopping_ and drained
-      Task task = std::move(queue_.front());
-      queue_.pop_front();
-      lock.unlock();
-      Status status = RunTask(task);
-      task = nullptr;  // drop captures outside the lock
-      lock.lock();
-      if (!status.ok() && first_error_.ok()) first_error_ = std::move(status);
-      ++completed_;
-      done_cv_.notify_all();
+      RunFront(lock);
     }
+  }
+
+  // Runs the task at the front of the queue with mu_ released. REQUIRES:
+  // lock holds mu_, !running_, the queue is not empty.
+  void RunFront(std::unique_lock<std::mutex>& lock) {
+    Task task = std::move(queue_.front());
+    queue_.pop_front();
+    running_ = true;
+    lock.unlock();
+    Status status = RunTask(task);
+    task = nullptr;  // drop captures outside the lock
+    lock.lock();
+    running_ = false;
+    if (!status.ok() && first_error_.ok()) first_error_ = std::move(status);
+    ++completed_;
+    done_cv_.notify_all();
+    work_cv_.notify_one();
   }
 
   static Status RunTask(const Task& task) {
@@ -267,6 +286,7 @@ class HostStream final : public Stream {
   uint64_t enqueued_ = 0;            // GUARDED_BY(mu_)
   uint64_t completed_ = 0;           // GUARDED_BY(mu_)
   bool stopping_ = false;            // GUARDED_BY(mu_)
+  bool running_ = false;             // a task is running; GUARDED_BY(mu_)
   Status first_error_;               // GUARDED_BY(mu_)
   std::thread thread_;
 };

@@ -1,0 +1,297 @@
+// Read/update throughput of libgeeps between processes, against the ceiling
+// of plain ZeroMQ between the same two kinds of processes, in one run.
+//
+// For each size V: (a) libgeeps: a worker-only process and a server-only
+// process over tcp loopback, BSP; each iteration reads V bytes of rows (which
+// waits for the server's push of the previous clock), updates the same V
+// bytes and clocks: one V-byte message each way per iteration. (b) the
+// ceiling: a DEALER process sends V bytes to a ROUTER process, which sends
+// them back, with no library in between. With --pairs 2, two workers and two
+// servers (each worker's rows spread over both shards) against two
+// independent ZeroMQ pairs running at once.
+//
+//   rw_bench [--out rw_bench.json] [--csv rw_bench.csv] [--sizes 4K,64K,1M,16M]
+//            [--seconds 2] [--pairs 1]
+// Internal modes (started by the driver): --child zmq-server|zmq-client|geeps
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+#include <zmq.hpp>
+
+#include "../tests/process_util.h"
+#include "geeps/process.h"
+
+namespace {
+
+using geeps::testing::Child;
+using geeps::testing::Env;
+using Clock = std::chrono::steady_clock;
+
+constexpr uint32_t kWidth = 1024;  // floats per row: 4 KiB rows
+
+struct Options {
+  std::string out = "rw_bench.json", csv = "rw_bench.csv";
+  std::vector<uint64_t> sizes = {4 << 10, 64 << 10, 1 << 20, 16 << 20};
+  double seconds = 2;
+  int pairs = 1;
+  // child mode
+  std::string child;
+  std::string endpoint;
+  uint64_t bytes = 0;
+};
+
+uint64_t ParseSize(const std::string& s) {
+  char* end = nullptr;
+  uint64_t v = std::strtoull(s.c_str(), &end, 10);
+  if (*end == 'K') v <<= 10;
+  if (*end == 'M') v <<= 20;
+  return v;
+}
+
+// Iterations to time for a size: about `seconds` at a rough 1 GB/s, at
+// least 20, and a fifth as many untimed first.
+int IterationsFor(uint64_t bytes, double seconds) {
+  const double per = 100e-6 + 2.0 * static_cast<double>(bytes) / 1e9;
+  return std::max(20, static_cast<int>(seconds / per));
+}
+
+// ---- the ceiling: plain ZeroMQ -------------------------------------------------
+
+int ZmqServer(const Options& o) {
+  zmq::context_t ctx(1);
+  zmq::socket_t s(ctx, zmq::socket_type::router);
+  s.bind(o.endpoint);
+  for (;;) {
+    zmq::message_t id, body;
+    if (!s.recv(id) || !s.recv(body)) return 1;
+    if (body.size() == 0) return 0;  // the client's stop message
+    s.send(id, zmq::send_flags::sndmore);
+    s.send(body, zmq::send_flags::none);  // V bytes back
+  }
+}
+
+int ZmqClient(const Options& o) {
+  zmq::context_t ctx(1);
+  zmq::socket_t s(ctx, zmq::socket_type::dealer);
+  s.connect(o.endpoint);
+  std::vector<char> data(o.bytes, 1), back(o.bytes);
+  const int iters = IterationsFor(o.bytes, o.seconds), warm = iters / 5 + 2;
+  Clock::time_point start;
+  for (int i = 0; i < warm + iters; ++i) {
+    if (i == warm) start = Clock::now();
+    zmq::message_t m(data.data(), data.size());  // the application's bytes
+    s.send(m, zmq::send_flags::none);
+    zmq::message_t r;
+    if (!s.recv(r) || r.size() != o.bytes) return 1;
+    std::memcpy(back.data(), r.data(), r.size());  // into the application's memory
+  }
+  const double t = std::chrono::duration<double>(Clock::now() - start).count() / iters;
+  s.send(zmq::message_t(), zmq::send_flags::none);
+  std::printf("RESULT %.9f\n", t);
+  return 0;
+}
+
+// ---- libgeeps ---------------------------------------------------------------------
+
+int GeepsChild(const Options& o) {
+  geeps::Config c;
+  const uint64_t rows_per_worker = std::max<uint64_t>(1, o.bytes / (kWidth * sizeof(float)));
+  c.tables = {{"params", rows_per_worker * o.pairs, kWidth}};
+  c.timeout = std::chrono::milliseconds(60000);
+  c.num_channels = 1;
+  geeps::ProcessOptions po;
+  geeps::Status env = geeps::ApplyEnvironment(&po);  // GEEPS_ROLE
+  if (!env.ok()) {
+    std::fprintf(stderr, "environment: %s\n", env.ToString().c_str());
+    return 1;
+  }
+  auto p = geeps::Process::Join(c, po);
+  if (!p.ok()) {
+    std::fprintf(stderr, "join: %s\n", p.status().ToString().c_str());
+    return 1;
+  }
+  geeps::GeePS* ps = (*p)->worker();
+  if (ps != nullptr) {
+    auto run = [&]() -> geeps::Status {
+      const int w = ps->rank();
+      // Worker w's rows, interleaved so that with two shards each worker's
+      // rows are split over both.
+      std::vector<geeps::RowIndex> rows;
+      for (uint64_t r = 0; r < rows_per_worker; ++r) rows.push_back(r * o.pairs + w);
+      GEEPS_ASSIGN_OR_RETURN(auto rh, ps->VirtualRead(0, rows, 0));
+      GEEPS_RETURN_IF_ERROR(ps->VirtualPostRead(rh));
+      GEEPS_ASSIGN_OR_RETURN(auto uh, ps->VirtualPreUpdate(0, rows));
+      GEEPS_RETURN_IF_ERROR(ps->VirtualUpdate(uh));
+      GEEPS_RETURN_IF_ERROR(ps->VirtualClock());
+      GEEPS_RETURN_IF_ERROR(ps->FinishVirtualIteration());
+      GEEPS_RETURN_IF_ERROR(ps->StartIterations());
+      const size_t floats = rows.size() * kWidth;
+      const int iters = IterationsFor(o.bytes, o.seconds), warm = iters / 5 + 2;
+      std::vector<float> mine(floats);
+      Clock::time_point start;
+      for (int i = 0; i < warm + iters; ++i) {
+        if (i == warm) start = Clock::now();
+        GEEPS_ASSIGN_OR_RETURN(const float* v, ps->Read(rh));
+        std::memcpy(mine.data(), v, floats * sizeof(float));
+        GEEPS_RETURN_IF_ERROR(ps->PostRead(rh));
+        GEEPS_ASSIGN_OR_RETURN(float* d, ps->PreUpdate(uh));
+        std::fill(d, d + floats, 1.0f);
+        GEEPS_RETURN_IF_ERROR(ps->Update(uh));
+        GEEPS_RETURN_IF_ERROR(ps->Clock());
+      }
+      const double t = std::chrono::duration<double>(Clock::now() - start).count() / iters;
+      // Every update was applied: the last read saw warm+iters-1 clocks of 1s.
+      const float expect = static_cast<float>(warm + iters - 1);
+      if (mine[0] != expect || mine[floats - 1] != expect)
+        return geeps::InternalError("read " + std::to_string(mine[0]) + ", expected " +
+                                    std::to_string(expect));
+      std::printf("RESULT %.9f\n", t);
+      return geeps::Status::OK();
+    };
+    geeps::Status st = run();
+    if (!st.ok()) {
+      std::fprintf(stderr, "worker: %s\n", st.ToString().c_str());
+      (*p)->Shutdown();
+      return 1;
+    }
+  }
+  geeps::Status st = (*p)->Shutdown();
+  if (!st.ok()) {
+    std::fprintf(stderr, "shutdown: %s\n", st.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}
+
+// ---- the driver -----------------------------------------------------------------
+
+// Seconds per iteration from each child's "RESULT" line (the mean over the
+// children that print one); < 0 on a failure (the logs go to stderr).
+double Collect(std::vector<Child>& children, const char* what) {
+  const bool ok = geeps::testing::WaitAll(children, std::chrono::minutes(3));
+  double sum = 0;
+  int n = 0;
+  bool failed = !ok;
+  for (const Child& c : children) {
+    if (c.status != 0) failed = true;
+    std::istringstream in(geeps::testing::ReadFile(c.log));
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind("RESULT ", 0) == 0) {
+        sum += std::stod(line.substr(7));
+        ++n;
+      }
+    }
+  }
+  if (failed || n == 0) {
+    std::fprintf(stderr, "%s failed:\n%s\n", what, geeps::testing::Logs(children).c_str());
+    return -1;
+  }
+  for (const Child& c : children) std::remove(c.log.c_str());
+  return sum / n;
+}
+
+std::string Self() {
+  char buf[4096];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  return std::string(buf, n > 0 ? static_cast<size_t>(n) : 0);
+}
+
+double RunZmq(const Options& o, uint64_t bytes) {
+  std::vector<Child> children;
+  for (int k = 0; k < o.pairs; ++k) {
+    const std::string ep = "tcp://127.0.0.1:" + std::to_string(geeps::testing::FreePort());
+    const std::string b = std::to_string(bytes), sec = std::to_string(o.seconds);
+    children.push_back(geeps::testing::Spawn(
+        {Self(), "--child", "zmq-server", "--endpoint", ep}, {}));
+    children.push_back(geeps::testing::Spawn(
+        {Self(), "--child", "zmq-client", "--endpoint", ep, "--bytes", b, "--seconds", sec}, {}));
+  }
+  return Collect(children, "zeromq pair");
+}
+
+double RunGeeps(const Options& o, uint64_t bytes) {
+  std::vector<Child> children;
+  const int world = 2 * o.pairs;
+  const std::string coord = "127.0.0.1:" + std::to_string(geeps::testing::FreePort());
+  for (int r = 0; r < world; ++r) {
+    Env env = {{"GEEPS_RANK", std::to_string(r)},
+               {"GEEPS_WORLD_SIZE", std::to_string(world)},
+               {"GEEPS_COORDINATOR", coord},
+               {"GEEPS_ROLE", r < o.pairs ? "worker" : "server"}};
+    children.push_back(geeps::testing::Spawn(
+        {Self(), "--child", "geeps", "--bytes", std::to_string(bytes), "--seconds",
+         std::to_string(o.seconds), "--pairs", std::to_string(o.pairs)},
+        env));
+  }
+  return Collect(children, "libgeeps job");
+}
+
+int Usage(const char* why) {
+  std::fprintf(stderr,
+               "rw_bench: %s\nusage: rw_bench [--out F.json] [--csv F.csv] [--sizes 4K,64K,1M,16M] "
+               "[--seconds S] [--pairs 1|2]\n",
+               why);
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (i + 1 >= argc) return Usage(("missing value of " + a).c_str());
+    const std::string v = argv[++i];
+    if (a == "--out") o.out = v;
+    else if (a == "--csv") o.csv = v;
+    else if (a == "--seconds") o.seconds = std::stod(v);
+    else if (a == "--pairs") o.pairs = std::stoi(v);
+    else if (a == "--child") o.child = v;
+    else if (a == "--endpoint") o.endpoint = v;
+    else if (a == "--bytes") o.bytes = ParseSize(v);
+    else if (a == "--sizes") {
+      o.sizes.clear();
+      std::stringstream in(v);
+      for (std::string s; std::getline(in, s, ',');) o.sizes.push_back(ParseSize(s));
+    } else {
+      return Usage(("unknown flag " + a).c_str());
+    }
+  }
+  if (o.pairs < 1 || o.pairs > 8) return Usage("--pairs must be 1..8");
+  if (o.child == "zmq-server") return ZmqServer(o);
+  if (o.child == "zmq-client") return ZmqClient(o);
+  if (o.child == "geeps") return GeepsChild(o);
+  if (!o.child.empty()) return Usage("unknown --child");
+
+  std::ofstream json(o.out), csv(o.csv);
+  json << "{\"benchmark\":\"rw_bench\",\"pairs\":" << o.pairs << ",\"results\":[";
+  csv << "bytes,zmq_us,geeps_us,zmq_gbs,geeps_gbs,fraction\n";
+  std::printf("%10s %12s %12s %10s %10s %9s\n", "V", "zmq us/it", "geeps us/it", "zmq GB/s",
+              "geeps GB/s", "fraction");
+  bool failed = false;
+  for (size_t k = 0; k < o.sizes.size(); ++k) {
+    const uint64_t v = o.sizes[k];
+    const double z = RunZmq(o, v), g = RunGeeps(o, v);
+    if (z <= 0 || g <= 0) {
+      failed = true;
+      continue;
+    }
+    // Per pair: V each way per iteration.
+    const double zg = 2.0 * v / z / 1e9, gg = 2.0 * v / g / 1e9;
+    std::printf("%10llu %12.1f %12.1f %10.3f %10.3f %9.3f\n",
+                static_cast<unsigned long long>(v), z * 1e6, g * 1e6, zg, gg, z / g);
+    std::fflush(stdout);
+    json << (k ? "," : "") << "{\"bytes\":" << v << ",\"zmq_seconds_per_iteration\":" << z
+         << ",\"geeps_seconds_per_iteration\":" << g << ",\"zmq_gbs\":" << zg
+         << ",\"geeps_gbs\":" << gg << ",\"fraction_of_zmq\":" << z / g << "}";
+    csv << v << "," << z * 1e6 << "," << g * 1e6 << "," << zg << "," << gg << "," << z / g
+        << "\n";
+  }
+  json << "]}\n";
+  return failed ? 1 : 0;
+}
