@@ -48,6 +48,13 @@ enum class MemoryGuarantee {
   kWholeCacheOnDevice,  // and every cached parameter row (with its oplog row)
 };
 
+// Whether a job starts from a checkpoint (docs/operations.md).
+enum class ResumeMode {
+  kOff,        // start from zero; old checkpoints in checkpoint_dir are ignored
+  kRequired,   // restore the newest complete checkpoint; none is an error
+  kIfPresent,  // restore the newest complete checkpoint if there is one
+};
+
 struct Config {
   std::vector<TableSpec> tables;
 
@@ -96,6 +103,16 @@ struct Config {
   // Largest message put on the wire; larger updates, pushes and subscriptions
   // travel in parts (libzmq fails on frames over 2 GB).
   uint64_t max_message_bytes = 1ull << 30;
+
+  // Checkpoints (docs/architecture.md, "Checkpoints"). Each server partition
+  // writes its rows to checkpoint_dir (empty: no checkpoints) when its
+  // minimum clock reaches a multiple of checkpoint_every (0: only on
+  // GeePS::RequestCheckpoint()), keeping its last two.
+  std::string checkpoint_dir;
+  int64_t checkpoint_every = 0;  // clocks
+  // At start, restore the newest clock every partition has a file of; the
+  // workers then resume at that clock (GeePS::resumed_clock()).
+  ResumeMode resume = ResumeMode::kOff;
 };
 
 // Checks a config; returns kInvalidArgument naming the first bad field.
@@ -107,7 +124,8 @@ Status ValidateConfig(const Config& config);
 // GEEPS_DEVICE_MEMORY_BUDGET, GEEPS_TIMEOUT_MS, GEEPS_HEARTBEAT_TIMEOUT_MS,
 // GEEPS_MAX_MESSAGE_BYTES, GEEPS_MEMORY_GUARANTEE (none|double|local|cache),
 // GEEPS_EMULATED_COPY_BANDWIDTH, GEEPS_STATS_FILE, GEEPS_PREFETCH_DEPTH,
-// GEEPS_DETERMINISTIC_BSP). A malformed value is
+// GEEPS_DETERMINISTIC_BSP, GEEPS_CHECKPOINT_DIR, GEEPS_CHECKPOINT_EVERY,
+// GEEPS_RESUME (off|required|if-present)). A malformed value is
 // kInvalidArgument naming the variable. See docs/api.md for the table.
 Status ApplyEnvironment(Config* config);
 

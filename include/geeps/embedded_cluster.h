@@ -33,6 +33,8 @@ class EmbeddedCluster {
   Status RunWorkers(const std::function<Status(GeePS&)>& fn);
 
   ShardStats GetShardStats(int shard) const;
+  // Checkpoint files the shards have written (Config::checkpoint_dir).
+  int64_t checkpoints_written() const;
 
   // The inproc endpoint of a shard's channel (for tests and tools).
   std::string ShardEndpoint(int shard, int channel) const;

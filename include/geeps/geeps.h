@@ -140,6 +140,19 @@ class GeePS {
 
   WorkerStats GetStats() const;
 
+  // ---- Checkpoints (Config::checkpoint_dir; docs/api.md) ------------------
+  // Asks every server partition to checkpoint at the end of the first clock
+  // whose updates this worker has not started sending (the current
+  // iteration's when called between iterations). Returns the clock of that
+  // checkpoint. Any one worker may ask; the application thread only.
+  // kFailedPrecondition when checkpoint_dir is empty.
+  StatusOr<int64_t> RequestCheckpoint();
+  // The clock this job resumed at (Config::resume), or 0 for a fresh start.
+  // Valid from the start. A resumed worker runs its prologue (its reads
+  // see the restored rows, its updates are discarded), then continues with
+  // iteration resumed_clock() - 1 (iteration i runs at clock i + 1).
+  int64_t resumed_clock() const;
+
   // Stops this worker's background threads (joined before it returns); every
   // later call returns kFailedPrecondition. Idempotent; never blocks longer
   // than the time to join threads.

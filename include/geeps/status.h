@@ -23,6 +23,7 @@ enum class StatusCode : int {
   kCancelled = 8,           // the instance was shut down while the call waited
   kDeviceError = 9,         // the device backend (host or CUDA) failed
   kInternal = 10,           // a broken invariant inside libgeeps (a bug)
+  kDataLoss = 11,           // stored data (a checkpoint file) is truncated or corrupt
 };
 
 const char* StatusCodeName(StatusCode code);
@@ -60,6 +61,7 @@ Status DeadlineExceededError(std::string message);
 Status CancelledError(std::string message);
 Status DeviceError(std::string message);
 Status InternalError(std::string message);
+Status DataLossError(std::string message);
 
 // Either a value of type T or a non-OK Status.
 template <typename T>

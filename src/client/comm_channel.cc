@@ -200,12 +200,13 @@ void CommChannel::SendInParts(int shard, WireHeader h, const uint64_t* rows, uin
   const uint64_t per =
       transport::RowsPerPart(h.row_width, rows != nullptr, ctx_.config->max_message_bytes);
   const size_t row_bytes = static_cast<size_t>(h.row_width) * sizeof(float);
+  const uint32_t extra_flags = h.flags;  // kFlagCheckpoint on every part
   uint64_t first = 0;
   do {
     const uint64_t n = std::min(per, total - first);
     h.offset = first;
     h.row_count = n;
-    h.flags = first + n < total ? transport::kFlagMore : 0;
+    h.flags = extra_flags | (first + n < total ? transport::kFlagMore : 0);
     zmq::message_t frames[3];
     frames[0].rebuild(transport::kHeaderBytes);
     transport::EncodeHeader(h, frames[0].data());
@@ -239,6 +240,7 @@ void CommChannel::SendUpdate(TableCache& t, const PartitionSlice& s, const Oplog
   h.table = t.id;
   h.clock = slot.clock;
   h.row_width = t.width;
+  if (slot.checkpoint) h.flags = transport::kFlagCheckpoint;
   const uint64_t total = slot.dirty ? s.update_rows.size() : 0;
   const size_t row_bytes = t.width * sizeof(float);
   SendInParts(s.partition / ctx_.config->num_channels, h, s.update_rows.data(), total,

@@ -48,6 +48,8 @@ Status GeePS::CopyRows(TableId table, const std::vector<RowIndex>& rows, float* 
   return impl_->CopyRows(table, rows, out);
 }
 WorkerStats GeePS::GetStats() const { return impl_->GetStats(); }
+StatusOr<int64_t> GeePS::RequestCheckpoint() { return impl_->RequestCheckpoint(); }
+int64_t GeePS::resumed_clock() const { return impl_->resumed_clock(); }
 Status GeePS::Shutdown() { return impl_->Shutdown(); }
 
 }  // namespace geeps

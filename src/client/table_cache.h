@@ -46,6 +46,7 @@ struct OplogSlot {
   float* host = nullptr;  // pinned, rows.size() * width floats
   int64_t clock = 0;
   bool dirty = false;     // any delta at all
+  bool checkpoint = false;  // asks the partitions to checkpoint at clock + 1
   int pending_sends = 0;  // communication threads yet to send it
   bool retained = false;  // kept for read-my-writes re-application
   bool in_use = false;

@@ -291,7 +291,8 @@ Status Worker::ScatterToCache(const RecordedAccess& a, TableCache& t, AccessBuff
                               int handle) {
   (void)a;
   const size_t w = t.width;
-  const bool rmw = config_.read_my_writes;
+  // A resumed job's prologue updates are discarded (not applied anywhere).
+  const bool rmw = config_.read_my_writes && !DiscardingPrologue();
   const auto start = SteadyClock::now();
   for (const AccessRun& r : b.runs) {
     if (r.on_device) {
@@ -518,6 +519,9 @@ Status Worker::StartIterations() {
     return FailedPreconditionError("StartIterations: already called");
   phase_ = Phase::kRunning;
   if (swap_) GEEPS_RETURN_IF_ERROR(swap_->Start());
+  // Resumed: the prologue runs at the restored clock (its reads see the
+  // restored rows) and its updates are discarded.
+  if (resume_clock_ > 0) clock_.store(resume_clock_);
   if (seq_.ops(kPrologue).empty()) return EndPrologue();
   section_ = kPrologue;
   pos_ = 0;
@@ -544,8 +548,24 @@ Status Worker::Expect(OpType type, int32_t handle, size_t count, const char* cal
   return Status::OK();
 }
 
+Status Worker::ClearOplog(TableCache& t) {
+  const size_t w = t.width;
+  if (t.device_rows > 0)
+    GEEPS_RETURN_IF_ERROR(device_->Fill(t.oplog, 0.0f, t.device_rows * w, stream_.get()));
+  if (t.host_rows > 0) std::memset(t.host_oplog, 0, t.host_rows * w * sizeof(float));
+  return device_->Synchronize(stream_.get());
+}
+
 Status Worker::AdvanceTable(TableId id) {
   TableCache& t = *tables_[id];
+  if (DiscardingPrologue()) {  // resumed: the servers already hold the prologue
+    std::lock_guard<std::mutex> lock(t.mu);
+    if (t.oplog_dirty) {
+      GEEPS_RETURN_IF_ERROR(ClearOplog(t));
+      t.oplog_dirty = false;
+    }
+    return Status::OK();
+  }
   OplogSlot* slot = nullptr;
   int senders = 0;
   {
@@ -571,6 +591,7 @@ Status Worker::AdvanceTable(TableId id) {
     senders = static_cast<int>(std::count(has_channel.begin(), has_channel.end(), true));
     slot->in_use = true;
     slot->clock = clock_.load();
+    slot->checkpoint = slot->clock == checkpoint_flag_clock_;
     slot->dirty = t.oplog_dirty;
     slot->pending_sends = senders;
     if (t.oplog_dirty) {
@@ -586,10 +607,7 @@ Status Worker::AdvanceTable(TableId id) {
                       r.count * w * sizeof(float));
         }
       }
-      if (t.device_rows > 0)
-        GEEPS_RETURN_IF_ERROR(device_->Fill(t.oplog, 0.0f, t.device_rows * w, stream_.get()));
-      if (t.host_rows > 0) std::memset(t.host_oplog, 0, t.host_rows * w * sizeof(float));
-      GEEPS_RETURN_IF_ERROR(device_->Synchronize(stream_.get()));
+      GEEPS_RETURN_IF_ERROR(ClearOplog(t));
       t.oplog_dirty = false;
       if (config_.read_my_writes) {
         slot->retained = true;
@@ -608,8 +626,10 @@ Status Worker::AdvanceTable(TableId id) {
 }
 
 Status Worker::EndPrologue() {
-  for (TableId id : prologue_end_tables_) GEEPS_RETURN_IF_ERROR(AdvanceTable(id));
-  clock_.store(1);
+  if (resume_clock_ == 0) {
+    for (TableId id : prologue_end_tables_) GEEPS_RETURN_IF_ERROR(AdvanceTable(id));
+  }
+  clock_.store(resume_clock_ > 0 ? resume_clock_ : 1);
   section_ = kRepeated;
   pos_ = 0;
   return Status::OK();
@@ -933,6 +953,20 @@ WorkerStats Worker::GetStats() const {
   s.device_bytes_in_use = device_bytes_.load();
   if (tables_ready_.load(std::memory_order_acquire) && memory_) memory_->FillStats(&s);
   return s;
+}
+
+StatusOr<int64_t> Worker::RequestCheckpoint() {
+  std::lock_guard<std::mutex> api_lock(api_mu_);
+  if (config_.checkpoint_dir.empty())
+    return FailedPreconditionError("RequestCheckpoint: Config::checkpoint_dir is empty");
+  if (phase_ == Phase::kShutDown)
+    return FailedPreconditionError("RequestCheckpoint: the worker is shut down");
+  // The first clock none of whose updates has left yet.
+  int64_t c = clock_.load() + 1;
+  if (phase_ != Phase::kRunning) c = resume_clock_;
+  else if (section_ == kRepeated && pos_ == 0) c = clock_.load();
+  checkpoint_flag_clock_ = c;
+  return c + 1;
 }
 
 Status Worker::PeerFailure() const {

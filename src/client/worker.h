@@ -68,6 +68,13 @@ class Worker {
   Status Shutdown();
   const Config& config() const { return config_; }
 
+  // Checkpoints. SetResumeClock: before FinishVirtualIteration, by the
+  // cluster that restored its shards from the checkpoint of `clock`: the
+  // worker starts at that clock and discards its prologue's updates.
+  void SetResumeClock(int64_t clock) { resume_clock_ = clock; }
+  int64_t resumed_clock() const { return resume_clock_; }
+  StatusOr<int64_t> RequestCheckpoint();
+
   // The job lost a peer (a dead process, a worker that failed): every call
   // that would wait, and every real call after it, returns `reason`. Any
   // thread; the first reason is kept.
@@ -109,6 +116,7 @@ class Worker {
   Status Expect(OpType type, int32_t handle, size_t count, const char* call);
   Status Advance();  // after an op: advance table clocks, move the cursor
   Status AdvanceTable(TableId table);
+  Status ClearOplog(TableCache& t);  // zeroes both sides; under t.mu
   Status EndPrologue();
   Status BuildTables();     // plans cached rows and slices, no memory
   Status AllocateTables();  // cache, oplog, local tables
@@ -174,6 +182,9 @@ class Worker {
   std::atomic<int64_t> iterations_{0};
   std::atomic<int64_t> read_wait_ns_{0}, reads_waited_{0};
   std::atomic<uint64_t> device_bytes_{0};
+  int64_t resume_clock_ = 0;            // > 0: resumed from that checkpoint
+  int64_t checkpoint_flag_clock_ = -1;  // updates of this clock ask for one
+  bool DiscardingPrologue() const { return resume_clock_ > 0 && section_ == kPrologue; }
 };
 
 }  // namespace geeps::client

@@ -8,6 +8,7 @@
 
 #include "client/worker.h"
 #include "device/device.h"
+#include "server/checkpoint.h"
 #include "server/shard_channel.h"
 
 namespace geeps {
@@ -64,16 +65,29 @@ StatusOr<std::unique_ptr<EmbeddedCluster>> EmbeddedCluster::Start(const Config& 
   }
   std::unique_ptr<EmbeddedCluster> cluster(new EmbeddedCluster(std::move(impl)));
   Impl& c = *cluster->impl_;
+  // Checkpoints: every partition's files are in one folder here.
+  int64_t resume_clock = 0;
+  if (!config.checkpoint_dir.empty()) {
+    GEEPS_RETURN_IF_ERROR(server::EnsureCheckpointDir(config.checkpoint_dir));
+    GEEPS_ASSIGN_OR_RETURN(resume_clock, server::ChooseResumeClock(
+                                             config, server::ListCheckpoints(config.checkpoint_dir)));
+  }
   const int num_partitions = config.num_shards * config.num_channels;
   std::vector<std::string> endpoints;
   for (int p = 0; p < num_partitions; ++p) {
     endpoints.push_back(cluster->ShardEndpoint(p / config.num_channels, p % config.num_channels));
     c.partitions.push_back(
         std::make_unique<server::ShardChannel>(c.context.get(), config, p, endpoints.back()));
-    GEEPS_RETURN_IF_ERROR(c.partitions.back()->Start());
   }
+  // Every partition loads (and verifies) its file before any starts.
+  if (resume_clock > 0) {
+    for (int p : server::CheckpointingPartitions(config))
+      GEEPS_RETURN_IF_ERROR(c.partitions[p]->Restore(resume_clock));
+  }
+  for (auto& p : c.partitions) GEEPS_RETURN_IF_ERROR(p->Start());
   for (int r = 0; r < config.num_workers; ++r) {
     auto impl = std::make_unique<client::Worker>(config, r, c.context.get(), endpoints);
+    impl->SetResumeClock(resume_clock);
     c.impls.push_back(impl.get());
     c.workers.push_back(std::make_unique<GeePS>(std::move(impl)));
   }
@@ -129,6 +143,12 @@ ShardStats EmbeddedCluster::GetShardStats(int shard) const {
   if (shard < 0 || shard >= impl_->config.num_shards) return total;
   for (int k = 0; k < channels; ++k) total.Add(impl_->partitions[shard * channels + k]->GetStats());
   return total;
+}
+
+int64_t EmbeddedCluster::checkpoints_written() const {
+  int64_t n = 0;
+  for (const auto& p : impl_->partitions) n += p->checkpoints_written();
+  return n;
 }
 
 std::string EmbeddedCluster::ShardEndpoint(int shard, int channel) const {

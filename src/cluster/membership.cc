@@ -48,6 +48,19 @@ void WritePeer(std::ostream& out, const PeerInfo& peer) {
   for (const auto& ep : peer.endpoints) out << ' ' << ep;
 }
 
+// Reads the optional " CKPT <n> (<partition> <clock>)..." of a HELLO.
+bool ReadCheckpoints(std::istream& in, PeerInfo* peer) {
+  std::string word;
+  if (!(in >> word)) return true;  // none
+  size_t n = 0;
+  if (word != "CKPT" || !(in >> n) || n > 1000000) return false;
+  peer->checkpoints.resize(n);
+  for (auto& [p, k] : peer->checkpoints) {
+    if (!(in >> p >> k) || p < 0 || k <= 0) return false;
+  }
+  return true;
+}
+
 std::string Join(const std::vector<int>& v) {
   std::string s;
   for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
@@ -72,6 +85,10 @@ std::string EncodeHello(const PeerInfo& self, int world_size, uint64_t fingerpri
   std::ostringstream out;
   out << "HELLO " << world_size << ' ' << fingerprint << ' ';
   WritePeer(out, self);
+  if (!self.checkpoints.empty()) {
+    out << " CKPT " << self.checkpoints.size();
+    for (const auto& [p, k] : self.checkpoints) out << ' ' << p << ' ' << k;
+  }
   return out.str();
 }
 
@@ -82,6 +99,7 @@ std::string EncodeWelcome(const JobLayout& layout) {
     out << '\n';
     WritePeer(out, p);
   }
+  if (layout.resume_clock > 0) out << "\nRESUME " << layout.resume_clock;
   return out.str();
 }
 
@@ -96,7 +114,12 @@ StatusOr<JobLayout> DecodeWelcome(const std::string& text, int world_size, int c
     if (!ReadPeer(in, channels, &peers[r]) || peers[r].rank != r)
       return InvalidArgumentError("malformed WELCOME entry for rank " + std::to_string(r));
   }
-  return MakeLayout(std::move(peers));
+  JobLayout layout = MakeLayout(std::move(peers));
+  if (in >> word) {
+    if (word != "RESUME" || !(in >> layout.resume_clock) || layout.resume_clock <= 0)
+      return InvalidArgumentError("malformed WELCOME from the coordinator (resume clock)");
+  }
+  return layout;
 }
 
 Membership::Membership(zmq::context_t* context, int rank, int world_size, HostPort coordinator,
@@ -116,9 +139,9 @@ Membership::Membership(zmq::context_t* context, int rank, int world_size, HostPo
 Membership::~Membership() { Stop(); }
 
 StatusOr<JobLayout> Membership::Rendezvous(const PeerInfo& self, uint64_t fingerprint,
-                                           int channels) {
+                                           int channels, const ResumeChooser& choose) {
   try {
-    return rank_ == 0 ? RendezvousAsCoordinator(self, fingerprint, channels)
+    return rank_ == 0 ? RendezvousAsCoordinator(self, fingerprint, channels, choose)
                       : RendezvousAsPeer(self, fingerprint, channels);
   } catch (const zmq::error_t& e) {
     return UnavailableError(std::string("rendezvous failed: ") + e.what());
@@ -126,7 +149,8 @@ StatusOr<JobLayout> Membership::Rendezvous(const PeerInfo& self, uint64_t finger
 }
 
 StatusOr<JobLayout> Membership::RendezvousAsCoordinator(const PeerInfo& self,
-                                                        uint64_t fingerprint, int channels) {
+                                                        uint64_t fingerprint, int channels,
+                                                        const ResumeChooser& choose) {
   const std::string endpoint = "tcp://" + FormatHostPort(coordinator_);
   socket_ = std::make_unique<zmq::socket_t>(*context_, zmq::socket_type::router);
   socket_->set(zmq::sockopt::router_mandatory, 1);
@@ -179,7 +203,7 @@ StatusOr<JobLayout> Membership::RendezvousAsCoordinator(const PeerInfo& self,
       uint64_t fp = 0;
       PeerInfo peer;
       if (from <= 0 || !(in >> word >> world >> fp) || word != "HELLO" ||
-          !ReadPeer(in, -1, &peer) || peer.rank != from) {
+          !ReadPeer(in, -1, &peer) || peer.rank != from || !ReadCheckpoints(in, &peer)) {
         Drop("malformed HELLO");
         continue;
       }
@@ -205,6 +229,14 @@ StatusOr<JobLayout> Membership::RendezvousAsCoordinator(const PeerInfo& self,
     }
   }
   JobLayout layout = MakeLayout(std::move(peers));
+  if (choose) {
+    StatusOr<int64_t> clock = choose(layout);
+    if (!clock.ok()) {
+      abort_all(clock.status().message());
+      return Status(clock.status().code(), "the job could not start: " + clock.status().message());
+    }
+    layout.resume_clock = *clock;
+  }
   const std::string welcome = EncodeWelcome(layout);
   for (int r = 1; r < world_size_; ++r) Send(welcome, r);
   return layout;

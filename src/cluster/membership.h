@@ -45,6 +45,9 @@ struct PeerInfo {
   int rank = 0;
   ProcessRole role = ProcessRole::kWorkerAndServer;
   std::vector<std::string> endpoints;  // its shard's channel endpoints
+  // (partition, clock) of the checkpoint files it sees (HELLO only; for
+  // Config::resume).
+  std::vector<std::pair<int, int64_t>> checkpoints;
 };
 
 struct JobLayout {
@@ -53,13 +56,17 @@ struct JobLayout {
   std::vector<int> shard_index;   // per rank: its index among shards, or -1
   int num_workers = 0;
   int num_shards = 0;
+  int64_t resume_clock = 0;  // the checkpoint every rank restores; 0: none
 };
+
+// Rank 0's choice of the checkpoint clock, given every rank's HELLO.
+using ResumeChooser = std::function<StatusOr<int64_t>(const JobLayout& layout)>;
 
 // Builds the layout from the peers (by rank): workers and shards are
 // numbered in rank order.
 JobLayout MakeLayout(std::vector<PeerInfo> peers);
 std::string EncodeHello(const PeerInfo& self, int world_size, uint64_t fingerprint);
-std::string EncodeWelcome(const JobLayout& layout);
+std::string EncodeWelcome(const JobLayout& layout);  // with resume_clock
 StatusOr<JobLayout> DecodeWelcome(const std::string& text, int world_size, int channels);
 
 class Membership {
@@ -75,8 +82,11 @@ class Membership {
   ~Membership();  // Stop()
 
   // Blocks until every rank has joined (at most `timeout`). `channels` is
-  // the number of endpoints every shard must report.
-  StatusOr<JobLayout> Rendezvous(const PeerInfo& self, uint64_t fingerprint, int channels);
+  // the number of endpoints every shard must report. `choose` (rank 0
+  // only; may be null: no resume) picks the checkpoint clock every rank
+  // restores from everyone's HELLO; its error aborts the job on every rank.
+  StatusOr<JobLayout> Rendezvous(const PeerInfo& self, uint64_t fingerprint, int channels,
+                                 const ResumeChooser& choose = nullptr);
   // Starts the heartbeat thread.
   Status Start(LostFn on_lost);
   // Sends BYE and blocks until every rank has left or is lost, or until
@@ -89,7 +99,7 @@ class Membership {
 
  private:
   StatusOr<JobLayout> RendezvousAsCoordinator(const PeerInfo& self, uint64_t fingerprint,
-                                              int channels);
+                                              int channels, const ResumeChooser& choose);
   StatusOr<JobLayout> RendezvousAsPeer(const PeerInfo& self, uint64_t fingerprint,
                                        int channels);
   void Run();

@@ -5,13 +5,17 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <map>
+#include <set>
 #include <zmq.hpp>
 
 #include "client/worker.h"
 #include "cluster/bootstrap.h"
 #include "cluster/membership.h"
 #include "common/logging.h"
+#include "server/checkpoint.h"
 #include "server/shard_channel.h"
 #include "transport/security.h"
 
@@ -208,12 +212,39 @@ StatusOr<std::unique_ptr<Process>> Process::Join(const Config& config,
     }
   }
 
+  // Checkpoints: every rank reports the files it sees in HELLO; rank 0
+  // picks the newest clock that the rank hosting each partition has, and
+  // every rank restores it (docs/architecture.md, "Checkpoints").
+  cluster::ResumeChooser choose;
+  if (!config.checkpoint_dir.empty()) {
+    Status dir = server::EnsureCheckpointDir(config.checkpoint_dir);
+    if (!dir.ok()) return Status(dir.code(), "rank " + std::to_string(impl->rank) + ": " + dir.message());
+    if (config.resume != ResumeMode::kOff && HasShard(options.role)) {
+      for (const auto& [p, clocks] : server::ListCheckpoints(config.checkpoint_dir))
+        for (int64_t k : clocks) self.checkpoints.emplace_back(p, k);
+    }
+    if (impl->rank == 0 && config.resume != ResumeMode::kOff) {
+      choose = [&config](const cluster::JobLayout& layout) -> StatusOr<int64_t> {
+        Config job = config;
+        job.num_workers = std::max(1, layout.num_workers);
+        job.num_shards = std::max(1, layout.num_shards);
+        std::map<int, std::set<int64_t>> seen;  // by the rank hosting the partition
+        for (const cluster::PeerInfo& peer : layout.peers) {
+          const int shard = layout.shard_index[peer.rank];
+          if (shard < 0) continue;
+          for (const auto& [p, k] : peer.checkpoints)
+            if (p / job.num_channels == shard) seen[p].insert(k);
+        }
+        return server::ChooseResumeClock(job, seen);
+      };
+    }
+  }
   impl->membership = std::make_unique<cluster::Membership>(
       impl->context.get(), impl->rank, impl->world_size, coordinator, config.timeout,
       config.heartbeat_timeout, impl->security.get());
   GEEPS_ASSIGN_OR_RETURN(cluster::JobLayout layout,
                          impl->membership->Rendezvous(self, Fingerprint(config),
-                                                      config.num_channels));
+                                                      config.num_channels, choose));
   if (layout.num_workers == 0 || layout.num_shards == 0)
     return InvalidArgumentError("the job has " + std::to_string(layout.num_workers) +
                                 " workers and " + std::to_string(layout.num_shards) +
@@ -230,16 +261,29 @@ StatusOr<std::unique_ptr<Process>> Process::Join(const Config& config,
     for (int k = 0; k < job.num_channels; ++k) endpoints[s * job.num_channels + k] = p.endpoints[k];
   }
   const int my_shard = layout.shard_index[impl->rank];
+  const std::vector<int> checkpointing = server::CheckpointingPartitions(job);
   for (size_t k = 0; k < bound.size(); ++k) {
     const int partition = my_shard * job.num_channels + static_cast<int>(k);
     impl->channels.push_back(std::make_unique<server::ShardChannel>(
         impl->context.get(), job, partition, self.endpoints[k], std::move(bound[k])));
-    GEEPS_RETURN_IF_ERROR(impl->channels.back()->Start());
   }
+  // Every channel loads (and verifies) its file before any starts.
+  if (layout.resume_clock > 0) {
+    for (auto& c : impl->channels) {
+      const int partition = static_cast<int>(&c - impl->channels.data()) + my_shard * job.num_channels;
+      if (std::find(checkpointing.begin(), checkpointing.end(), partition) == checkpointing.end())
+        continue;
+      Status st = c->Restore(layout.resume_clock);
+      if (!st.ok())
+        return Status(st.code(), "rank " + std::to_string(impl->rank) + ": " + st.message());
+    }
+  }
+  for (auto& c : impl->channels) GEEPS_RETURN_IF_ERROR(c->Start());
   if (HasWorker(options.role)) {
     auto worker = std::make_unique<client::Worker>(job, layout.worker_index[impl->rank],
                                                    impl->context.get(), endpoints,
                                                    impl->security.get());
+    worker->SetResumeClock(layout.resume_clock);
     impl->worker_impl = worker.get();
     impl->worker = std::make_unique<GeePS>(std::move(worker));
   }

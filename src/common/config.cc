@@ -15,6 +15,7 @@ constexpr int kMaxPartitions = 4096;
 constexpr uint64_t kMinMessageBytes = 64;
 constexpr uint64_t kMaxMessageBytes = (1ull << 31) - 4096;  // below libzmq's 2 GB limit  // shards x channels: one thread each
 constexpr uint32_t kMaxRowWidth = 1u << 24;
+constexpr int64_t kMaxCheckpointEvery = 1ll << 40;
 // Row counts and indexes travel as 64-bit values but caches index rows with
 // 32-bit offsets.
 constexpr uint64_t kMaxRows = (1ull << 32) - 1;
@@ -67,6 +68,22 @@ Status ValidateConfig(const Config& c) {
     return InvalidArgumentError("max_message_bytes must be in [" + std::to_string(kMinMessageBytes) +
                                 ", " + std::to_string(kMaxMessageBytes) + "], got " +
                                 std::to_string(c.max_message_bytes));
+  if (c.checkpoint_every < 0 || c.checkpoint_every > kMaxCheckpointEvery)
+    return InvalidArgumentError("checkpoint_every must be in [0, " +
+                                std::to_string(kMaxCheckpointEvery) + "] clocks, got " +
+                                std::to_string(c.checkpoint_every));
+  if (c.checkpoint_dir.empty() && c.checkpoint_every > 0)
+    return InvalidArgumentError("checkpoint_every is " + std::to_string(c.checkpoint_every) +
+                                " but checkpoint_dir is empty (set the folder to write to)");
+  if (c.checkpoint_dir.empty() && c.resume != ResumeMode::kOff)
+    return InvalidArgumentError("resume is set but checkpoint_dir is empty (set the folder "
+                                "to restore from)");
+  if (c.checkpoint_dir.size() > 3000)
+    return InvalidArgumentError("checkpoint_dir is longer than 3000 characters");
+  if (c.resume != ResumeMode::kOff && c.resume != ResumeMode::kRequired &&
+      c.resume != ResumeMode::kIfPresent)
+    return InvalidArgumentError("resume has an unknown value " +
+                                std::to_string(static_cast<int>(c.resume)));
   if (c.tables.empty()) return InvalidArgumentError("config has no tables");
   std::set<std::string> names;
   for (size_t i = 0; i < c.tables.size(); ++i) {
@@ -141,6 +158,21 @@ Status ApplyEnvironment(Config* c) {
     c->emulated_copy_bandwidth = static_cast<uint64_t>(value);
   }
   if (const char* text = std::getenv("GEEPS_STATS_FILE")) c->stats_file = text;
+  if (const char* text = std::getenv("GEEPS_CHECKPOINT_DIR")) c->checkpoint_dir = text;
+  if (const char* text = std::getenv("GEEPS_CHECKPOINT_EVERY")) {
+    GEEPS_ASSIGN_OR_RETURN(long long value, ParseInt("GEEPS_CHECKPOINT_EVERY", text, 0,
+                                                     kMaxCheckpointEvery));
+    c->checkpoint_every = value;
+  }
+  if (const char* text = std::getenv("GEEPS_RESUME")) {
+    const std::string v = text;
+    if (v == "off") c->resume = ResumeMode::kOff;
+    else if (v == "required") c->resume = ResumeMode::kRequired;
+    else if (v == "if-present") c->resume = ResumeMode::kIfPresent;
+    else
+      return InvalidArgumentError("GEEPS_RESUME='" + v +
+                                  "': expected off, required or if-present");
+  }
   if (const char* text = std::getenv("GEEPS_MEMORY_GUARANTEE")) {
     const std::string v = text;
     if (v == "none") c->memory_guarantee = MemoryGuarantee::kNone;

@@ -15,6 +15,7 @@ const char* StatusCodeName(StatusCode code) {
     case StatusCode::kCancelled: return "Cancelled";
     case StatusCode::kDeviceError: return "DeviceError";
     case StatusCode::kInternal: return "Internal";
+    case StatusCode::kDataLoss: return "DataLoss";
   }
   return "Unknown";
 }
@@ -34,5 +35,6 @@ Status DeadlineExceededError(std::string m) { return Status(StatusCode::kDeadlin
 Status CancelledError(std::string m) { return Status(StatusCode::kCancelled, std::move(m)); }
 Status DeviceError(std::string m) { return Status(StatusCode::kDeviceError, std::move(m)); }
 Status InternalError(std::string m) { return Status(StatusCode::kInternal, std::move(m)); }
+Status DataLossError(std::string m) { return Status(StatusCode::kDataLoss, std::move(m)); }
 
 }  // namespace geeps

@@ -28,7 +28,8 @@ ShardChannel::ShardChannel(zmq::context_t* context, const Config& config,
       endpoint_(std::move(endpoint)),
       control_endpoint_("inproc://geeps-shard-control-" + std::to_string(partition) +
                         "-" + std::to_string(reinterpret_cast<uintptr_t>(this))),
-      socket_(std::move(bound)) {
+      socket_(std::move(bound)),
+      fingerprint_(JobFingerprint(config)) {
   const int num_partitions = config_.num_shards * config_.num_channels;
   tables_.resize(config_.tables.size());
   for (size_t i = 0; i < config_.tables.size(); ++i) {
@@ -42,8 +43,52 @@ ShardChannel::ShardChannel(zmq::context_t* context, const Config& config,
     t->subscriptions.resize(config_.num_workers);
     t->subscribed.assign(config_.num_workers, false);
     t->parts.resize(config_.num_workers);
+    if (t->span.size() > 0) ++checkpoint_tables_;
     tables_[i] = std::move(t);
   }
+}
+
+Status ShardChannel::Restore(int64_t clock) {
+  if (started_) return FailedPreconditionError("ShardChannel::Restore after Start");
+  if (clock <= 0) return InvalidArgumentError("ShardChannel::Restore: clock must be > 0");
+  GEEPS_ASSIGN_OR_RETURN(CheckpointData d, ReadCheckpointFile(config_.checkpoint_dir, fingerprint_,
+                                                              partition_, clock));
+  const std::string what = CheckpointPath(config_.checkpoint_dir, partition_, clock);
+  // Check every entry against this partition's tables before changing state.
+  std::vector<const CheckpointTable*> by_table(tables_.size(), nullptr);
+  for (const CheckpointTable& e : d.tables) {
+    if (e.table >= tables_.size() || !tables_[e.table] || tables_[e.table]->span.size() == 0)
+      return DataLossError("checkpoint " + what + ": entry for table " + std::to_string(e.table) +
+                           ", which has no rows in partition " + std::to_string(partition_));
+    if (by_table[e.table])
+      return DataLossError("checkpoint " + what + ": table " + std::to_string(e.table) +
+                           " appears twice");
+    const TableState& t = *tables_[e.table];
+    if (e.width != t.width || e.first_row != t.span.begin || e.row_count != t.span.size())
+      return DataLossError("checkpoint " + what + ": table " + std::to_string(e.table) +
+                           " holds rows [" + std::to_string(e.first_row) + ", " +
+                           std::to_string(e.first_row + e.row_count) + ") of width " +
+                           std::to_string(e.width) + ", the partition owns [" +
+                           std::to_string(t.span.begin) + ", " + std::to_string(t.span.end) +
+                           ") of width " + std::to_string(t.width));
+    by_table[e.table] = &e;
+  }
+  for (size_t i = 0; i < tables_.size(); ++i) {
+    if (tables_[i] && tables_[i]->span.size() > 0 && !by_table[i])
+      return DataLossError("checkpoint " + what + ": table " + std::to_string(i) + " ('" +
+                           config_.tables[i].name + "') is missing");
+  }
+  for (size_t i = 0; i < tables_.size(); ++i) {
+    if (!by_table[i]) continue;
+    TableState& t = *tables_[i];
+    t.data = by_table[i]->data;
+    std::fill(t.clocks.begin(), t.clocks.end(), clock);
+    t.min_clock = clock;
+  }
+  last_checkpoint_clock_.store(clock);
+  GEEPS_LOG(Info) << "shard partition " << partition_ << ": restored clock " << clock << " from "
+                  << what;
+  return Status::OK();
 }
 
 ShardChannel::~ShardChannel() { Stop(); }
@@ -86,6 +131,10 @@ Status ShardChannel::Start() {
                             ": control socket: " + e.what());
   }
   started_ = true;
+  if (!config_.checkpoint_dir.empty()) {
+    writer_stop_ = false;
+    writer_ = std::thread([this] { RunWriter(); });
+  }
   thread_ = std::thread([this] { Run(); });
   return Status::OK();
 }
@@ -96,8 +145,67 @@ void ShardChannel::Stop() {
   stop_.store(true);
   transport::WakeUp(context_, control_endpoint_);
   if (thread_.joinable()) thread_.join();
+  // The writer finishes the checkpoints handed to it (complete ones only).
+  {
+    std::lock_guard<std::mutex> lock(writer_mu_);
+    writer_stop_ = true;
+  }
+  writer_cv_.notify_all();
+  if (writer_.joinable()) writer_.join();
   socket_.reset();
   control_.reset();
+}
+
+void ShardChannel::RunWriter() {
+  std::unique_lock<std::mutex> lock(writer_mu_);
+  for (;;) {
+    writer_cv_.wait(lock, [&] { return writer_stop_ || !to_write_.empty(); });
+    if (to_write_.empty()) return;  // stopping, nothing left
+    CheckpointData d = std::move(to_write_.front());
+    to_write_.pop_front();
+    lock.unlock();
+    writer_cv_.notify_all();  // room in the queue
+    const Status st = WriteCheckpointFile(config_.checkpoint_dir, d);
+    if (st.ok()) {
+      checkpoints_written_.fetch_add(1);
+      last_checkpoint_clock_.store(d.clock);
+    } else {
+      GEEPS_LOG(Error) << "shard partition " << partition_ << ": checkpoint of clock " << d.clock
+                       << " not written: " << st.message();
+    }
+    lock.lock();
+  }
+}
+
+void ShardChannel::MaybeSnapshot(TableId table, const TableState& t, int64_t clock) {
+  if (config_.checkpoint_dir.empty() || t.span.size() == 0) return;
+  const bool periodic = config_.checkpoint_every > 0 && clock % config_.checkpoint_every == 0;
+  if (!periodic && requested_.count(clock) == 0) return;
+  CheckpointData& d = assembling_[clock];
+  CheckpointTable e;
+  e.table = table;
+  e.width = t.width;
+  e.first_row = t.span.begin;
+  e.row_count = t.span.size();
+  e.data = t.data;  // the rows hold exactly the updates of clocks < clock
+  d.tables.push_back(std::move(e));
+  if (static_cast<int>(d.tables.size()) < checkpoint_tables_) return;
+  d.fingerprint = fingerprint_;
+  d.partition = static_cast<uint32_t>(partition_);
+  d.num_partitions = static_cast<uint32_t>(config_.num_shards * config_.num_channels);
+  d.clock = clock;
+  std::sort(d.tables.begin(), d.tables.end(),
+            [](const CheckpointTable& a, const CheckpointTable& b) { return a.table < b.table; });
+  {
+    // At most two checkpoints wait for the writer; beyond that this
+    // partition waits (a disk slower than the training).
+    std::unique_lock<std::mutex> lock(writer_mu_);
+    writer_cv_.wait(lock, [&] { return to_write_.size() < 2 || writer_stop_; });
+    to_write_.push_back(std::move(d));
+  }
+  writer_cv_.notify_all();
+  assembling_.erase(clock);
+  requested_.erase(requested_.begin(), requested_.upper_bound(clock));
 }
 
 ShardStats ShardChannel::GetStats() const {
@@ -254,6 +362,10 @@ void ShardChannel::HandleUpdate(int worker, const DecodedMessage& m) {
                                 " from worker " + std::to_string(worker) + ", expected " +
                                 std::to_string(t.clocks[worker]));
   if (!AcceptPart(t, worker, m)) return;
+  // A worker asks for a checkpoint at the end of this clock. Every
+  // partition gets this worker's update of the clock, for every table,
+  // before any table's minimum can pass it.
+  if (m.header.flags & transport::kFlagCheckpoint) requested_.insert(m.header.clock + 1);
   const uint32_t w = t.width;
   if (m.header.row_count > 0) {
     // Deterministic mode keeps each worker's deltas apart, so that they are
@@ -286,6 +398,7 @@ void ShardChannel::HandleUpdate(int worker, const DecodedMessage& m) {
     t.pending.erase(t.pending.begin());
   }
   t.min_clock = new_min;
+  MaybeSnapshot(m.header.table, t, new_min);
   for (int s = 0; s < config_.num_workers; ++s) {
     if (t.subscribed[s]) PushTo(s, m.header.table, t);
   }

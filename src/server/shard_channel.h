@@ -14,7 +14,11 @@
 #define GEEPS_SERVER_SHARD_CHANNEL_H_
 
 #include <atomic>
+#include <condition_variable>
+#include <deque>
 #include <map>
+#include <mutex>
+#include <set>
 #include <memory>
 #include <string>
 #include <thread>
@@ -25,6 +29,7 @@
 #include "geeps/config.h"
 #include "geeps/stats.h"
 #include "geeps/status.h"
+#include "server/checkpoint.h"
 #include "transport/wire.h"
 
 namespace geeps::transport {
@@ -51,6 +56,17 @@ class ShardChannel {
   ~ShardChannel();  // Stop()
   ShardChannel(const ShardChannel&) = delete;
   ShardChannel& operator=(const ShardChannel&) = delete;
+
+  // Before Start(): loads this partition's checkpoint of `clock` from
+  // Config::checkpoint_dir and starts from it (rows as saved, every worker
+  // at `clock`). The whole file is verified before any state changes; a
+  // missing, truncated, corrupt or foreign file is an error naming it
+  // (kNotFound, kDataLoss, kFailedPrecondition) and changes nothing.
+  Status Restore(int64_t clock);
+
+  // Checkpoint files written so far, and the clock of the newest (0: none).
+  int64_t checkpoints_written() const { return checkpoints_written_.load(); }
+  int64_t last_checkpoint_clock() const { return last_checkpoint_clock_.load(); }
 
   // Binds the socket (on the calling thread) and starts the thread. An
   // endpoint that cannot be bound is kUnavailable naming it.
@@ -108,6 +124,11 @@ class ShardChannel {
   void HandleSubscribe(int worker, const transport::DecodedMessage& m);
   void HandleUpdate(int worker, const transport::DecodedMessage& m);
   void PushTo(int worker, TableId table, TableState& t);
+  // Checkpoints: called when table `table`'s minimum clock becomes `clock`.
+  // Copies the table's rows into the checkpoint of that clock; the last
+  // table to arrive hands the whole to the writer thread.
+  void MaybeSnapshot(TableId table, const TableState& t, int64_t clock);
+  void RunWriter();
   void Drop(DropReason reason, const std::string& what);
 
   zmq::context_t* context_;
@@ -122,6 +143,20 @@ class ShardChannel {
   std::thread thread_;
   std::atomic<bool> stop_{false};
   bool started_ = false;
+
+  // Checkpoints (Config::checkpoint_dir non-empty). Thread-owned: the
+  // clocks workers asked for, the checkpoints being assembled.
+  const uint64_t fingerprint_;
+  int checkpoint_tables_ = 0;  // shared tables with rows in this partition
+  std::set<int64_t> requested_;
+  std::map<int64_t, CheckpointData> assembling_;
+  // Handed to the writer thread (guarded by writer_mu_).
+  std::thread writer_;
+  std::mutex writer_mu_;
+  std::condition_variable writer_cv_;
+  std::deque<CheckpointData> to_write_;
+  bool writer_stop_ = false;
+  std::atomic<int64_t> checkpoints_written_{0}, last_checkpoint_clock_{0};
 
   std::atomic<int64_t> updates_applied_{0}, rows_applied_{0}, pushes_sent_{0},
       bytes_received_{0}, bytes_sent_{0}, frames_dropped_{0};

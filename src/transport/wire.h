@@ -63,6 +63,9 @@ struct WireHeader {
   uint64_t offset = 0;   // index of this part's first row in the whole message
 };
 constexpr uint32_t kFlagMore = 1;  // more parts of this message follow
+// Update only: the sender asks every partition to checkpoint at clock + 1
+// (GeePS::RequestCheckpoint).
+constexpr uint32_t kFlagCheckpoint = 1u << 4;
 constexpr size_t kHeaderBytes = 56;
 static_assert(sizeof(WireHeader) == kHeaderBytes, "packed header layout");
 

@@ -38,7 +38,8 @@ constexpr const char* kVariables[] = {
     "GEEPS_HEARTBEAT_TIMEOUT_MS", "GEEPS_MAX_MESSAGE_BYTES",
     "GEEPS_MEMORY_GUARANTEE",     "GEEPS_EMULATED_COPY_BANDWIDTH",
     "GEEPS_STATS_FILE",           "GEEPS_PREFETCH_DEPTH",
-    "GEEPS_DETERMINISTIC_BSP",
+    "GEEPS_DETERMINISTIC_BSP",    "GEEPS_CHECKPOINT_DIR",
+    "GEEPS_CHECKPOINT_EVERY",     "GEEPS_RESUME",
 };
 constexpr size_t kNumVariables = sizeof(kVariables) / sizeof(kVariables[0]);
 constexpr size_t kTableLines = 4;
@@ -109,6 +110,7 @@ int Run(const uint8_t* data, size_t size) {
         {"GEEPS_EMULATED_COPY_BANDWIDTH", static_cast<long long>(c.emulated_copy_bandwidth)},
         {"GEEPS_PREFETCH_DEPTH", c.prefetch_depth},
         {"GEEPS_DETERMINISTIC_BSP", c.deterministic_bsp ? 1 : 0},
+        {"GEEPS_CHECKPOINT_EVERY", static_cast<long long>(c.checkpoint_every)},
     };
     for (const auto& n : numbers) {
       std::string text;
@@ -117,6 +119,9 @@ int Run(const uint8_t* data, size_t size) {
     }
     std::string stats_file;
     if (value("GEEPS_STATS_FILE", &stats_file)) GEEPS_FUZZ_CHECK(c.stats_file == stats_file);
+    std::string checkpoint_dir;
+    if (value("GEEPS_CHECKPOINT_DIR", &checkpoint_dir))
+      GEEPS_FUZZ_CHECK(c.checkpoint_dir == checkpoint_dir);
   }
 
   const Status valid = ValidateConfig(c);
@@ -128,6 +133,9 @@ int Run(const uint8_t* data, size_t size) {
     GEEPS_FUZZ_CHECK(c.default_slack >= 0 && c.timeout.count() > 0);
     GEEPS_FUZZ_CHECK(c.heartbeat_timeout.count() >= 10);
     GEEPS_FUZZ_CHECK(c.max_message_bytes >= 64 && c.max_message_bytes < (1ull << 31));
+    GEEPS_FUZZ_CHECK(c.checkpoint_every >= 0);
+    GEEPS_FUZZ_CHECK(!c.checkpoint_dir.empty() ||
+                     (c.checkpoint_every == 0 && c.resume == ResumeMode::kOff));
     for (const TableSpec& t : c.tables) {
       GEEPS_FUZZ_CHECK(t.num_rows >= 1 && t.num_rows < (1ull << 32));
       GEEPS_FUZZ_CHECK(t.row_width >= 1 && t.row_width <= (1u << 24));

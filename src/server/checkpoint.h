@@ -1,0 +1,110 @@
+// Checkpoint files of server partitions (docs/architecture.md, "Checkpoints").
+//
+// One file per partition and clock: <dir>/partition-<p>-clock-<k>.ckpt, with
+// the rows of every shared table the partition owns, exactly as they stood
+// when the table's minimum clock was k (every worker's updates of clocks < k).
+//
+// Layout (little-endian):
+//   header  64 bytes
+//     char[8] magic "GEEPSCKP" | u32 version (1) | u32 header bytes (64)
+//     u64 file bytes (the whole file, checksum included)
+//     u64 job fingerprint (JobFingerprint) | u32 partition | u32 partitions
+//     i64 clock | u32 table entries | u32 reserved (0) | u64 reserved (0)
+//   per table entry
+//     u32 table id | u32 row width | u64 first row | u64 row count
+//     row count x row width x f32
+//   u32 CRC-32 (IEEE 802.3, reflected 0xEDB88320) of every byte before it
+//
+// Writing: a temporary file ".partition-<p>-clock-<k>.ckpt.tmp-<pid>-<n>",
+// write, fsync, rename to the final name, fsync the folder. A crash leaves
+// at most a temporary file, which every reader ignores.
+#ifndef GEEPS_SERVER_CHECKPOINT_H_
+#define GEEPS_SERVER_CHECKPOINT_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "geeps/config.h"
+#include "geeps/status.h"
+
+namespace geeps::server {
+
+constexpr uint32_t kCheckpointVersion = 1;
+constexpr size_t kCheckpointHeaderBytes = 64;
+
+// CRC-32 (IEEE) of `size` bytes, continuing from `crc` (0 to start).
+uint32_t Crc32(const void* data, size_t size, uint32_t crc = 0);
+
+// FNV-1a over what must match for a checkpoint to belong to a job: tables
+// (name, rows, width, local), workers, shards, channels, consistency mode.
+uint64_t JobFingerprint(const Config& config);
+
+struct CheckpointTable {
+  TableId table = 0;
+  uint32_t width = 0;
+  uint64_t first_row = 0;
+  uint64_t row_count = 0;
+  std::vector<float> data;  // row_count * width
+};
+
+struct CheckpointData {
+  uint64_t fingerprint = 0;
+  uint32_t partition = 0;
+  uint32_t num_partitions = 0;
+  int64_t clock = 0;
+  std::vector<CheckpointTable> tables;
+};
+
+std::string CheckpointFileName(int partition, int64_t clock);
+std::string CheckpointPath(const std::string& dir, int partition, int64_t clock);
+
+// The bytes of a checkpoint file (for tests and WriteCheckpointFile).
+std::string EncodeCheckpoint(const CheckpointData& data);
+
+// Verifies and decodes a whole file's bytes; nothing is returned unless every
+// check passed. `what` names the file in messages. Corrupt or truncated:
+// kDataLoss; a file of another job (fingerprint, partition or clock not the
+// expected ones): kFailedPrecondition.
+StatusOr<CheckpointData> DecodeCheckpoint(const std::string& bytes, const std::string& what,
+                                          uint64_t expected_fingerprint, int partition,
+                                          int64_t clock);
+
+// Writes atomically (temporary file, fsync, rename, fsync of the folder),
+// then deletes this partition's checkpoints older than the newest `keep`.
+// kUnavailable naming the path on any I/O error.
+Status WriteCheckpointFile(const std::string& dir, const CheckpointData& data, int keep = 2);
+
+// Reads and verifies <dir>/partition-<p>-clock-<k>.ckpt (kNotFound if it
+// does not exist).
+StatusOr<CheckpointData> ReadCheckpointFile(const std::string& dir, uint64_t fingerprint,
+                                            int partition, int64_t clock);
+
+// Clocks of the finished checkpoint files in `dir`, by partition. Temporary
+// files and other names are ignored. A missing folder is empty.
+std::map<int, std::set<int64_t>> ListCheckpoints(const std::string& dir);
+
+// Partitions that own at least one row of a shared table: the ones that
+// write checkpoints.
+std::vector<int> CheckpointingPartitions(const Config& config);
+
+// The newest clock that every partition of `partitions` has in `available`,
+// or 0 if none. `why`, if given, gets a description of what is there.
+int64_t NewestCompleteClock(const std::map<int, std::set<int64_t>>& available,
+                            const std::vector<int>& partitions, std::string* why = nullptr);
+
+// Creates `dir` (and its parents) if missing; kInvalidArgument naming it if
+// it cannot be created or is not a folder.
+Status EnsureCheckpointDir(const std::string& dir);
+
+// Chooses the clock a job starts at from `available` (Config::resume): 0
+// for a fresh start; kNotFound when resume is required and there is none.
+StatusOr<int64_t> ChooseResumeClock(const Config& config,
+                                    const std::map<int, std::set<int64_t>>& available);
+
+}  // namespace geeps::server
+
+#endif  // GEEPS_SERVER_CHECKPOINT_H_
