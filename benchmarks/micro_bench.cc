@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "device/device.h"
+#include "memory/planner.h"
+#include "server/row_ops.h"
 #include "transport/wire.h"
 
 namespace geeps {
@@ -99,10 +101,84 @@ void BM_DecodeUpdate(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * rows);
 }
 
+void BM_EncodeHeader(benchmark::State& state) {
+  transport::WireHeader h;
+  h.type = static_cast<uint16_t>(transport::MsgType::kUpdate);
+  h.row_width = kWidth;
+  unsigned char out[transport::kHeaderBytes];
+  for (auto _ : state) {
+    h.clock++;
+    transport::EncodeHeader(h, out);
+    benchmark::DoNotOptimize(out);
+  }
+}
+
+// A shard applying one clock's update of `rows` rows from one worker: each
+// row added into the clock's accumulator, then the accumulator folded into
+// the table (the two passes of ShardChannel::HandleUpdate).
+void BM_ShardApplyUpdate(benchmark::State& state) {
+  const size_t rows = state.range(0), width = 1024;
+  std::vector<float> data(rows * width, 0.0f), acc(rows * width, 0.0f);
+  std::vector<float> payload(rows * width, 0.5f);
+  const auto* bytes = reinterpret_cast<const unsigned char*>(payload.data());
+  for (auto _ : state) {
+    for (size_t r = 0; r < rows; ++r)
+      server::AddRow(acc.data() + r * width, bytes + r * width * sizeof(float), width);
+    server::FoldAndClear(data.data(), acc.data(), acc.size());
+    benchmark::DoNotOptimize(data.data());
+  }
+  state.SetBytesProcessed(state.iterations() * rows * width * sizeof(float));
+}
+
+// The memory planner against sequence length: `n` layers, each a Read and
+// an Update of its weights and a forward and backward local access (4n
+// accesses, 8n ops), at a budget that forces eviction.
+void BM_Plan(benchmark::State& state) {
+  const int n = static_cast<int>(state.range(0));
+  memory::PlanInput in;
+  for (int l = 0; l < n; ++l) {
+    in.tables.push_back({64, 4096});
+    in.local_batches.push_back({1 << 20});
+  }
+  auto access = [&](memory::AccessKind kind, int table, uint64_t bytes) {
+    memory::AccessInfo a;
+    a.kind = kind;
+    a.table = table;
+    a.bytes = bytes;
+    if (kind != memory::AccessKind::kLocal)
+      for (uint64_t r = 0; r < 64; ++r) a.cache_rows.push_back(r);
+    in.accesses.push_back(a);
+    return static_cast<int>(in.accesses.size()) - 1;
+  };
+  auto open_close = [&](int a) {
+    in.ops.push_back({memory::OpKind::kOpen, a});
+    in.ops.push_back({memory::OpKind::kClose, a});
+  };
+  for (int l = 0; l < n; ++l) {
+    open_close(access(memory::AccessKind::kRead, l, 64 * 4096));
+    open_close(access(memory::AccessKind::kLocal, l, 1 << 20));
+  }
+  for (int l = n - 1; l >= 0; --l) {
+    open_close(access(memory::AccessKind::kLocal, l, 1 << 20));
+    open_close(access(memory::AccessKind::kUpdate, l, 64 * 4096));
+  }
+  in.required_level = memory::Level::kNone;
+  in.budget_bytes = static_cast<uint64_t>(n) * (1 << 20) / 4 + (8 << 20);
+  for (auto _ : state) {
+    auto plan = memory::MakePlan(in);
+    if (!plan.ok()) state.SkipWithError(plan.status().message().c_str());
+    benchmark::DoNotOptimize(plan);
+  }
+  state.SetItemsProcessed(state.iterations() * in.ops.size());
+}
+
 BENCHMARK(BM_Copy)->Arg(64)->Arg(4096)->UseRealTime();
 BENCHMARK(BM_Gather)->Arg(64)->Arg(4096)->UseRealTime();
 BENCHMARK(BM_ScatterAdd)->Arg(64)->Arg(4096)->UseRealTime();
 BENCHMARK(BM_DecodeUpdate)->Arg(64)->Arg(4096)->UseRealTime();
+BENCHMARK(BM_EncodeHeader);
+BENCHMARK(BM_ShardApplyUpdate)->Arg(16)->Arg(1024)->UseRealTime();
+BENCHMARK(BM_Plan)->Arg(8)->Arg(64)->Arg(256)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace geeps

@@ -23,11 +23,13 @@
 #include <vector>
 #include <zmq.hpp>
 
-#include "../tests/process_util.h"
+#include "bench_util.h"
 #include "geeps/process.h"
 
 namespace {
 
+using geeps::bench::Collect;
+using geeps::bench::Self;
 using geeps::testing::Child;
 using geeps::testing::Env;
 using Clock = std::chrono::steady_clock;
@@ -169,37 +171,6 @@ int GeepsChild(const Options& o) {
 }
 
 // ---- the driver -----------------------------------------------------------------
-
-// Seconds per iteration from each child's "RESULT" line (the mean over the
-// children that print one); < 0 on a failure (the logs go to stderr).
-double Collect(std::vector<Child>& children, const char* what) {
-  const bool ok = geeps::testing::WaitAll(children, std::chrono::minutes(3));
-  double sum = 0;
-  int n = 0;
-  bool failed = !ok;
-  for (const Child& c : children) {
-    if (c.status != 0) failed = true;
-    std::istringstream in(geeps::testing::ReadFile(c.log));
-    for (std::string line; std::getline(in, line);) {
-      if (line.rfind("RESULT ", 0) == 0) {
-        sum += std::stod(line.substr(7));
-        ++n;
-      }
-    }
-  }
-  if (failed || n == 0) {
-    std::fprintf(stderr, "%s failed:\n%s\n", what, geeps::testing::Logs(children).c_str());
-    return -1;
-  }
-  for (const Child& c : children) std::remove(c.log.c_str());
-  return sum / n;
-}
-
-std::string Self() {
-  char buf[4096];
-  const ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  return std::string(buf, n > 0 ? static_cast<size_t>(n) : 0);
-}
 
 double RunZmq(const Options& o, uint64_t bytes) {
   std::vector<Child> children;

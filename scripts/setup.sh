@@ -13,6 +13,7 @@ PACKAGES=(
   zlib1g-dev                        # reading the .gz data set
   dataset-fashion-mnist             # /usr/share/datasets/fashion-mnist
   openmpi-bin                       # mpirun, one way to launch multi-process jobs
+  libopenmpi-dev                    # MPI_Allreduce, the scaling benchmark's baseline
   clang-14 libclang-rt-14-dev       # libFuzzer targets (scripts/fuzz.sh)
 )
 

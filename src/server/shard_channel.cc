@@ -1,5 +1,7 @@
 #include "server/shard_channel.h"
 
+#include "server/row_ops.h"
+
 #include <algorithm>
 #include <cstring>
 
@@ -326,34 +328,6 @@ void ShardChannel::HandleSubscribe(int worker, const DecodedMessage& m) {
   // clock is still 0; push at once if it is not.
   if (t.min_clock > 0) PushTo(worker, m.header.table, t);
 }
-
-namespace {
-
-// dst[j] += src[j] for j < w; src is a payload that need not be aligned.
-void AddRow(float* __restrict dst, const unsigned char* __restrict src, uint32_t w) {
-  constexpr uint32_t kBlock = 16;
-  float block[kBlock];
-  uint32_t j = 0;
-  for (; j + kBlock <= w; j += kBlock) {
-    std::memcpy(block, src + j * sizeof(float), sizeof(block));
-    for (uint32_t k = 0; k < kBlock; ++k) dst[j + k] += block[k];
-  }
-  for (; j < w; ++j) {
-    float d;
-    std::memcpy(&d, src + j * sizeof(float), sizeof(float));
-    dst[j] += d;
-  }
-}
-
-// data += acc, then acc = 0, in one pass.
-void FoldAndClear(float* __restrict data, float* __restrict acc, size_t n) {
-  for (size_t k = 0; k < n; ++k) {
-    data[k] += acc[k];
-    acc[k] = 0.0f;
-  }
-}
-
-}  // namespace
 
 void ShardChannel::HandleUpdate(int worker, const DecodedMessage& m) {
   TableState& t = *tables_[m.header.table];

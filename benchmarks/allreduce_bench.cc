@@ -1,0 +1,67 @@
+// The baseline users would pick instead of a parameter server: plain data
+// parallelism with MPI_Allreduce of all gradients every iteration, no
+// overlap of communication with compute. Same emulated workload as
+// scale_bench (which starts this with mpirun and reads its RESULT line):
+// `--params` floats in `--tables` tables, a sleep of `--compute-ms` per
+// iteration standing in for the GPU, then one allreduce per table and the
+// update applied on every rank.
+//   mpirun -np N allreduce_bench [--params 2000000] [--tables 4]
+//          [--compute-ms 200] [--iterations 20]
+#include <mpi.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  unsigned long long params = 2000000;
+  int tables = 4, iterations = 20;
+  double compute_ms = 200;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string a = argv[i], v = argv[i + 1];
+    if (a == "--params") params = std::stoull(v);
+    else if (a == "--tables") tables = std::stoi(v);
+    else if (a == "--compute-ms") compute_ms = std::stod(v);
+    else if (a == "--iterations") iterations = std::stoi(v);
+    // --slack and others from scale_bench's common arguments are ignored.
+  }
+  constexpr unsigned long long kWidth = 1024;  // as scale_bench: whole rows
+  unsigned long long rows = params / tables / kWidth;
+  if (rows == 0) rows = 1;
+  const size_t n = static_cast<size_t>(rows * kWidth);
+  std::vector<std::vector<float>> weights(tables, std::vector<float>(n, 0.0f));
+  std::vector<float> grad(n), sum(n);
+  const int warm = 3;
+  const float lr = 1.0f / static_cast<float>(size);
+  std::chrono::steady_clock::time_point start;
+  for (int it = 0; it < warm + iterations; ++it) {
+    if (it == warm) {
+      MPI_Barrier(MPI_COMM_WORLD);
+      start = std::chrono::steady_clock::now();
+    }
+    std::this_thread::sleep_for(
+        std::chrono::microseconds(static_cast<long long>(compute_ms * 1000)));
+    for (int t = 0; t < tables; ++t) {
+      std::fill(grad.begin(), grad.end(), 1.0f);
+      MPI_Allreduce(grad.data(), sum.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM,
+                    MPI_COMM_WORLD);
+      float* w = weights[t].data();
+      for (size_t k = 0; k < n; ++k) w[k] += lr * sum[k];
+    }
+  }
+  const double per =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
+      iterations;
+  double worst = 0;
+  MPI_Reduce(&per, &worst, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+  if (rank == 0) std::printf("RESULT %.9f\n", worst);
+  MPI_Finalize();
+  return 0;
+}
