@@ -5,7 +5,7 @@
 // Throughput is relative to the unconstrained run (no budget) measured in the
 // same process; the stall fraction is the share of wall time the application
 // thread waited for the memory manager.
-//   memory_bench [--out results.json] [--layers 32] [--layer-mb 1]
+//   memory_bench [--out results.json] [--csv results.csv] [--layers 32] [--layer-mb 1]
 //                [--compute-ms 3] [--iterations 10] [--bandwidth-gbs 12]
 #include <chrono>
 #include <cstdio>
@@ -24,6 +24,7 @@ using geeps::Status;
 
 struct Options {
   std::string out = "memory_bench.json";
+  std::string csv;  // optional: oversubscription,relative_throughput,stall_fraction
   int layers = 32;
   double layer_mb = 1;
   double compute_ms = 3;
@@ -122,6 +123,7 @@ int main(int argc, char** argv) {
     const std::string f = argv[i];
     const char* v = argv[i + 1];
     if (f == "--out") o.out = v;
+    else if (f == "--csv") o.csv = v;
     else if (f == "--layers") o.layers = std::atoi(v);
     else if (f == "--layer-mb") o.layer_mb = std::atof(v);
     else if (f == "--compute-ms") o.compute_ms = std::atof(v);
@@ -162,5 +164,12 @@ int main(int argc, char** argv) {
                 results[0].seconds / r.seconds, r.stall_seconds / r.seconds);
   }
   out << "]}\n";
+  if (!o.csv.empty()) {
+    std::ofstream csv(o.csv);
+    csv << "oversubscription,relative_throughput,stall_fraction\n";
+    for (const Result& r : results)
+      csv << r.factor << "," << results[0].seconds / r.seconds << "," << r.stall_seconds / r.seconds
+          << "\n";
+  }
   return 0;
 }
