@@ -135,6 +135,51 @@ TEST(MalformedFrameTest, ShardDropsAndCountsEveryBadFrame) {
   EXPECT_EQ(all[1 * 3], 0.0f);  // every bad update to row 1 was dropped
 }
 
+// Past the first clock a shard adds the current clock's deltas straight into
+// its rows, which is only sound because every worker has subscribed by then:
+// a subscription that comes later is dropped, and pushes stay exact.
+TEST(MalformedFrameTest, SubscriptionAfterTheFirstClockIsDropped) {
+  Config c;
+  c.num_workers = 2;
+  c.tables = {{"t", 4, 2}};
+  zmq::context_t ctx;
+  g_context = &ctx;
+  server::ShardChannel shard(&ctx, c, 0, "inproc://shard-late-subscribe");
+  ASSERT_OK(shard.Start());
+  zmq::socket_t w0(ctx, zmq::socket_type::dealer), w1(ctx, zmq::socket_type::dealer);
+  w0.set(zmq::sockopt::routing_id, "w0");
+  w1.set(zmq::sockopt::routing_id, "w1");
+  for (zmq::socket_t* w : {&w0, &w1}) {
+    w->set(zmq::sockopt::rcvtimeo, 5000);
+    w->connect("inproc://shard-late-subscribe");
+  }
+  auto update = [](uint32_t sender, int64_t clock, float v) {
+    WireHeader h = Header(MsgType::kUpdate, 0, clock, 1, 2);
+    h.sender = sender;
+    return Frames(h, {1}, {v, v});
+  };
+  Send(w0, Frames(Header(MsgType::kSubscribe, 0, 0, 1, 2), {1}, {}));
+  Send(w0, update(0, 0, 1));
+  Send(w1, update(1, 0, 2));
+  int64_t clock = -1;
+  EXPECT_EQ(RecvPush(w0, &clock), (std::vector<float>{3, 3}));
+  EXPECT_EQ(clock, 1);
+  Send(w0, update(0, 1, 10));  // into the rows at once
+  {
+    WireHeader h = Header(MsgType::kSubscribe, 0, 0, 1, 2);
+    h.sender = 1;
+    Send(w1, Frames(h, {1}, {}));  // too late: dropped, no push to w1
+  }
+  Send(w1, update(1, 1, 20));
+  EXPECT_EQ(RecvPush(w0, &clock), (std::vector<float>{33, 33}));
+  EXPECT_EQ(clock, 2);
+  w1.set(zmq::sockopt::rcvtimeo, 200);
+  zmq::message_t none;
+  EXPECT_FALSE(w1.recv(none));
+  shard.Stop();
+  EXPECT_EQ(shard.GetStats().frames_dropped, 1);
+}
+
 // Random and truncated frames from strangers hit every shard while a cluster
 // trains; its sums stay exact and the shards count the drops.
 TEST(MalformedFrameTest, InjectedFramesLeaveClusterSumsExact) {

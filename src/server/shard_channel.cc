@@ -86,6 +86,7 @@ Status ShardChannel::Restore(int64_t clock) {
     t.data = by_table[i]->data;
     std::fill(t.clocks.begin(), t.clocks.end(), clock);
     t.min_clock = clock;
+    t.start_clock = clock;
   }
   last_checkpoint_clock_.store(clock);
   GEEPS_LOG(Info) << "shard partition " << partition_ << ": restored clock " << clock << " from "
@@ -323,9 +324,14 @@ void ShardChannel::HandleSubscribe(int worker, const DecodedMessage& m) {
   if (m.header.offset == 0) rows.clear();
   for (uint64_t i = 0; i < m.header.row_count; ++i) rows.push_back(m.RowAt(i));
   if (m.header.flags & transport::kFlagMore) return;
+  // A worker subscribes before its first update, so the minimum is still the
+  // start clock (0, or a resumed checkpoint's): push at once if it is not 0.
+  // Past it, `data` may hold deltas of the current clock (see TableState).
+  if (t.min_clock > t.start_clock) {
+    t.parts[worker] = PartState{};
+    return Drop(kDropLateSubscribe, "subscription after the minimum clock passed the start");
+  }
   t.subscribed[worker] = true;
-  // A subscription normally precedes the worker's first clock, so the minimum
-  // clock is still 0; push at once if it is not.
   if (t.min_clock > 0) PushTo(worker, m.header.table, t);
 }
 
@@ -341,7 +347,13 @@ void ShardChannel::HandleUpdate(int worker, const DecodedMessage& m) {
   // before any table's minimum can pass it.
   if (m.header.flags & transport::kFlagCheckpoint) requested_.insert(m.header.clock + 1);
   const uint32_t w = t.width;
-  if (m.header.row_count > 0) {
+  const bool direct = !config_.deterministic_bsp && m.header.clock == t.min_clock &&
+                      t.min_clock > t.start_clock;
+  if (direct) {
+    for (uint64_t i = 0; i < m.header.row_count; ++i)
+      AddRow(t.data.data() + (m.RowAt(i) - t.span.begin) * w, m.payload + i * w * sizeof(float),
+             w);
+  } else if (m.header.row_count > 0) {
     // Deterministic mode keeps each worker's deltas apart, so that they are
     // added in rank order whatever order they arrived in.
     const int64_t key = m.header.clock * config_.num_workers +

@@ -95,6 +95,12 @@ class ShardChannel {
     std::vector<float> data;           // span.size() * width
     std::vector<int64_t> clocks;       // per worker: clocks completed
     int64_t min_clock = 0;
+    // The clock the partition started at (0, or a checkpoint's). Once the
+    // minimum passes it, every worker has subscribed (each subscribes before
+    // its first update), so no push happens between minimum advances and
+    // deltas of clock == min_clock may go straight into `data` (not in
+    // deterministic mode).
+    int64_t start_clock = 0;
     // Deltas of clocks >= min_clock, by clock * num_workers (+ worker in
     // deterministic mode), each span.size() * width. They
     // enter `data` when the minimum clock passes them, so `data` (and every
@@ -113,6 +119,7 @@ class ShardChannel {
     kDropClock,
     kDropType,
     kDropDuplicateSubscribe,
+    kDropLateSubscribe,
     kNumDropReasons
   };
 
