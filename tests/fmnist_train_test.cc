@@ -78,11 +78,18 @@ INSTANTIATE_TEST_SUITE_P(
 
 // Under BSP, 2 workers with a global batch of 32 (16 each) take the steps of
 // 1 worker with the batch of 32: the same weights up to float rounding.
-TEST(NetTrainerTest, TwoWorkersMatchOneWorkerWithTheDoubledBatch) {
+// The runs are short (10 iterations of the CNN, 20 of the MLP): over longer
+// ones a rounding difference eventually flips a ReLU or a max-pool choice
+// and the two runs part by more than rounding (measured: < 1e-6 after 10
+// CNN iterations, 2e-3 after 20).
+class EquivalenceTest : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
+
+TEST_P(EquivalenceTest, TwoWorkersMatchOneWorkerWithTheDoubledBatch) {
+  const auto& [model, examples] = GetParam();
   Dataset train, test;
-  if (!Load(640, 100, &train, &test)) GTEST_SKIP() << "no Fashion-MNIST";
+  if (!Load(examples, 100, &train, &test)) GTEST_SKIP() << "no Fashion-MNIST";
   NetReport one, two;
-  NetOptions o = SmallRun("cnn", 1);
+  NetOptions o = SmallRun(model, 1);
   o.evaluate = false;
   ASSERT_TRUE(TrainNet(o, train, test, &one).ok());
   o.workers = 2;
@@ -98,12 +105,19 @@ TEST(NetTrainerTest, TwoWorkersMatchOneWorkerWithTheDoubledBatch) {
   double max_diff = 0, max_control = 0;
   for (size_t i = 0; i < one.final_params.size(); ++i) {
     const double a = one.final_params[i], b = two.final_params[i];
-    EXPECT_NEAR(a, b, 1e-4 + 1e-3 * std::fabs(a)) << "parameter " << i;
+    EXPECT_NEAR(a, b, 1e-5 + 1e-4 * std::fabs(a)) << "parameter " << i;
     max_diff = std::max(max_diff, std::fabs(a - b));
     max_control = std::max(max_control, std::fabs(a - half.final_params[i]));
   }
-  EXPECT_GT(max_control, 100 * max_diff);
+  EXPECT_GT(max_control, 1000 * max_diff);
 }
+
+INSTANTIATE_TEST_SUITE_P(Models, EquivalenceTest,
+                         ::testing::Values(std::make_tuple("cnn", 320),
+                                           std::make_tuple("mlp", 640)),
+                         [](const auto& info) {
+                           return std::get<0>(info.param);
+                         });
 
 TEST(NetTrainerTest, RejectsBadOptions) {
   NetOptions o;

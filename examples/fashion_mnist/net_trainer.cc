@@ -335,7 +335,7 @@ geeps::Config MakeNetConfig(const NetOptions& options, const nn::Network& net) {
 
 Evaluation EvaluateNet(const nn::Network& net, const std::vector<float>& params,
                        const Dataset& data) {
-  constexpr int kChunk = 500;
+  constexpr int kChunk = 100;
   std::unique_ptr<nn::Backend> be = nn::MakeHostBackend();
   const int n = net.size();
   const Layout lay = MakeLayout(net, 1);

@@ -41,12 +41,20 @@ class Backend {
   // x[i] = 0 for i < n.
   virtual void Zero(float* x, size_t n) = 0;
 
-  // im2col of one image: col is (channels * kernel^2) x (out_h * out_w);
-  // taps outside the image (padding) read 0.
-  virtual void Im2Col(const float* image, const Window& w, float* col) = 0;
+  // im2col of one image: `col` is a (channels * kernel^2) x (out_h * out_w)
+  // matrix whose rows are `ld` floats apart (ld >= out_h * out_w, so that
+  // the images of a batch can sit side by side); taps outside the image
+  // (padding) read 0.
+  virtual void Im2Col(const float* image, const Window& w, size_t ld,
+                      float* col) = 0;
   // The adjoint: adds col's entries back into `image` (which it accumulates
   // into; zero it first).
-  virtual void Col2Im(const float* col, const Window& w, float* image) = 0;
+  virtual void Col2Im(const float* col, const Window& w, size_t ld,
+                      float* image) = 0;
+  // dst[j][i][k] = src[i][j][k] for i < a, j < b, k < inner: swaps the two
+  // outer axes (batch-major <-> channel-major activations).
+  virtual void SwapOuterAxes(const float* src, int a, int b, int inner,
+                             float* dst) = 0;
 
   // x[o][c][i] += bias[c] for o < outer, c < channels, i < inner.
   virtual void AddBias(const float* bias, int outer, int channels, int inner,

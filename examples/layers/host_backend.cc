@@ -26,7 +26,8 @@ class HostBackend final : public Backend {
     std::memset(x, 0, n * sizeof(float));
   }
 
-  void Im2Col(const float* image, const Window& w, float* col) override {
+  void Im2Col(const float* image, const Window& w, size_t ld,
+              float* col) override {
     const int oh = w.out_height(), ow = w.out_width();
     for (int c = 0; c < w.channels; ++c) {
       const float* plane = image + static_cast<size_t>(c) * w.height * w.width;
@@ -45,13 +46,14 @@ class HostBackend final : public Backend {
               out[x] = (ix >= 0 && ix < w.width) ? in[ix] : 0.0f;
             }
           }
-          col += static_cast<size_t>(oh) * ow;
+          col += ld;
         }
       }
     }
   }
 
-  void Col2Im(const float* col, const Window& w, float* image) override {
+  void Col2Im(const float* col, const Window& w, size_t ld,
+              float* image) override {
     const int oh = w.out_height(), ow = w.out_width();
     for (int c = 0; c < w.channels; ++c) {
       float* plane = image + static_cast<size_t>(c) * w.height * w.width;
@@ -67,8 +69,19 @@ class HostBackend final : public Backend {
               if (ix >= 0 && ix < w.width) out[ix] += in[x];
             }
           }
-          col += static_cast<size_t>(oh) * ow;
+          col += ld;
         }
+      }
+    }
+  }
+
+  void SwapOuterAxes(const float* src, int a, int b, int inner,
+                     float* dst) override {
+    for (int i = 0; i < a; ++i) {
+      for (int j = 0; j < b; ++j) {
+        const float* from = src + (static_cast<size_t>(i) * b + j) * inner;
+        std::copy(from, from + inner,
+                  dst + (static_cast<size_t>(j) * a + i) * inner);
       }
     }
   }

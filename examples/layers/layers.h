@@ -86,7 +86,7 @@ class FullyConnected final : public Layer {
 };
 
 // 2-d convolution, square kernel, stride 1, zero padding `pad`
-// (pad = kernel / 2 keeps the size), by im2col + GEMM per image. Weights:
+// (pad = kernel / 2 keeps the size), by im2col + one GEMM per batch. Weights:
 // out_channels x (in_channels * kernel^2).
 class Conv2D final : public Layer {
  public:
