@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -118,6 +119,32 @@ INSTANTIATE_TEST_SUITE_P(Models, EquivalenceTest,
                          [](const auto& info) {
                            return std::get<0>(info.param);
                          });
+
+// Under a device memory budget too small for all local data (about 20.7 MB
+// here), the memory manager keeps part of it in host memory and swaps it
+// through the access buffer pool; the math must not change.
+TEST(NetTrainerTest, MemoryBudgetGivesTheSameWeights) {
+  Dataset train, test;
+  if (!Load(320, 100, &train, &test)) GTEST_SKIP() << "no Fashion-MNIST";
+  NetOptions o = SmallRun("cnn", 1);
+  o.evaluate = false;
+  NetReport free_run, budget_run;
+  ASSERT_TRUE(TrainNet(o, train, test, &free_run).ok());
+  o.device_memory_budget = 21500000;
+  geeps::Status s = TrainNet(o, train, test, &budget_run);
+  ASSERT_TRUE(s.ok()) << s;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(budget_run.worker0_stats_json, m,
+                                std::regex("\"bytes_host_to_device\": *([0-9]+)")))
+      << budget_run.worker0_stats_json;
+  EXPECT_GT(std::stoll(m[1]), 0) << "nothing was swapped in";
+  EXPECT_EQ(free_run.final_params, budget_run.final_params);
+  // Far too small: a clear error at FinishVirtualIteration, no crash.
+  o.device_memory_budget = 1000;
+  s = TrainNet(o, train, test, &budget_run);
+  EXPECT_EQ(s.code(), geeps::StatusCode::kResourceExhausted) << s;
+  EXPECT_NE(s.message().find("FinishVirtualIteration"), std::string::npos) << s;
+}
 
 TEST(NetTrainerTest, RejectsBadOptions) {
   NetOptions o;

@@ -29,8 +29,13 @@ constexpr geeps::TableId kLocal = 1;
 constexpr int kImageSide = 28;
 constexpr int kClasses = 10;
 
+// Prefixes an error with the worker and the call, unless libgeeps' message
+// already names the worker.
 Status Annotate(const Status& s, int rank, const char* call) {
   if (s.ok()) return s;
+  if (s.message().find("worker " + std::to_string(rank)) != std::string::npos) {
+    return s;
+  }
   return Status(s.code(), "worker " + std::to_string(rank) + ": " + call +
                               ": " + s.message());
 }
