@@ -220,6 +220,26 @@ TEST(FmnistTrainBinaryTest, TrainsAndWritesTheCurve) {
   EXPECT_EQ(lines, 3);  // header, epoch 0, epoch 1
   std::remove(csv.c_str());
 }
+#ifdef GEEPS_LAUNCH
+// --processes: two processes started by geeps_launch, one worker each.
+TEST(FmnistTrainBinaryTest, TrainsAsTwoProcesses) {
+  if (!std::filesystem::exists(std::string(kDataDir))) GTEST_SKIP();
+  std::string out;
+  const std::string cmd = std::string("-n 2 ") + FMNIST_TRAIN +
+                          " --processes --model mlp --epochs 1 "
+                          "--train-limit 1000 --batch-size 50";
+  const std::string full = std::string(GEEPS_LAUNCH) + " " + cmd + " 2>&1";
+  FILE* pipe = popen(full.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) out.append(buf, n);
+  const int status = pclose(pipe);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
+  EXPECT_NE(out.find("final test accuracy: 0."), std::string::npos) << out;
+  EXPECT_NE(out.find("[rank 1] done"), std::string::npos) << out;
+}
+#endif  // GEEPS_LAUNCH
 #endif  // FMNIST_TRAIN
 
 }  // namespace
