@@ -1,7 +1,5 @@
 #include "net_trainer.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -12,7 +10,9 @@
 #include <utility>
 
 #include "geeps/embedded_cluster.h"
+#include "net_layout.h"
 #include "net_stepper.h"
+#include "progress_bar.h"
 
 namespace fmnist {
 namespace {
@@ -48,63 +48,6 @@ StatusOr<T> Annotate(StatusOr<T> s, int rank, const char* call) {
   GEEPS_RETURN_IF_ERROR(Annotate((expr), rank, call))
 #define NET_ASSIGN(lhs, expr, call) \
   GEEPS_ASSIGN_OR_RETURN(lhs, Annotate((expr), rank, call))
-
-// Where everything of one network lives in the two tables.
-struct Layout {
-  // Table 0: the rows of layer l's parameters (empty: none); the offset of
-  // its first float in a copy of all rows.
-  std::vector<std::vector<RowIndex>> params;
-  std::vector<size_t> param_offset;
-  uint64_t param_rows = 0;
-  // Table 1, per worker: act[l] = input of layer l (act[0] the images,
-  // act[L] the logits), grad[l] = dLoss/dact[l] (l >= 1), wgrad[l] and
-  // velocity[l] for layers with parameters, one scratch shared by all.
-  std::vector<std::vector<RowIndex>> act, grad, wgrad, velocity;
-  std::vector<RowIndex> scratch;
-  uint64_t local_rows = 0;
-};
-
-std::vector<RowIndex> Take(uint64_t* next, size_t floats, uint32_t width) {
-  const uint64_t n = geeps::RowsFor(std::max<size_t>(floats, 1), width);
-  std::vector<RowIndex> rows = geeps::RowRange(*next, n);
-  *next += n;
-  return rows;
-}
-
-Layout MakeLayout(const nn::Network& net, int per_worker_batch) {
-  Layout l;
-  const int n = net.size();
-  l.params.resize(n);
-  l.param_offset.resize(n);
-  l.act.resize(n + 1);
-  l.grad.resize(n + 1);
-  l.wgrad.resize(n);
-  l.velocity.resize(n);
-  size_t scratch = 0;
-  for (int i = 0; i < n; ++i) {
-    const nn::Layer& layer = net.layer(i);
-    l.param_offset[i] = l.param_rows * kParamRowWidth;
-    if (layer.num_params() > 0) {
-      l.params[i] = Take(&l.param_rows, layer.num_params(), kParamRowWidth);
-    }
-    scratch = std::max(scratch, layer.ScratchFloats(per_worker_batch));
-  }
-  const auto batch = static_cast<size_t>(per_worker_batch);
-  for (int i = 0; i <= n; ++i) {
-    const size_t floats =
-        batch * (i == 0 ? net.input_shape().size() : net.layer(i - 1).out_shape().size());
-    l.act[i] = Take(&l.local_rows, floats, kLocalRowWidth);
-    if (i > 0) l.grad[i] = Take(&l.local_rows, floats, kLocalRowWidth);
-  }
-  for (int i = 0; i < n; ++i) {
-    const size_t p = net.layer(i).num_params();
-    if (p == 0) continue;
-    l.wgrad[i] = Take(&l.local_rows, p, kLocalRowWidth);
-    l.velocity[i] = Take(&l.local_rows, p, kLocalRowWidth);
-  }
-  if (scratch > 0) l.scratch = Take(&l.local_rows, scratch, kLocalRowWidth);
-  return l;
-}
 
 // Is act[i] read again in the backward pass?
 bool NeededInBackward(const nn::Network& net, int i) {
@@ -223,53 +166,6 @@ Status Iteration(Stepper& s, const NetOptions& opt, const nn::Network& net,
   }
   return Status::OK();
 }
-
-// Worker 0's progress bar: redrawn in place on a terminal, otherwise only
-// the epoch's final line.
-class ProgressBar {
- public:
-  ProgressBar(std::ostream* out, int epoch, int epochs, int64_t steps)
-      : out_(out), epoch_(epoch), epochs_(epochs), steps_(steps),
-        interactive_(out != nullptr && isatty(STDOUT_FILENO)),
-        start_(Clock::now()), last_(start_) {}
-
-  void Step(int64_t step, int64_t samples, double loss) {
-    if (!interactive_) return;
-    const Clock::time_point now = Clock::now();
-    if (step + 1 < steps_ && now - last_ < std::chrono::milliseconds(250)) {
-      return;
-    }
-    last_ = now;
-    Draw(step + 1, samples, loss, "\r");
-  }
-  void Finish(int64_t samples, double loss) {
-    if (out_ == nullptr) return;
-    Draw(steps_, samples, loss, interactive_ ? "\r" : "");
-    *out_ << "\n" << std::flush;
-  }
-
- private:
-  void Draw(int64_t done, int64_t samples, double loss, const char* prefix) {
-    constexpr int kWidth = 30;
-    const double secs =
-        std::chrono::duration<double>(Clock::now() - start_).count();
-    const int filled = static_cast<int>(kWidth * done / std::max<int64_t>(steps_, 1));
-    char line[256];
-    std::snprintf(line, sizeof(line),
-                  "%sepoch %d/%d [%s%s] %3d%% %7.0f samples/s loss %.4f",
-                  prefix, epoch_, epochs_, std::string(filled, '#').c_str(),
-                  std::string(kWidth - filled, '.').c_str(),
-                  static_cast<int>(100 * done / std::max<int64_t>(steps_, 1)),
-                  secs > 0 ? samples / secs : 0.0, loss);
-    *out_ << line << std::flush;
-  }
-
-  std::ostream* out_;
-  int epoch_, epochs_;
-  int64_t steps_;
-  bool interactive_;
-  Clock::time_point start_, last_;
-};
 
 }  // namespace
 

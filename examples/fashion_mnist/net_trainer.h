@@ -29,13 +29,11 @@
 #include "geeps/process.h"
 #include "geeps/status.h"
 #include "layers.h"
+#include "net_layout.h"
 #include "softmax_model.h"  // Dataset, LoadFashionMnist
 #include "softmax_trainer.h"  // EpochBoard
 
 namespace fmnist {
-
-constexpr uint32_t kParamRowWidth = 256;
-constexpr uint32_t kLocalRowWidth = 1024;
 
 struct NetOptions {
   std::string model = "cnn";  // "mlp" or "cnn" (BuildModel)
