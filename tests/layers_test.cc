@@ -48,7 +48,7 @@ void ExpectGradientMatches(std::vector<float>* v, const std::vector<float>& grad
 // For a layer with batch `batch`: loss = sum_i y[i] * r[i] with fixed random
 // r, so dLoss/dy = r. Checks dx and dparams.
 void CheckLayer(const Layer& layer, int batch, std::vector<float> x) {
-  std::unique_ptr<Backend> be = MakeHostBackend(1);
+  std::unique_ptr<Backend> be = MakeHostBackend();
   const size_t out = layer.out_shape().size() * batch;
   std::vector<float> params = Random(layer.num_params(), 7);
   const std::vector<float> r = Random(out, 11);
@@ -113,7 +113,7 @@ TEST(LayersTest, MaxPoolGradient) {
 }
 
 TEST(LayersTest, SoftmaxCrossEntropyGradientAndValue) {
-  std::unique_ptr<Backend> be = MakeHostBackend(1);
+  std::unique_ptr<Backend> be = MakeHostBackend();
   const int batch = 3, classes = 5;
   std::vector<float> logits = Random(batch * classes, 5, -2, 2);
   const std::vector<int32_t> labels = {0, 4, 2};
@@ -137,7 +137,7 @@ TEST(LayersTest, SoftmaxCrossEntropyGradientAndValue) {
 }
 
 TEST(LayersTest, MomentumDeltaIsMinusLrTimesVelocity) {
-  std::unique_ptr<Backend> be = MakeHostBackend(1);
+  std::unique_ptr<Backend> be = MakeHostBackend();
   std::vector<float> grad = {1, -2, 3}, velocity = {0.5f, 0, -1}, delta(3);
   be->MomentumDelta(grad.data(), 3, 0.1f, 0.9f, velocity.data(), delta.data());
   const std::vector<float> v = {0.9f * 0.5f + 1, -2, 0.9f * -1 + 3};

@@ -61,7 +61,8 @@ int ParseFlags(int argc, char** argv, Flags* flags) {
   // clang-format off
   desc.add_options()
       ("help,h", "print this help and exit")
-      ("model", po::value(&n.model)->default_value(n.model), "mlp or cnn")
+      ("model", po::value(&n.model)->default_value(n.model),
+       "mlp, cnn or cnn-wide (net_trainer.h)")
       ("workers", po::value(&n.workers)->default_value(n.workers),
        "workers of the embedded cluster (one thread each)")
       ("processes", po::bool_switch(&flags->processes),

@@ -173,8 +173,8 @@ Status ValidateNetOptions(const NetOptions& o) {
   auto bad = [](const std::string& what) {
     return Status(StatusCode::kInvalidArgument, what);
   };
-  if (o.model != "mlp" && o.model != "cnn") {
-    return bad("unknown model '" + o.model + "' (mlp or cnn)");
+  if (o.model != "mlp" && o.model != "cnn" && o.model != "cnn-wide") {
+    return bad("unknown model '" + o.model + "' (mlp, cnn or cnn-wide)");
   }
   if (o.workers < 1) return bad("workers must be >= 1");
   if (o.shards < 1) return bad("shards must be >= 1");
@@ -209,9 +209,13 @@ StatusOr<nn::Network> BuildModel(const std::string& name) {
     net.Conv(16, 3, 1).Relu().MaxPool(2, 2);
     net.Conv(32, 3, 1).Relu().MaxPool(2, 2);
     net.FullyConnected(128).Relu().FullyConnected(kClasses);
+  } else if (name == "cnn-wide") {
+    net.Conv(32, 3, 1).Relu().MaxPool(2, 2);
+    net.Conv(64, 3, 1).Relu().MaxPool(2, 2);
+    net.FullyConnected(256).Relu().FullyConnected(kClasses);
   } else {
     return Status(StatusCode::kInvalidArgument,
-                  "unknown model '" + name + "' (mlp or cnn)");
+                  "unknown model '" + name + "' (mlp, cnn or cnn-wide)");
   }
   return net;
 }
@@ -413,7 +417,7 @@ Status TrainNet(const NetOptions& options, const Dataset& train,
   // The workers share the cores: one BLAS thread each when there are at
   // least as many workers as cores.
   const int cores = std::max(1u, std::thread::hardware_concurrency());
-  nn::MakeHostBackend(std::max(1, cores / options.workers));
+  nn::SetHostBlasThreads(std::max(1, cores / options.workers));
   const Clock::time_point start = Clock::now();
 
   StatusOr<std::unique_ptr<geeps::EmbeddedCluster>> started =

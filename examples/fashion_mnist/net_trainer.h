@@ -36,7 +36,7 @@
 namespace fmnist {
 
 struct NetOptions {
-  std::string model = "cnn";  // "mlp" or "cnn" (BuildModel)
+  std::string model = "cnn";  // "mlp", "cnn" or "cnn-wide" (BuildModel)
   int workers = 2;
   int shards = 1;
   int channels = 1;
@@ -61,6 +61,7 @@ geeps::Status ValidateNetOptions(const NetOptions& options);
 // Builds the named model for 28x28 grey images and 10 classes:
 //   mlp: fc256-relu-fc128-relu-fc10
 //   cnn: conv3x3x16-relu-maxpool2-conv3x3x32-relu-maxpool2-fc128-relu-fc10
+//   cnn-wide: conv3x3x32-relu-maxpool2-conv3x3x64-relu-maxpool2-fc256-relu-fc10
 // kInvalidArgument for another name.
 geeps::StatusOr<nn::Network> BuildModel(const std::string& name);
 

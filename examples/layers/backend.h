@@ -93,9 +93,12 @@ class Backend {
 };
 
 // The host backend: GEMMs through the CPU BLAS (OpenBLAS), the rest plain
-// loops. `blas_threads` > 0 sets OpenBLAS's thread count (process-wide);
-// 0 leaves it as it is.
-std::unique_ptr<Backend> MakeHostBackend(int blas_threads = 0);
+// loops.
+std::unique_ptr<Backend> MakeHostBackend();
+
+// Sets the CPU BLAS's thread count, process-wide (for every host backend):
+// with W workers on C cores, max(1, C / W) avoids oversubscription.
+void SetHostBlasThreads(int threads);
 
 }  // namespace nn
 

@@ -200,9 +200,12 @@ class HostBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> MakeHostBackend(int blas_threads) {
-  if (blas_threads > 0) openblas_set_num_threads(blas_threads);
+std::unique_ptr<Backend> MakeHostBackend() {
   return std::make_unique<HostBackend>();
+}
+
+void SetHostBlasThreads(int threads) {
+  if (threads > 0) openblas_set_num_threads(threads);
 }
 
 }  // namespace nn
