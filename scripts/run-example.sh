@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# Sets up, builds, then trains softmax regression on Fashion-MNIST on an
-# embedded cluster of 2 workers and prints the test accuracy. Extra arguments
-# go to the example (they come after the defaults, so they win), e.g.
-#   bash scripts/run-example.sh --epochs 5
+# Sets up, builds, then trains a small CNN on Fashion-MNIST on an embedded
+# cluster of 2 workers (examples/fashion_mnist/fmnist_train) and prints the
+# test accuracy after each epoch and at the end. Extra arguments go to the
+# trainer (they come after the defaults, so they win), e.g.
+#   bash scripts/run-example.sh --epochs 2
+#   bash scripts/run-example.sh --model mlp --curve-csv curve.csv
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/setup.sh
 bash scripts/build.sh -DGEEPS_BUILD_EXAMPLES=ON
 build_dir="${GEEPS_BUILD_DIR:-build}"
-exec "$build_dir/examples/fashion_mnist/softmax_fmnist" --workers 2 --epochs 3 "$@"
+exec "$build_dir/examples/fashion_mnist/fmnist_train" --model cnn --workers 2 \
+  --epochs 5 --batch-size 64 --lr 0.05 --lr-decay 0.7 --momentum 0.9 "$@"

@@ -11,6 +11,8 @@ PACKAGES=(
   libgtest-dev libgmock-dev         # tests (GoogleTest, GoogleMock)
   libbenchmark-dev                  # microbenchmarks
   zlib1g-dev                        # reading the .gz data set
+  libopenblas-dev                   # CPU BLAS: the example layers' GEMMs on the host backend
+  gnuplot-nox                       # examples/fashion_mnist/plot_curve.sh (training curve PNG)
   dataset-fashion-mnist             # /usr/share/datasets/fashion-mnist
   openmpi-bin                       # mpirun, one way to launch multi-process jobs
   libopenmpi-dev                    # MPI_Allreduce, the scaling benchmark's baseline

@@ -1,0 +1,52 @@
+#include "net_layout.h"
+
+#include <algorithm>
+
+namespace fmnist {
+namespace {
+
+std::vector<geeps::RowIndex> Take(uint64_t* next, size_t floats, uint32_t width) {
+  const uint64_t n = geeps::RowsFor(std::max<size_t>(floats, 1), width);
+  std::vector<geeps::RowIndex> rows = geeps::RowRange(*next, n);
+  *next += n;
+  return rows;
+}
+
+}  // namespace
+
+Layout MakeLayout(const nn::Network& net, int per_worker_batch) {
+  Layout l;
+  const int n = net.size();
+  l.params.resize(n);
+  l.param_offset.resize(n);
+  l.act.resize(n + 1);
+  l.grad.resize(n + 1);
+  l.wgrad.resize(n);
+  l.velocity.resize(n);
+  size_t scratch = 0;
+  for (int i = 0; i < n; ++i) {
+    const nn::Layer& layer = net.layer(i);
+    l.param_offset[i] = l.param_rows * kParamRowWidth;
+    if (layer.num_params() > 0) {
+      l.params[i] = Take(&l.param_rows, layer.num_params(), kParamRowWidth);
+    }
+    scratch = std::max(scratch, layer.ScratchFloats(per_worker_batch));
+  }
+  const auto batch = static_cast<size_t>(per_worker_batch);
+  for (int i = 0; i <= n; ++i) {
+    const size_t floats =
+        batch * (i == 0 ? net.input_shape().size() : net.layer(i - 1).out_shape().size());
+    l.act[i] = Take(&l.local_rows, floats, kLocalRowWidth);
+    if (i > 0) l.grad[i] = Take(&l.local_rows, floats, kLocalRowWidth);
+  }
+  for (int i = 0; i < n; ++i) {
+    const size_t p = net.layer(i).num_params();
+    if (p == 0) continue;
+    l.wgrad[i] = Take(&l.local_rows, p, kLocalRowWidth);
+    l.velocity[i] = Take(&l.local_rows, p, kLocalRowWidth);
+  }
+  if (scratch > 0) l.scratch = Take(&l.local_rows, scratch, kLocalRowWidth);
+  return l;
+}
+
+}  // namespace fmnist

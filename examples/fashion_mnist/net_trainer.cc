@@ -1,0 +1,493 @@
+#include "net_trainer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <thread>
+#include <utility>
+
+#include "geeps/embedded_cluster.h"
+#include "net_layout.h"
+#include "net_stepper.h"
+#include "progress_bar.h"
+
+namespace fmnist {
+namespace {
+
+using geeps::RowIndex;
+using geeps::Status;
+using geeps::StatusCode;
+using geeps::StatusOr;
+using Clock = std::chrono::steady_clock;
+using Open = Stepper::Open;
+
+constexpr geeps::TableId kParams = 0;
+constexpr geeps::TableId kLocal = 1;
+constexpr int kImageSide = 28;
+constexpr int kClasses = 10;
+
+// Prefixes an error with the worker and the call, unless libgeeps' message
+// already names the worker.
+Status Annotate(const Status& s, int rank, const char* call) {
+  if (s.ok()) return s;
+  if (s.message().find("worker " + std::to_string(rank)) != std::string::npos) {
+    return s;
+  }
+  return Status(s.code(), "worker " + std::to_string(rank) + ": " + call +
+                              ": " + s.message());
+}
+template <typename T>
+StatusOr<T> Annotate(StatusOr<T> s, int rank, const char* call) {
+  if (s.ok()) return s;
+  return Annotate(s.status(), rank, call);
+}
+#define NET_CHECK(expr, call) \
+  GEEPS_RETURN_IF_ERROR(Annotate((expr), rank, call))
+#define NET_ASSIGN(lhs, expr, call) \
+  GEEPS_ASSIGN_OR_RETURN(lhs, Annotate((expr), rank, call))
+
+// Is act[i] read again in the backward pass?
+bool NeededInBackward(const nn::Network& net, int i) {
+  const bool by_producer = i > 0 && net.layer(i - 1).BackwardNeedsOutput();
+  const bool by_consumer = i < net.size() && net.layer(i).BackwardNeedsInput();
+  return by_producer || by_consumer;
+}
+
+// The inputs of one real iteration of one worker.
+struct Batch {
+  const float* images = nullptr;  // n images
+  const int32_t* labels = nullptr;
+  int n = 0;
+  float lr = 0;
+};
+
+// One iteration of one worker, for both phases (see net_stepper.h). In the
+// real phase it trains on `batch` and adds its loss sum to *loss.
+Status Iteration(Stepper& s, const NetOptions& opt, const nn::Network& net,
+                 const Layout& lay, nn::Backend* be, const Batch& batch,
+                 double* loss) {
+  const int n = net.size();
+  const bool real = s.real();
+  const float grad_scale = 1.0f / static_cast<float>(opt.batch_size);
+  std::vector<Open> params(n);
+
+  // ---- Forward. The images: an output buffer (fetch=false), kept for the
+  // first layer's backward pass if it needs them.
+  GEEPS_ASSIGN_OR_RETURN(Open in, s.OpenLocal(kLocal, lay.act[0], false));
+  if (real) {
+    std::copy(batch.images, batch.images + batch.n * net.input_shape().size(),
+              in.data);
+  }
+  GEEPS_RETURN_IF_ERROR(s.Close(in, NeededInBackward(net, 0)));
+  for (int i = 0; i < n; ++i) {
+    const nn::Layer& layer = net.layer(i);
+    // The parameters stay open until this layer's backward pass, so that
+    // both passes use the same version of them.
+    if (!lay.params[i].empty()) {
+      GEEPS_ASSIGN_OR_RETURN(params[i],
+                             s.OpenRead(kParams, lay.params[i], opt.slack));
+    }
+    GEEPS_ASSIGN_OR_RETURN(Open x, s.OpenLocal(kLocal, lay.act[i], true));
+    GEEPS_ASSIGN_OR_RETURN(Open y, s.OpenLocal(kLocal, lay.act[i + 1], false));
+    Open scratch;
+    if (layer.ScratchFloats(1) > 0) {  // not batch.n: 0 when recording
+      GEEPS_ASSIGN_OR_RETURN(scratch, s.OpenLocal(kLocal, lay.scratch, false));
+    }
+    if (real) {
+      layer.Forward(*be, params[i].data, x.data, batch.n, y.data, scratch.data);
+    }
+    if (scratch.slot >= 0) GEEPS_RETURN_IF_ERROR(s.Close(scratch, false));
+    GEEPS_RETURN_IF_ERROR(s.Close(y, true));  // the next layer's input
+    GEEPS_RETURN_IF_ERROR(s.Close(x, NeededInBackward(net, i)));
+  }
+
+  // ---- Loss: softmax cross-entropy; its gradient (scaled by 1 / global
+  // batch) starts the backward pass.
+  GEEPS_ASSIGN_OR_RETURN(Open logits, s.OpenLocal(kLocal, lay.act[n], true));
+  GEEPS_ASSIGN_OR_RETURN(Open dlogits, s.OpenLocal(kLocal, lay.grad[n], false));
+  if (real) {
+    *loss += be->SoftmaxCrossEntropy(logits.data, batch.labels, batch.n,
+                                     kClasses, grad_scale, dlogits.data);
+  }
+  GEEPS_RETURN_IF_ERROR(s.Close(dlogits, true));
+  GEEPS_RETURN_IF_ERROR(s.Close(logits, NeededInBackward(net, n)));
+
+  // ---- Backward, last layer first.
+  for (int i = n - 1; i >= 0; --i) {
+    const nn::Layer& layer = net.layer(i);
+    const bool has_params = !lay.params[i].empty();
+    GEEPS_ASSIGN_OR_RETURN(Open dy, s.OpenLocal(kLocal, lay.grad[i + 1], true));
+    Open x, y, dx, wgrad, scratch;
+    if (layer.BackwardNeedsInput()) {
+      GEEPS_ASSIGN_OR_RETURN(x, s.OpenLocal(kLocal, lay.act[i], true));
+    }
+    if (layer.BackwardNeedsOutput()) {
+      GEEPS_ASSIGN_OR_RETURN(y, s.OpenLocal(kLocal, lay.act[i + 1], true));
+    }
+    if (i > 0) {
+      GEEPS_ASSIGN_OR_RETURN(dx, s.OpenLocal(kLocal, lay.grad[i], false));
+    }
+    if (has_params) {  // transient: consumed by the update below
+      GEEPS_ASSIGN_OR_RETURN(wgrad, s.OpenLocal(kLocal, lay.wgrad[i], false));
+    }
+    if (layer.ScratchFloats(1) > 0) {  // not batch.n: 0 when recording
+      GEEPS_ASSIGN_OR_RETURN(scratch, s.OpenLocal(kLocal, lay.scratch, false));
+    }
+    if (real) {
+      layer.Backward(*be, params[i].data, x.data, y.data, dy.data, batch.n,
+                     dx.data, wgrad.data, scratch.data);
+    }
+    if (scratch.slot >= 0) GEEPS_RETURN_IF_ERROR(s.Close(scratch, false));
+    if (has_params) {
+      GEEPS_RETURN_IF_ERROR(s.Close(params[i]));  // PostRead
+      // Momentum: kept by this worker (fetch and keep). The delta sent to
+      // the servers is -lr * velocity.
+      GEEPS_ASSIGN_OR_RETURN(Open v, s.OpenLocal(kLocal, lay.velocity[i], true));
+      GEEPS_ASSIGN_OR_RETURN(Open delta, s.OpenUpdate(kParams, lay.params[i]));
+      if (real) {
+        be->MomentumDelta(wgrad.data, layer.num_params(), batch.lr,
+                          opt.momentum, v.data, delta.data);
+      }
+      GEEPS_RETURN_IF_ERROR(s.Close(delta));  // Update
+      GEEPS_RETURN_IF_ERROR(s.Close(v, true));
+      GEEPS_RETURN_IF_ERROR(s.Close(wgrad, false));
+    }
+    if (dx.slot >= 0) GEEPS_RETURN_IF_ERROR(s.Close(dx, true));
+    // act[i] is read once more only by layer i-1's backward pass.
+    if (x.slot >= 0) {
+      GEEPS_RETURN_IF_ERROR(
+          s.Close(x, i > 0 && net.layer(i - 1).BackwardNeedsOutput()));
+    }
+    if (y.slot >= 0) GEEPS_RETURN_IF_ERROR(s.Close(y, false));
+    GEEPS_RETURN_IF_ERROR(s.Close(dy, false));
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Status ValidateNetOptions(const NetOptions& o) {
+  auto bad = [](const std::string& what) {
+    return Status(StatusCode::kInvalidArgument, what);
+  };
+  if (o.model != "mlp" && o.model != "cnn" && o.model != "cnn-wide") {
+    return bad("unknown model '" + o.model + "' (mlp, cnn or cnn-wide)");
+  }
+  if (o.workers < 1) return bad("workers must be >= 1");
+  if (o.shards < 1) return bad("shards must be >= 1");
+  if (o.channels < 1) return bad("channels must be >= 1");
+  if (o.epochs < 0) return bad("epochs must be >= 0");
+  if (o.batch_size < 1) return bad("batch size must be >= 1");
+  if (o.batch_size % o.workers != 0) {
+    return bad("batch size " + std::to_string(o.batch_size) +
+               " is not a multiple of the " + std::to_string(o.workers) +
+               " workers (it is the global batch)");
+  }
+  if (!std::isfinite(o.learning_rate) || o.learning_rate <= 0) {
+    return bad("learning rate must be a positive number");
+  }
+  if (!std::isfinite(o.lr_decay) || o.lr_decay <= 0 || o.lr_decay > 1) {
+    return bad("learning rate decay must be in (0, 1]");
+  }
+  if (!std::isfinite(o.momentum) || o.momentum < 0 || o.momentum >= 1) {
+    return bad("momentum must be in [0, 1)");
+  }
+  if (o.slack < 0) return bad("slack must be >= 0");
+  if (o.timeout.count() <= 0) return bad("timeout must be positive");
+  return Status::OK();
+}
+
+StatusOr<nn::Network> BuildModel(const std::string& name) {
+  nn::Network net(nn::Shape{1, kImageSide, kImageSide});
+  if (name == "mlp") {
+    net.FullyConnected(256).Relu().FullyConnected(128).Relu().FullyConnected(
+        kClasses);
+  } else if (name == "cnn") {
+    net.Conv(16, 3, 1).Relu().MaxPool(2, 2);
+    net.Conv(32, 3, 1).Relu().MaxPool(2, 2);
+    net.FullyConnected(128).Relu().FullyConnected(kClasses);
+  } else if (name == "cnn-wide") {
+    net.Conv(32, 3, 1).Relu().MaxPool(2, 2);
+    net.Conv(64, 3, 1).Relu().MaxPool(2, 2);
+    net.FullyConnected(256).Relu().FullyConnected(kClasses);
+  } else {
+    return Status(StatusCode::kInvalidArgument,
+                  "unknown model '" + name + "' (mlp, cnn or cnn-wide)");
+  }
+  return net;
+}
+
+geeps::Config MakeNetConfig(const NetOptions& options, const nn::Network& net) {
+  const Layout lay = MakeLayout(net, options.batch_size / options.workers);
+  geeps::Config config;
+  config.tables.push_back(
+      geeps::TableSpec{"params", lay.param_rows, kParamRowWidth, false});
+  config.tables.push_back(
+      geeps::TableSpec{"local", lay.local_rows, kLocalRowWidth, true});
+  config.num_workers = options.workers;
+  config.num_shards = options.shards;
+  config.num_channels = options.channels;
+  config.default_slack = options.slack;
+  config.device = geeps::DeviceKind::kHost;
+  config.device_memory_budget = options.device_memory_budget;
+  config.deterministic_bsp = options.deterministic_bsp;
+  config.timeout = options.timeout;
+  return config;
+}
+
+Evaluation EvaluateNet(const nn::Network& net, const std::vector<float>& params,
+                       const Dataset& data) {
+  constexpr int kChunk = 100;
+  std::unique_ptr<nn::Backend> be = nn::MakeHostBackend();
+  const int n = net.size();
+  const Layout lay = MakeLayout(net, 1);
+  size_t widest = net.input_shape().size(), scratch = 0;
+  for (int i = 0; i < n; ++i) {
+    widest = std::max(widest, net.layer(i).out_shape().size());
+    scratch = std::max(scratch, net.layer(i).ScratchFloats(kChunk));
+  }
+  std::vector<float> a(widest * kChunk), b(widest * kChunk), tmp(scratch + 1);
+  std::vector<int32_t> labels(kChunk);
+  double loss = 0;
+  int64_t correct = 0;
+  for (int64_t start = 0; start < data.size(); start += kChunk) {
+    const int m = static_cast<int>(std::min<int64_t>(kChunk, data.size() - start));
+    std::copy(data.example(start), data.example(start) + m * data.dim, a.begin());
+    for (int i = 0; i < n; ++i) {
+      net.layer(i).Forward(*be, params.data() + lay.param_offset[i], a.data(), m,
+                           b.data(), tmp.data());
+      std::swap(a, b);
+    }
+    for (int j = 0; j < m; ++j) {
+      labels[j] = data.labels[start + j];
+      const float* z = a.data() + j * kClasses;
+      if (std::max_element(z, z + kClasses) - z == labels[j]) ++correct;
+    }
+    loss += be->SoftmaxCrossEntropy(a.data(), labels.data(), m, kClasses, 1.0f,
+                                    nullptr);
+  }
+  Evaluation e;
+  e.loss = loss / static_cast<double>(data.size());
+  e.accuracy = static_cast<double>(correct) / static_cast<double>(data.size());
+  return e;
+}
+
+Status TrainNetWorker(const NetOptions& opt, const nn::Network& net,
+                      const Dataset& train, const Dataset& test,
+                      geeps::GeePS& ps, NetReport* report,
+                      EpochBoard* board) {
+  const int rank = ps.rank();
+  const int workers = ps.num_workers();
+  if (opt.batch_size % workers != 0 || train.size() < opt.batch_size) {
+    return Status(StatusCode::kInvalidArgument,
+                  "the global batch " + std::to_string(opt.batch_size) +
+                      " must be a multiple of the " + std::to_string(workers) +
+                      " workers and at most the " +
+                      std::to_string(train.size()) + " training examples");
+  }
+  const int local_batch = opt.batch_size / workers;
+  const Layout lay = MakeLayout(net, local_batch);
+  std::unique_ptr<nn::Backend> be = nn::MakeHostBackend();
+  const std::vector<RowIndex> all_params = geeps::RowRange(0, lay.param_rows);
+
+  // ---- The virtual iteration, then worker 0's prologue: it writes the
+  // initial parameters once, as unrepeated updates.
+  Stepper iteration(ps), prologue(ps);
+  double unused_loss = 0;
+  NET_CHECK(Iteration(iteration, opt, net, lay, be.get(), Batch(), &unused_loss),
+            "recording the virtual iteration");
+  NET_CHECK(ps.VirtualClock(), "VirtualClock");
+  std::vector<Open> init(net.size());
+  if (rank == 0) {
+    for (int i = 0; i < net.size(); ++i) {
+      if (lay.params[i].empty()) continue;
+      NET_ASSIGN(init[i], prologue.OpenUpdate(kParams, lay.params[i]),
+                 "VirtualPreUpdate (prologue)");
+      NET_CHECK(prologue.Close(init[i]), "VirtualUpdate (prologue)");
+    }
+  }
+  NET_CHECK(ps.FinishVirtualIteration(), "FinishVirtualIteration");
+  NET_CHECK(ps.StartIterations(), "StartIterations");
+
+  std::vector<float> params;  // worker 0: a host copy, for evaluation
+  if (rank == 0) {
+    params.assign(lay.param_rows * kParamRowWidth, 0.0f);
+    std::mt19937_64 rng(opt.seed);
+    for (int i = 0; i < net.size(); ++i) {
+      net.layer(i).InitParams(rng, params.data() + lay.param_offset[i]);
+    }
+    prologue.StartReal();
+    for (int i = 0; i < net.size(); ++i) {
+      if (lay.params[i].empty()) continue;
+      NET_ASSIGN(Open w, prologue.OpenUpdate(kParams, lay.params[i]),
+                 "PreUpdate (prologue)");
+      std::copy(params.begin() + lay.param_offset[i],
+                params.begin() + lay.param_offset[i] + net.layer(i).num_params(),
+                w.data);
+      NET_CHECK(prologue.Close(w), "Update (prologue)");
+    }
+    if (opt.evaluate) report->initial_test = EvaluateNet(net, params, test);
+  }
+
+  // ---- The real iterations. Every worker draws the same permutation per
+  // epoch; iteration t's global batch is perm[t*B, (t+1)*B) and worker r
+  // takes its r-th slice. The last incomplete global batch is left out.
+  iteration.StartReal();
+  const int64_t steps = train.size() / opt.batch_size;
+  std::vector<int64_t> perm(train.size());
+  std::iota(perm.begin(), perm.end(), 0);
+  std::mt19937_64 shuffle_rng(opt.seed ^ 0x5eedULL);
+  std::vector<float> images(static_cast<size_t>(local_batch) * train.dim);
+  std::vector<int32_t> labels(local_batch);
+  double train_seconds = 0;
+  for (int epoch = 0; epoch < opt.epochs; ++epoch) {
+    std::shuffle(perm.begin(), perm.end(), shuffle_rng);
+    Batch batch;
+    batch.n = local_batch;
+    batch.images = images.data();
+    batch.labels = labels.data();
+    batch.lr = opt.learning_rate * std::pow(opt.lr_decay, static_cast<float>(epoch));
+    ProgressBar bar(rank == 0 ? opt.log : nullptr, epoch + 1, opt.epochs, steps);
+    const Clock::time_point start = Clock::now();
+    double loss_sum = 0;
+    int64_t samples = 0;
+    for (int64_t t = 0; t < steps; ++t) {
+      const int64_t first = t * opt.batch_size + rank * local_batch;
+      for (int j = 0; j < local_batch; ++j) {
+        const int64_t e = perm[first + j];
+        std::copy(train.example(e), train.example(e) + train.dim,
+                  images.begin() + static_cast<size_t>(j) * train.dim);
+        labels[j] = train.labels[e];
+      }
+      iteration.Rewind();
+      NET_CHECK(Iteration(iteration, opt, net, lay, be.get(), batch, &loss_sum),
+                "iteration");
+      NET_CHECK(ps.Clock(), "Clock");
+      samples += local_batch;
+      bar.Step(t, samples * workers, loss_sum / samples);
+    }
+    const double epoch_seconds =
+        std::chrono::duration<double>(Clock::now() - start).count();
+    if (board != nullptr) board->Report(epoch, loss_sum, samples);
+    if (rank != 0) continue;
+
+    NetEpoch e;
+    e.epoch = epoch + 1;
+    double all_loss = loss_sum;
+    int64_t all_samples = samples;
+    if (board != nullptr) {
+      NET_CHECK(board->Wait(epoch, opt.timeout, &all_loss, &all_samples),
+                "waiting for the epoch's losses");
+    }
+    e.train_loss = all_loss / static_cast<double>(std::max<int64_t>(all_samples, 1));
+    train_seconds += epoch_seconds;
+    e.seconds = train_seconds;
+    e.samples_per_second = static_cast<double>(steps * opt.batch_size) / epoch_seconds;
+    bar.Finish(samples * workers, e.train_loss);
+    NET_CHECK(ps.Sync(), "Sync");
+    NET_CHECK(ps.CopyRows(kParams, all_params, params.data()), "CopyRows");
+    if (opt.evaluate) {
+      e.test = EvaluateNet(net, params, test);
+      if (opt.log != nullptr) {
+        char line[200];
+        std::snprintf(line, sizeof(line),
+                      "epoch %d/%d: train loss %.4f, %.1f s, test loss %.4f, "
+                      "test accuracy %.4f\n",
+                      e.epoch, opt.epochs, e.train_loss, epoch_seconds,
+                      e.test.loss, e.test.accuracy);
+        *opt.log << line << std::flush;
+      }
+    }
+    report->epochs.push_back(e);
+  }
+  if (rank == 0) report->final_params = std::move(params);
+  return Status::OK();
+}
+
+Status TrainNet(const NetOptions& options, const Dataset& train,
+                const Dataset& test, NetReport* report) {
+  GEEPS_RETURN_IF_ERROR(ValidateNetOptions(options));
+  GEEPS_ASSIGN_OR_RETURN(nn::Network net, BuildModel(options.model));
+  *report = NetReport();
+  report->model = net.Describe();
+  report->num_params = net.num_params();
+  // The workers share the cores: one BLAS thread each when there are at
+  // least as many workers as cores.
+  const int cores = std::max(1u, std::thread::hardware_concurrency());
+  nn::SetHostBlasThreads(std::max(1, cores / options.workers));
+  const Clock::time_point start = Clock::now();
+
+  StatusOr<std::unique_ptr<geeps::EmbeddedCluster>> started =
+      geeps::EmbeddedCluster::Start(MakeNetConfig(options, net));
+  if (!started.ok()) {
+    return Status(started.status().code(),
+                  "EmbeddedCluster::Start: " + started.status().message());
+  }
+  std::unique_ptr<geeps::EmbeddedCluster> cluster = std::move(*started);
+  EpochBoard board(options.workers, options.epochs);
+  std::vector<NetReport> reports(options.workers);
+  Status run = cluster->RunWorkers([&](geeps::GeePS& ps) {
+    Status s = TrainNetWorker(options, net, train, test, ps,
+                              &reports[ps.rank()], &board);
+    if (!s.ok()) board.Abort();
+    return s;
+  });
+  report->worker0_stats_json = cluster->worker(0)->GetStats().ToJson();
+  Status shutdown = cluster->Shutdown();
+  report->total_seconds =
+      std::chrono::duration<double>(Clock::now() - start).count();
+  report->initial_test = reports[0].initial_test;
+  report->epochs = std::move(reports[0].epochs);
+  report->final_params = std::move(reports[0].final_params);
+  if (!run.ok()) return run;
+  if (!shutdown.ok()) {
+    return Status(shutdown.code(),
+                  "EmbeddedCluster::Shutdown: " + shutdown.message());
+  }
+  return Status::OK();
+}
+
+Status TrainNetInProcess(const NetOptions& options, const geeps::Config& config,
+                         const geeps::ProcessOptions& process_options,
+                         const Dataset& train, const Dataset& test,
+                         NetReport* report, bool* is_worker0) {
+  *report = NetReport();
+  *is_worker0 = false;
+  GEEPS_ASSIGN_OR_RETURN(nn::Network net, BuildModel(options.model));
+  report->model = net.Describe();
+  report->num_params = net.num_params();
+  const Clock::time_point start = Clock::now();
+  StatusOr<std::unique_ptr<geeps::Process>> joined =
+      geeps::Process::Join(config, process_options);
+  if (!joined.ok()) {
+    return Status(joined.status().code(),
+                  "Process::Join: " + joined.status().message());
+  }
+  std::unique_ptr<geeps::Process> process = std::move(*joined);
+  NetOptions opt = options;
+  opt.workers = process->config().num_workers;
+  Status run = ValidateNetOptions(opt);
+  geeps::GeePS* ps = process->worker();
+  if (run.ok() && ps != nullptr) {
+    *is_worker0 = ps->rank() == 0;
+    if (!*is_worker0) opt.log = nullptr;
+    run = TrainNetWorker(opt, net, train, test, *ps, report);
+    report->worker0_stats_json = ps->GetStats().ToJson();
+  }
+  // Leave the job even after an error, so that the others learn of it.
+  Status shutdown = process->Shutdown();
+  report->total_seconds =
+      std::chrono::duration<double>(Clock::now() - start).count();
+  const std::string who = "rank " + std::to_string(process->rank()) + ": ";
+  if (!run.ok()) return Status(run.code(), who + run.message());
+  if (!shutdown.ok()) {
+    return Status(shutdown.code(),
+                  who + "Process::Shutdown: " + shutdown.message());
+  }
+  return Status::OK();
+}
+
+}  // namespace fmnist

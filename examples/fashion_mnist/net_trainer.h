@@ -1,0 +1,121 @@
+// Data-parallel training of a feed-forward network (examples/layers) on
+// libgeeps, the way GeePS trainers work. docs/examples.md walks through it.
+//
+// Tables (MakeNetConfig):
+//   0 "params" (shared, row width kParamRowWidth): each layer with
+//     parameters owns RowsFor(num_params, width) consecutive rows holding its
+//     weights, then its biases.
+//   1 "local" (local, row width kLocalRowWidth): this worker's activations,
+//     their gradients, the weight gradients, the momentum and the layers'
+//     scratch space, each a range of rows.
+//
+// One iteration = one global mini-batch of options.batch_size examples;
+// worker r of W takes the r-th slice of batch_size / W examples, and the
+// loss gradient is scaled by 1 / batch_size. Each worker keeps its momentum
+// v and sends -lr * v; the servers add the W deltas, so under BSP W workers
+// take exactly the steps of one worker with the whole global batch (up to
+// float rounding).
+#ifndef GEEPS_EXAMPLES_FASHION_MNIST_NET_TRAINER_H_
+#define GEEPS_EXAMPLES_FASHION_MNIST_NET_TRAINER_H_
+
+#include <chrono>
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "geeps/config.h"
+#include "geeps/geeps.h"
+#include "geeps/process.h"
+#include "geeps/status.h"
+#include "layers.h"
+#include "net_layout.h"
+#include "softmax_model.h"  // Dataset, LoadFashionMnist
+#include "softmax_trainer.h"  // EpochBoard
+
+namespace fmnist {
+
+struct NetOptions {
+  std::string model = "cnn";  // "mlp", "cnn" or "cnn-wide" (BuildModel)
+  int workers = 2;
+  int shards = 1;
+  int channels = 1;
+  int epochs = 3;
+  int batch_size = 64;  // global: split over the workers
+  float learning_rate = 0.05f;
+  float lr_decay = 1.0f;  // learning rate of epoch e (from 0): lr * decay^e
+  float momentum = 0.9f;
+  int slack = 0;  // 0 = BSP
+  uint64_t device_memory_budget = 0;  // bytes per worker, 0 = none
+  bool deterministic_bsp = false;     // Config::deterministic_bsp
+  uint64_t seed = 1;
+  std::chrono::milliseconds timeout{60000};
+  bool evaluate = true;  // worker 0 evaluates the test set after each epoch
+  std::ostream* log = nullptr;  // progress bar and epoch lines; null = silent
+};
+
+// kInvalidArgument naming the first bad option (unknown model, batch size
+// not a multiple of the workers, ...).
+geeps::Status ValidateNetOptions(const NetOptions& options);
+
+// Builds the named model for 28x28 grey images and 10 classes:
+//   mlp: fc256-relu-fc128-relu-fc10
+//   cnn: conv3x3x16-relu-maxpool2-conv3x3x32-relu-maxpool2-fc128-relu-fc10
+//   cnn-wide: conv3x3x32-relu-maxpool2-conv3x3x64-relu-maxpool2-fc256-relu-fc10
+// kInvalidArgument for another name.
+geeps::StatusOr<nn::Network> BuildModel(const std::string& name);
+
+// The job's config: the two tables above for `net` with
+// batch_size / workers examples per worker, and the options' cluster fields.
+geeps::Config MakeNetConfig(const NetOptions& options, const nn::Network& net);
+
+struct NetEpoch {
+  int epoch = 0;              // from 1
+  double train_loss = 0;      // mean over all workers' examples (embedded
+                              // runs) or worker 0's (one worker per process)
+  double seconds = 0;         // training time so far (evaluation excluded)
+  double samples_per_second = 0;  // of this epoch
+  Evaluation test;            // after the epoch (when options.evaluate)
+};
+
+struct NetReport {
+  std::string model;               // Network::Describe()
+  size_t num_params = 0;
+  Evaluation initial_test;         // before training (when evaluate)
+  std::vector<NetEpoch> epochs;    // worker 0's view
+  double total_seconds = 0;        // start to shutdown
+  std::vector<float> final_params; // all rows of table 0, as worker 0 saw them
+  std::string worker0_stats_json;
+};
+
+// Trains one worker `ps` (rank among options.workers or the job's workers)
+// of a job configured by MakeNetConfig. Worker 0 writes the initial weights
+// in the prologue, evaluates and reports. `board` (optional) lets worker 0
+// report the loss over all workers of this process. Errors are prefixed with
+// the worker and the call.
+geeps::Status TrainNetWorker(const NetOptions& options, const nn::Network& net,
+                             const Dataset& train, const Dataset& test,
+                             geeps::GeePS& ps, NetReport* report,
+                             EpochBoard* board = nullptr);
+
+// Trains on an embedded cluster of options.workers workers.
+geeps::Status TrainNet(const NetOptions& options, const Dataset& train,
+                       const Dataset& test, NetReport* report);
+
+// One process of a multi-process job (geeps::Process::Join with `config`
+// from MakeNetConfig, GEEPS_* applied): trains its worker, then leaves.
+// *is_worker0 tells whether this process reports.
+geeps::Status TrainNetInProcess(const NetOptions& options,
+                                const geeps::Config& config,
+                                const geeps::ProcessOptions& process_options,
+                                const Dataset& train, const Dataset& test,
+                                NetReport* report, bool* is_worker0);
+
+// Loss and accuracy of `net` with parameters `params` (the layout of table
+// 0) on `data`, on the host.
+Evaluation EvaluateNet(const nn::Network& net, const std::vector<float>& params,
+                       const Dataset& data);
+
+}  // namespace fmnist
+
+#endif  // GEEPS_EXAMPLES_FASHION_MNIST_NET_TRAINER_H_

@@ -1,0 +1,105 @@
+// The compute backend of the example layers: every numerical kernel a layer
+// needs, on buffers that live wherever the backend computes (host memory for
+// HostBackend; device memory for a future CUDA backend built on cuBLAS and
+// cuDNN). The layers (layers.h) call only these kernels, so a new backend is
+// one more subclass and no layer changes.
+//
+// Conventions: row-major matrices; images NCHW (batch, channels, height,
+// width), one image after the other. Pointers are backend buffers unless
+// stated; `labels` are host int32 arrays (a device backend copies them).
+// A Backend is used by one thread at a time (each worker owns one).
+#ifndef GEEPS_EXAMPLES_LAYERS_BACKEND_H_
+#define GEEPS_EXAMPLES_LAYERS_BACKEND_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+namespace nn {
+
+// Geometry of a square-kernel 2-d window (convolution or pooling) over a
+// channels x height x width image.
+struct Window {
+  int channels = 0;
+  int height = 0;
+  int width = 0;
+  int kernel = 1;
+  int stride = 1;
+  int pad = 0;
+  int out_height() const { return (height + 2 * pad - kernel) / stride + 1; }
+  int out_width() const { return (width + 2 * pad - kernel) / stride + 1; }
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  // C = alpha * op(A) * op(B) + beta * C; op(A) is m x k, op(B) k x n, C m x n.
+  virtual void Gemm(bool trans_a, bool trans_b, int m, int n, int k,
+                    float alpha, const float* a, const float* b, float beta,
+                    float* c) = 0;
+  // x[i] = 0 for i < n.
+  virtual void Zero(float* x, size_t n) = 0;
+
+  // im2col of one image: `col` is a (channels * kernel^2) x (out_h * out_w)
+  // matrix whose rows are `ld` floats apart (ld >= out_h * out_w, so that
+  // the images of a batch can sit side by side); taps outside the image
+  // (padding) read 0.
+  virtual void Im2Col(const float* image, const Window& w, size_t ld,
+                      float* col) = 0;
+  // The adjoint: adds col's entries back into `image` (which it accumulates
+  // into; zero it first).
+  virtual void Col2Im(const float* col, const Window& w, size_t ld,
+                      float* image) = 0;
+  // dst[j][i][k] = src[i][j][k] for i < a, j < b, k < inner: swaps the two
+  // outer axes (batch-major <-> channel-major activations).
+  virtual void SwapOuterAxes(const float* src, int a, int b, int inner,
+                             float* dst) = 0;
+
+  // x[o][c][i] += bias[c] for o < outer, c < channels, i < inner.
+  virtual void AddBias(const float* bias, int outer, int channels, int inner,
+                       float* x) = 0;
+  // dbias[c] = sum over o, i of dx[o][c][i].
+  virtual void BiasGrad(const float* dx, int outer, int channels, int inner,
+                        float* dbias) = 0;
+
+  // y = max(x, 0); dx = dy where y > 0, else 0 (in-place allowed).
+  virtual void ReluForward(const float* x, size_t n, float* y) = 0;
+  virtual void ReluBackward(const float* y, const float* dy, size_t n,
+                            float* dx) = 0;
+
+  // Max pooling of `batch` images (no padding). The backward pass routes
+  // each output's gradient to the first input of its window equal to the
+  // output (no argmax buffer: it is recomputed from x and y).
+  virtual void MaxPoolForward(const float* x, int batch, const Window& w,
+                              float* y) = 0;
+  virtual void MaxPoolBackward(const float* x, const float* y,
+                               const float* dy, int batch, const Window& w,
+                               float* dx) = 0;
+
+  // Softmax cross-entropy over `batch` rows of `classes` logits. Returns the
+  // sum (not the mean) of the rows' losses; if `dlogits` is not null, writes
+  // scale * d(sum of losses)/d(logits) = scale * (softmax - onehot).
+  virtual double SoftmaxCrossEntropy(const float* logits,
+                                     const int32_t* labels, int batch,
+                                     int classes, float scale,
+                                     float* dlogits) = 0;
+
+  // SGD with momentum, as a delta for an add-only parameter server:
+  //   velocity = momentum * velocity + grad;  delta = -lr * velocity.
+  virtual void MomentumDelta(const float* grad, size_t n, float lr,
+                             float momentum, float* velocity,
+                             float* delta) = 0;
+};
+
+// The host backend: GEMMs through the CPU BLAS (OpenBLAS), the rest plain
+// loops.
+std::unique_ptr<Backend> MakeHostBackend();
+
+// Sets the CPU BLAS's thread count, process-wide (for every host backend):
+// with W workers on C cores, max(1, C / W) avoids oversubscription.
+void SetHostBlasThreads(int threads);
+
+}  // namespace nn
+
+#endif  // GEEPS_EXAMPLES_LAYERS_BACKEND_H_

@@ -1,0 +1,211 @@
+// HostBackend: the kernels of backend.h on the CPU. GEMMs go to the CPU
+// BLAS (they are nearly all of a network's arithmetic); everything else is a
+// plain loop.
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "backend.h"
+
+namespace nn {
+namespace {
+
+class HostBackend final : public Backend {
+ public:
+  void Gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+            const float* a, const float* b, float beta, float* c) override {
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a,
+                trans_a ? m : k, b, trans_b ? k : n, beta, c, n);
+  }
+
+  void Zero(float* x, size_t n) override {
+    std::memset(x, 0, n * sizeof(float));
+  }
+
+  void Im2Col(const float* image, const Window& w, size_t ld,
+              float* col) override {
+    const int oh = w.out_height(), ow = w.out_width();
+    for (int c = 0; c < w.channels; ++c) {
+      const float* plane = image + static_cast<size_t>(c) * w.height * w.width;
+      for (int ky = 0; ky < w.kernel; ++ky) {
+        for (int kx = 0; kx < w.kernel; ++kx) {
+          for (int y = 0; y < oh; ++y) {
+            const int iy = y * w.stride - w.pad + ky;
+            float* out = col + static_cast<size_t>(y) * ow;
+            if (iy < 0 || iy >= w.height) {
+              std::fill(out, out + ow, 0.0f);
+              continue;
+            }
+            const float* in = plane + static_cast<size_t>(iy) * w.width;
+            for (int x = 0; x < ow; ++x) {
+              const int ix = x * w.stride - w.pad + kx;
+              out[x] = (ix >= 0 && ix < w.width) ? in[ix] : 0.0f;
+            }
+          }
+          col += ld;
+        }
+      }
+    }
+  }
+
+  void Col2Im(const float* col, const Window& w, size_t ld,
+              float* image) override {
+    const int oh = w.out_height(), ow = w.out_width();
+    for (int c = 0; c < w.channels; ++c) {
+      float* plane = image + static_cast<size_t>(c) * w.height * w.width;
+      for (int ky = 0; ky < w.kernel; ++ky) {
+        for (int kx = 0; kx < w.kernel; ++kx) {
+          for (int y = 0; y < oh; ++y) {
+            const int iy = y * w.stride - w.pad + ky;
+            const float* in = col + static_cast<size_t>(y) * ow;
+            if (iy < 0 || iy >= w.height) continue;
+            float* out = plane + static_cast<size_t>(iy) * w.width;
+            for (int x = 0; x < ow; ++x) {
+              const int ix = x * w.stride - w.pad + kx;
+              if (ix >= 0 && ix < w.width) out[ix] += in[x];
+            }
+          }
+          col += ld;
+        }
+      }
+    }
+  }
+
+  void SwapOuterAxes(const float* src, int a, int b, int inner,
+                     float* dst) override {
+    for (int i = 0; i < a; ++i) {
+      for (int j = 0; j < b; ++j) {
+        const float* from = src + (static_cast<size_t>(i) * b + j) * inner;
+        std::copy(from, from + inner,
+                  dst + (static_cast<size_t>(j) * a + i) * inner);
+      }
+    }
+  }
+
+  void AddBias(const float* bias, int outer, int channels, int inner,
+               float* x) override {
+    for (int o = 0; o < outer; ++o) {
+      for (int c = 0; c < channels; ++c) {
+        const float b = bias[c];
+        float* row = x + (static_cast<size_t>(o) * channels + c) * inner;
+        for (int i = 0; i < inner; ++i) row[i] += b;
+      }
+    }
+  }
+
+  void BiasGrad(const float* dx, int outer, int channels, int inner,
+                float* dbias) override {
+    std::fill(dbias, dbias + channels, 0.0f);
+    for (int o = 0; o < outer; ++o) {
+      for (int c = 0; c < channels; ++c) {
+        const float* row = dx + (static_cast<size_t>(o) * channels + c) * inner;
+        float sum = 0;
+        for (int i = 0; i < inner; ++i) sum += row[i];
+        dbias[c] += sum;
+      }
+    }
+  }
+
+  void ReluForward(const float* x, size_t n, float* y) override {
+    for (size_t i = 0; i < n; ++i) y[i] = x[i] > 0 ? x[i] : 0.0f;
+  }
+
+  void ReluBackward(const float* y, const float* dy, size_t n,
+                    float* dx) override {
+    for (size_t i = 0; i < n; ++i) dx[i] = y[i] > 0 ? dy[i] : 0.0f;
+  }
+
+  void MaxPoolForward(const float* x, int batch, const Window& w,
+                      float* y) override {
+    const int oh = w.out_height(), ow = w.out_width();
+    const size_t planes = static_cast<size_t>(batch) * w.channels;
+    for (size_t p = 0; p < planes; ++p) {
+      const float* in = x + p * w.height * w.width;
+      float* out = y + p * oh * ow;
+      for (int oy = 0; oy < oh; ++oy) {
+        for (int ox = 0; ox < ow; ++ox) {
+          float best = -std::numeric_limits<float>::infinity();
+          for (int ky = 0; ky < w.kernel; ++ky) {
+            const float* r = in + (oy * w.stride + ky) * w.width + ox * w.stride;
+            for (int kx = 0; kx < w.kernel; ++kx) best = std::max(best, r[kx]);
+          }
+          out[oy * ow + ox] = best;
+        }
+      }
+    }
+  }
+
+  void MaxPoolBackward(const float* x, const float* y, const float* dy,
+                       int batch, const Window& w, float* dx) override {
+    const int oh = w.out_height(), ow = w.out_width();
+    const size_t planes = static_cast<size_t>(batch) * w.channels;
+    std::fill(dx, dx + planes * w.height * w.width, 0.0f);
+    for (size_t p = 0; p < planes; ++p) {
+      const float* in = x + p * w.height * w.width;
+      float* din = dx + p * w.height * w.width;
+      const float* out = y + p * oh * ow;
+      const float* dout = dy + p * oh * ow;
+      for (int oy = 0; oy < oh; ++oy) {
+        for (int ox = 0; ox < ow; ++ox) {
+          const float best = out[oy * ow + ox];
+          bool routed = false;
+          for (int ky = 0; ky < w.kernel && !routed; ++ky) {
+            const int base = (oy * w.stride + ky) * w.width + ox * w.stride;
+            for (int kx = 0; kx < w.kernel; ++kx) {
+              if (in[base + kx] == best) {
+                din[base + kx] += dout[oy * ow + ox];
+                routed = true;
+                break;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+
+  double SoftmaxCrossEntropy(const float* logits, const int32_t* labels,
+                             int batch, int classes, float scale,
+                             float* dlogits) override {
+    double loss = 0;
+    for (int b = 0; b < batch; ++b) {
+      const float* z = logits + static_cast<size_t>(b) * classes;
+      const float top = *std::max_element(z, z + classes);
+      double sum = 0;
+      for (int k = 0; k < classes; ++k) sum += std::exp(double{z[k]} - top);
+      const double log_sum = std::log(sum) + top;
+      loss += log_sum - z[labels[b]];
+      if (dlogits == nullptr) continue;
+      float* d = dlogits + static_cast<size_t>(b) * classes;
+      for (int k = 0; k < classes; ++k) {
+        const double p = std::exp(double{z[k]} - log_sum);
+        d[k] = scale * static_cast<float>(p - (k == labels[b] ? 1.0 : 0.0));
+      }
+    }
+    return loss;
+  }
+
+  void MomentumDelta(const float* grad, size_t n, float lr, float momentum,
+                     float* velocity, float* delta) override {
+    for (size_t i = 0; i < n; ++i) {
+      velocity[i] = momentum * velocity[i] + grad[i];
+      delta[i] = -lr * velocity[i];
+    }
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> MakeHostBackend() {
+  return std::make_unique<HostBackend>();
+}
+
+void SetHostBlasThreads(int threads) {
+  if (threads > 0) openblas_set_num_threads(threads);
+}
+
+}  // namespace nn

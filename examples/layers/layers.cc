@@ -1,0 +1,222 @@
+#include "layers.h"
+
+#include <cmath>
+
+namespace nn {
+namespace {
+
+// He initialisation: weights ~ N(0, 2 / fan_in), biases 0.
+void HeInit(std::mt19937_64& rng, size_t weights, size_t biases, size_t fan_in,
+            float* params) {
+  std::normal_distribution<float> normal(
+      0.0f, std::sqrt(2.0f / static_cast<float>(fan_in)));
+  for (size_t i = 0; i < weights; ++i) params[i] = normal(rng);
+  for (size_t i = 0; i < biases; ++i) params[weights + i] = 0.0f;
+}
+
+Shape ConvOut(Shape in, int out_channels, int kernel, int pad) {
+  return Shape{out_channels, in.height + 2 * pad - kernel + 1,
+               in.width + 2 * pad - kernel + 1};
+}
+
+Shape PoolOut(Shape in, int kernel, int stride) {
+  return Shape{in.channels, (in.height - kernel) / stride + 1,
+               (in.width - kernel) / stride + 1};
+}
+
+}  // namespace
+
+// ---- FullyConnected ---------------------------------------------------------
+
+FullyConnected::FullyConnected(Shape in, int outputs)
+    : Layer(in, Shape{outputs, 1, 1}) {}
+
+std::string FullyConnected::name() const {
+  return "fc" + std::to_string(out_shape().channels);
+}
+size_t FullyConnected::num_weights() const {
+  return in_shape().size() * out_shape().size();
+}
+size_t FullyConnected::num_biases() const { return out_shape().size(); }
+
+void FullyConnected::InitParams(std::mt19937_64& rng, float* params) const {
+  HeInit(rng, num_weights(), num_biases(), in_shape().size(), params);
+}
+
+void FullyConnected::Forward(Backend& be, const float* params, const float* x,
+                             int batch, float* y, float* /*scratch*/) const {
+  const int in = static_cast<int>(in_shape().size());
+  const int out = static_cast<int>(out_shape().size());
+  // y (batch x out) = x (batch x in) * W^T (in x out), then + b.
+  be.Gemm(false, true, batch, out, in, 1.0f, x, params, 0.0f, y);
+  be.AddBias(params + num_weights(), batch, out, 1, y);
+}
+
+void FullyConnected::Backward(Backend& be, const float* params,
+                              const float* x, const float* /*y*/,
+                              const float* dy, int batch, float* dx,
+                              float* dparams, float* /*scratch*/) const {
+  const int in = static_cast<int>(in_shape().size());
+  const int out = static_cast<int>(out_shape().size());
+  // dW (out x in) = dy^T (out x batch) * x (batch x in).
+  be.Gemm(true, false, out, in, batch, 1.0f, dy, x, 0.0f, dparams);
+  be.BiasGrad(dy, batch, out, 1, dparams + num_weights());
+  // dx (batch x in) = dy (batch x out) * W (out x in).
+  if (dx != nullptr) be.Gemm(false, false, batch, in, out, 1.0f, dy, params, 0.0f, dx);
+}
+
+// ---- Conv2D -------------------------------------------------------------------
+
+Conv2D::Conv2D(Shape in, int out_channels, int kernel, int pad)
+    : Layer(in, ConvOut(in, out_channels, kernel, pad)) {
+  window_ = Window{in.channels, in.height, in.width, kernel, 1, pad};
+}
+
+std::string Conv2D::name() const {
+  const int k = window_.kernel;
+  return "conv" + std::to_string(k) + "x" + std::to_string(k) + "x" +
+         std::to_string(out_shape().channels);
+}
+size_t Conv2D::num_weights() const {
+  return static_cast<size_t>(out_shape().channels) * window_.channels *
+         window_.kernel * window_.kernel;
+}
+size_t Conv2D::num_biases() const { return out_shape().channels; }
+
+size_t Conv2D::ScratchFloats(int batch) const {
+  // The batch's im2col matrix, its gradient, and the output (or its
+  // gradient) in channel-major order.
+  const size_t k = static_cast<size_t>(window_.channels) * window_.kernel *
+                   window_.kernel;
+  const size_t n = static_cast<size_t>(batch) * out_shape().height *
+                   out_shape().width;
+  return (2 * k + out_shape().channels) * n;
+}
+
+void Conv2D::InitParams(std::mt19937_64& rng, float* params) const {
+  HeInit(rng, num_weights(), num_biases(),
+         static_cast<size_t>(window_.channels) * window_.kernel * window_.kernel,
+         params);
+}
+
+// The whole batch in one GEMM: the images' im2col matrices side by side
+// (k x batch*hw), so that the GEMM is large enough for the BLAS to be
+// efficient; the result is channel-major and swapped back to NCHW.
+void Conv2D::Forward(Backend& be, const float* params, const float* x,
+                     int batch, float* y, float* scratch) const {
+  const int co = out_shape().channels;
+  const int hw = out_shape().height * out_shape().width;
+  const int k = window_.channels * window_.kernel * window_.kernel;
+  const size_t n = static_cast<size_t>(batch) * hw;
+  const size_t in_size = in_shape().size();
+  float* cols = scratch;
+  float* out_cm = scratch + 2 * k * n;  // co x batch x hw
+  for (int b = 0; b < batch; ++b) {
+    be.Im2Col(x + b * in_size, window_, n, cols + static_cast<size_t>(b) * hw);
+  }
+  be.Gemm(false, false, co, static_cast<int>(n), k, 1.0f, params, cols, 0.0f,
+          out_cm);
+  be.SwapOuterAxes(out_cm, co, batch, hw, y);
+  be.AddBias(params + num_weights(), batch, co, hw, y);
+}
+
+void Conv2D::Backward(Backend& be, const float* params, const float* x,
+                      const float* /*y*/, const float* dy, int batch,
+                      float* dx, float* dparams, float* scratch) const {
+  const int co = out_shape().channels;
+  const int hw = out_shape().height * out_shape().width;
+  const int k = window_.channels * window_.kernel * window_.kernel;
+  const size_t n = static_cast<size_t>(batch) * hw;
+  const size_t in_size = in_shape().size();
+  float* cols = scratch;
+  float* dcols = scratch + k * n;
+  float* dy_cm = scratch + 2 * k * n;  // co x batch x hw
+  be.SwapOuterAxes(dy, batch, co, hw, dy_cm);
+  for (int b = 0; b < batch; ++b) {
+    be.Im2Col(x + b * in_size, window_, n, cols + static_cast<size_t>(b) * hw);
+  }
+  // dW (co x k) = dy (co x n) * cols^T (n x k).
+  be.Gemm(false, true, co, k, static_cast<int>(n), 1.0f, dy_cm, cols, 0.0f,
+          dparams);
+  be.BiasGrad(dy, batch, co, hw, dparams + num_weights());
+  if (dx == nullptr) return;
+  // dcols (k x n) = W^T (k x co) * dy (co x n), then back to the images.
+  be.Gemm(true, false, k, static_cast<int>(n), co, 1.0f, params, dy_cm, 0.0f,
+          dcols);
+  be.Zero(dx, batch * in_size);
+  for (int b = 0; b < batch; ++b) {
+    be.Col2Im(dcols + static_cast<size_t>(b) * hw, window_, n,
+              dx + b * in_size);
+  }
+}
+
+// ---- Relu ---------------------------------------------------------------------
+
+Relu::Relu(Shape in) : Layer(in, in) {}
+
+void Relu::Forward(Backend& be, const float*, const float* x, int batch,
+                   float* y, float*) const {
+  be.ReluForward(x, batch * in_shape().size(), y);
+}
+
+void Relu::Backward(Backend& be, const float*, const float*, const float* y,
+                    const float* dy, int batch, float* dx, float*,
+                    float*) const {
+  if (dx != nullptr) be.ReluBackward(y, dy, batch * in_shape().size(), dx);
+}
+
+// ---- MaxPool ------------------------------------------------------------------
+
+MaxPool::MaxPool(Shape in, int kernel, int stride)
+    : Layer(in, PoolOut(in, kernel, stride)) {
+  window_ = Window{in.channels, in.height, in.width, kernel, stride, 0};
+}
+
+std::string MaxPool::name() const {
+  return "maxpool" + std::to_string(window_.kernel);
+}
+
+void MaxPool::Forward(Backend& be, const float*, const float* x, int batch,
+                      float* y, float*) const {
+  be.MaxPoolForward(x, batch, window_, y);
+}
+
+void MaxPool::Backward(Backend& be, const float*, const float* x,
+                       const float* y, const float* dy, int batch, float* dx,
+                       float*, float*) const {
+  if (dx != nullptr) be.MaxPoolBackward(x, y, dy, batch, window_, dx);
+}
+
+// ---- Network ------------------------------------------------------------------
+
+Network& Network::FullyConnected(int outputs) {
+  layers_.push_back(std::make_unique<nn::FullyConnected>(output_shape(), outputs));
+  return *this;
+}
+Network& Network::Conv(int out_channels, int kernel, int pad) {
+  layers_.push_back(
+      std::make_unique<Conv2D>(output_shape(), out_channels, kernel, pad));
+  return *this;
+}
+Network& Network::Relu() {
+  layers_.push_back(std::make_unique<nn::Relu>(output_shape()));
+  return *this;
+}
+Network& Network::MaxPool(int kernel, int stride) {
+  layers_.push_back(std::make_unique<nn::MaxPool>(output_shape(), kernel, stride));
+  return *this;
+}
+
+size_t Network::num_params() const {
+  size_t n = 0;
+  for (const auto& l : layers_) n += l->num_params();
+  return n;
+}
+
+std::string Network::Describe() const {
+  std::string s;
+  for (const auto& l : layers_) s += (s.empty() ? "" : "-") + l->name();
+  return s;
+}
+
+}  // namespace nn

@@ -1,0 +1,164 @@
+// The example layers (examples/layers) on the host backend: every layer's
+// backward pass against central finite differences of its forward pass, on
+// small sizes; the loss and the momentum step against their formulas.
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "backend.h"
+#include "layers.h"
+
+namespace nn {
+namespace {
+
+constexpr float kEps = 1e-2f;
+
+std::vector<float> Random(size_t n, uint64_t seed, float lo = -1, float hi = 1) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(rng);
+  return v;
+}
+
+// Checks analytic gradients against (f(v + eps) - f(v - eps)) / (2 eps) of
+// f = the double-precision value of `loss`, for each entry of `v`.
+void ExpectGradientMatches(std::vector<float>* v, const std::vector<float>& grad,
+                           const std::function<double()>& loss,
+                           const char* what) {
+  ASSERT_EQ(v->size(), grad.size()) << what;
+  for (size_t i = 0; i < v->size(); ++i) {
+    const float saved = (*v)[i];
+    (*v)[i] = saved + kEps;
+    const double up = loss();
+    (*v)[i] = saved - kEps;
+    const double down = loss();
+    (*v)[i] = saved;
+    const double numeric = (up - down) / (2.0 * kEps);
+    EXPECT_NEAR(grad[i], numeric, 2e-3 + 1e-2 * std::fabs(numeric))
+        << what << " entry " << i;
+  }
+}
+
+// For a layer with batch `batch`: loss = sum_i y[i] * r[i] with fixed random
+// r, so dLoss/dy = r. Checks dx and dparams.
+void CheckLayer(const Layer& layer, int batch, std::vector<float> x) {
+  std::unique_ptr<Backend> be = MakeHostBackend();
+  const size_t out = layer.out_shape().size() * batch;
+  std::vector<float> params = Random(layer.num_params(), 7);
+  const std::vector<float> r = Random(out, 11);
+  std::vector<float> scratch(layer.ScratchFloats(batch) + 1);
+  std::vector<float> y(out);
+  auto loss = [&]() {
+    layer.Forward(*be, params.data(), x.data(), batch, y.data(), scratch.data());
+    double sum = 0;
+    for (size_t i = 0; i < out; ++i) sum += double{y[i]} * r[i];
+    return sum;
+  };
+  loss();  // y at the point
+  std::vector<float> dx(x.size(), 123.0f), dparams(params.size(), 123.0f);
+  layer.Backward(*be, params.data(), x.data(), y.data(), r.data(), batch,
+                 dx.data(), dparams.data(), scratch.data());
+  ExpectGradientMatches(&x, dx, loss, "dx");
+  ExpectGradientMatches(&params, dparams, loss, "dparams");
+  // Without dx (the first layer): the same parameter gradient.
+  std::vector<float> dparams2(params.size(), -5.0f);
+  loss();
+  layer.Backward(*be, params.data(), x.data(), y.data(), r.data(), batch,
+                 nullptr, dparams2.data(), scratch.data());
+  EXPECT_EQ(dparams, dparams2);
+}
+
+TEST(LayersTest, FullyConnectedGradient) {
+  FullyConnected fc(Shape{2, 2, 3}, 4);  // 12 inputs, flattened
+  EXPECT_EQ(fc.num_params(), 12u * 4 + 4);
+  CheckLayer(fc, 3, Random(3 * 12, 1));
+}
+
+TEST(LayersTest, ConvolutionGradientWithPadding) {
+  Conv2D conv(Shape{2, 5, 4}, 3, 3, 1);
+  EXPECT_EQ(conv.out_shape().height, 5);
+  EXPECT_EQ(conv.out_shape().width, 4);
+  EXPECT_EQ(conv.num_params(), 3u * 2 * 9 + 3);
+  CheckLayer(conv, 2, Random(2 * 2 * 5 * 4, 2));
+}
+
+TEST(LayersTest, ConvolutionGradientWithoutPadding) {
+  Conv2D conv(Shape{1, 6, 6}, 2, 5, 0);
+  EXPECT_EQ(conv.out_shape().height, 2);
+  CheckLayer(conv, 2, Random(2 * 36, 3));
+}
+
+TEST(LayersTest, ReluGradient) {
+  // Inputs away from the kink at 0 (farther than kEps).
+  std::vector<float> x = Random(2 * 10, 4, 0.1f, 1.0f);
+  for (size_t i = 0; i < x.size(); i += 2) x[i] = -x[i];
+  CheckLayer(Relu(Shape{10, 1, 1}), 2, x);
+}
+
+TEST(LayersTest, MaxPoolGradient) {
+  // Distinct values, spaced wider than 2 * kEps, so no window has a tie.
+  const int n = 2 * 2 * 4 * 6;
+  std::vector<float> x(n);
+  for (int i = 0; i < n; ++i) x[i] = 0.05f * static_cast<float>((i * 37) % n);
+  MaxPool pool(Shape{2, 4, 6}, 2, 2);
+  EXPECT_EQ(pool.out_shape().height, 2);
+  EXPECT_EQ(pool.out_shape().width, 3);
+  CheckLayer(pool, 2, x);
+}
+
+TEST(LayersTest, SoftmaxCrossEntropyGradientAndValue) {
+  std::unique_ptr<Backend> be = MakeHostBackend();
+  const int batch = 3, classes = 5;
+  std::vector<float> logits = Random(batch * classes, 5, -2, 2);
+  const std::vector<int32_t> labels = {0, 4, 2};
+  std::vector<float> dlogits(logits.size());
+  const float scale = 0.5f;
+  const double loss = be->SoftmaxCrossEntropy(logits.data(), labels.data(),
+                                              batch, classes, scale,
+                                              dlogits.data());
+  double expected = 0;
+  for (int b = 0; b < batch; ++b) {
+    double sum = 0;
+    for (int k = 0; k < classes; ++k) sum += std::exp(logits[b * classes + k]);
+    expected += std::log(sum) - logits[b * classes + labels[b]];
+  }
+  EXPECT_NEAR(loss, expected, 1e-5);
+  for (float& d : dlogits) d /= scale;  // the gradient of the plain sum
+  ExpectGradientMatches(&logits, dlogits, [&] {
+    return be->SoftmaxCrossEntropy(logits.data(), labels.data(), batch,
+                                   classes, 1.0f, nullptr);
+  }, "dlogits");
+}
+
+TEST(LayersTest, MomentumDeltaIsMinusLrTimesVelocity) {
+  std::unique_ptr<Backend> be = MakeHostBackend();
+  std::vector<float> grad = {1, -2, 3}, velocity = {0.5f, 0, -1}, delta(3);
+  be->MomentumDelta(grad.data(), 3, 0.1f, 0.9f, velocity.data(), delta.data());
+  const std::vector<float> v = {0.9f * 0.5f + 1, -2, 0.9f * -1 + 3};
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_FLOAT_EQ(velocity[i], v[i]);
+    EXPECT_FLOAT_EQ(delta[i], -0.1f * v[i]);
+  }
+}
+
+TEST(LayersTest, NetworkShapesAndNames) {
+  Network net(Shape{1, 28, 28});
+  net.Conv(16, 3, 1).Relu().MaxPool(2, 2).Conv(32, 3, 1).Relu().MaxPool(2, 2);
+  net.FullyConnected(10);
+  EXPECT_EQ(net.output_shape().size(), 10u);
+  EXPECT_EQ(net.layer(3).in_shape().height, 14);
+  EXPECT_EQ(net.layer(6).in_shape().size(), 32u * 7 * 7);
+  EXPECT_EQ(net.Describe(),
+            "conv3x3x16-relu-maxpool2-conv3x3x32-relu-maxpool2-fc10");
+  EXPECT_EQ(net.num_params(), (16u * 9 + 16) + (32u * 16 * 9 + 32) +
+                                  (10u * 32 * 49 + 10));
+}
+
+}  // namespace
+}  // namespace nn
