@@ -57,7 +57,6 @@ if command -v gnuplot >/dev/null 2>&1; then
   gnuplot <<GP
 set terminal pngcairo size 800,500 noenhanced
 set datafile separator ","
-set key autotitle columnhead
 set output "$out/scaling.png"
 set title "Scaling efficiency with emulated compute (higher is better)"
 set xlabel "workers"; set ylabel "efficiency vs 1 worker"; set yrange [0:1.2]; set grid
