@@ -347,3 +347,32 @@ TEST(MemoryManagerTest, RandomWorkloadsMatchTheUnmanagedRun) {
 
 }  // namespace
 }  // namespace geeps
+
+namespace geeps {
+namespace {
+
+// The compute emulation: every close of an access waits the configured
+// time on the application thread (a lower bound, so not flaky), and an
+// out-of-range value is refused.
+TEST(MemoryManagerTest, EmulatedComputeDelaysEveryClose) {
+  Workload wl;
+  wl.iterations = 3;
+  Config c = MakeConfig(wl, 0);
+  c.emulated_compute_per_access = std::chrono::milliseconds(4);
+  auto cluster = EmbeddedCluster::Start(c);
+  ASSERT_OK(cluster.status());
+  Result r;
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_OK((*cluster)->RunWorkers([&](GeePS& ps) { return RunWorker(ps, wl, &r); }));
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  // Per iteration: 2 reads, 2 updates and 4 local accesses close.
+  EXPECT_GE(elapsed, std::chrono::milliseconds(4 * 8 * wl.iterations));
+  c.emulated_compute_per_access = std::chrono::seconds(11);
+  auto refused = EmbeddedCluster::Start(c);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("emulated_compute_per_access"), std::string::npos)
+      << refused.status();
+}
+
+}  // namespace
+}  // namespace geeps

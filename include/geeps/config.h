@@ -87,6 +87,11 @@ struct Config {
   // Host backend only, an emulation for benchmarks: host<->device copies take
   // at least bytes / this many seconds, as over PCIe. 0 = off.
   uint64_t emulated_copy_bandwidth = 0;  // bytes per second
+  // An emulation for benchmarks (any backend): the application thread waits
+  // this long at every PostRead, Update and PostLocalAccess, as if it had
+  // computed that long on the buffer (on a GPU), so that a trainer without
+  // real compute shows how much of the data movement overlaps it. 0 = off.
+  std::chrono::microseconds emulated_compute_per_access{0};
   // If set, Shutdown() writes the worker's stats and memory plan (JSON) to
   // this path; "%r" is replaced by the worker's rank.
   std::string stats_file;
@@ -123,7 +128,7 @@ Status ValidateConfig(const Config& config);
 // GEEPS_READ_MY_WRITES, GEEPS_DEFAULT_SLACK, GEEPS_DEVICE,
 // GEEPS_DEVICE_MEMORY_BUDGET, GEEPS_TIMEOUT_MS, GEEPS_HEARTBEAT_TIMEOUT_MS,
 // GEEPS_MAX_MESSAGE_BYTES, GEEPS_MEMORY_GUARANTEE (none|double|local|cache),
-// GEEPS_EMULATED_COPY_BANDWIDTH, GEEPS_STATS_FILE, GEEPS_PREFETCH_DEPTH,
+// GEEPS_EMULATED_COPY_BANDWIDTH, GEEPS_EMULATED_COMPUTE_US, GEEPS_STATS_FILE, GEEPS_PREFETCH_DEPTH,
 // GEEPS_DETERMINISTIC_BSP, GEEPS_CHECKPOINT_DIR, GEEPS_CHECKPOINT_EVERY,
 // GEEPS_RESUME (off|required|if-present)). A malformed value is
 // kInvalidArgument naming the variable. See docs/api.md for the table.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <thread>
 #include <cstring>
 
 #include "common/logging.h"
@@ -548,6 +549,11 @@ Status Worker::Expect(OpType type, int32_t handle, size_t count, const char* cal
   return Status::OK();
 }
 
+void Worker::EmulateCompute() const {
+  if (config_.emulated_compute_per_access.count() > 0)
+    std::this_thread::sleep_for(config_.emulated_compute_per_access);
+}
+
 Status Worker::ClearOplog(TableCache& t) {
   const size_t w = t.width;
   if (t.device_rows > 0)
@@ -754,6 +760,7 @@ StatusOr<const float*> Worker::Read(ReadHandle h) {
 Status Worker::PostRead(ReadHandle h) {
   std::lock_guard<std::mutex> api_lock(api_mu_);
   GEEPS_RETURN_IF_ERROR(Expect(OpType::kPostRead, h.id, read_bufs_.size(), "PostRead"));
+  EmulateCompute();
   ReleaseBuffer(read_bufs_[h.id]);
   return Advance();
 }
@@ -774,6 +781,7 @@ StatusOr<float*> Worker::PreUpdate(UpdateHandle h) {
 Status Worker::Update(UpdateHandle h) {
   std::lock_guard<std::mutex> api_lock(api_mu_);
   GEEPS_RETURN_IF_ERROR(Expect(OpType::kUpdate, h.id, update_bufs_.size(), "Update"));
+  EmulateCompute();
   const RecordedAccess& a = seq_.updates()[h.id];
   AccessBuffers& b = update_bufs_[h.id];
   TableCache& t = *tables_[a.table];
@@ -819,6 +827,7 @@ Status Worker::PostLocalAccess(LocalHandle h) {
   std::lock_guard<std::mutex> api_lock(api_mu_);
   GEEPS_RETURN_IF_ERROR(
       Expect(OpType::kPostLocalAccess, h.id, local_bufs_.size(), "PostLocalAccess"));
+  EmulateCompute();
   const RecordedAccess& a = seq_.locals()[h.id];
   AccessBuffers& b = local_bufs_[h.id];
   if (b.pooled && swap_) {

@@ -117,6 +117,7 @@ class Worker {
   Status Advance();  // after an op: advance table clocks, move the cursor
   Status AdvanceTable(TableId table);
   Status ClearOplog(TableCache& t);  // zeroes both sides; under t.mu
+  void EmulateCompute() const;       // Config::emulated_compute_per_access
   Status EndPrologue();
   Status BuildTables();     // plans cached rows and slices, no memory
   Status AllocateTables();  // cache, oplog, local tables

@@ -62,6 +62,10 @@ Status ValidateConfig(const Config& c) {
                                 std::to_string(c.default_slack));
   if (c.timeout.count() <= 0)
     return InvalidArgumentError("timeout must be positive");
+  if (c.emulated_compute_per_access.count() < 0 ||
+      c.emulated_compute_per_access > std::chrono::seconds(10))
+    return InvalidArgumentError("emulated_compute_per_access must be in [0, 10 s], got " +
+                                std::to_string(c.emulated_compute_per_access.count()) + " us");
   if (c.heartbeat_timeout.count() < 10)
     return InvalidArgumentError("heartbeat_timeout must be at least 10 ms");
   if (c.max_message_bytes < kMinMessageBytes || c.max_message_bytes > kMaxMessageBytes)
@@ -156,6 +160,11 @@ Status ApplyEnvironment(Config* c) {
     GEEPS_ASSIGN_OR_RETURN(long long value, ParseInt("GEEPS_EMULATED_COPY_BANDWIDTH", text, 0,
                                                      (1ll << 50)));
     c->emulated_copy_bandwidth = static_cast<uint64_t>(value);
+  }
+  if (const char* text = std::getenv("GEEPS_EMULATED_COMPUTE_US")) {
+    GEEPS_ASSIGN_OR_RETURN(long long value,
+                           ParseInt("GEEPS_EMULATED_COMPUTE_US", text, 0, 10000000));
+    c->emulated_compute_per_access = std::chrono::microseconds(value);
   }
   if (const char* text = std::getenv("GEEPS_STATS_FILE")) c->stats_file = text;
   if (const char* text = std::getenv("GEEPS_CHECKPOINT_DIR")) c->checkpoint_dir = text;

@@ -40,6 +40,7 @@ constexpr const char* kVariables[] = {
     "GEEPS_STATS_FILE",           "GEEPS_PREFETCH_DEPTH",
     "GEEPS_DETERMINISTIC_BSP",    "GEEPS_CHECKPOINT_DIR",
     "GEEPS_CHECKPOINT_EVERY",     "GEEPS_RESUME",
+    "GEEPS_EMULATED_COMPUTE_US",
 };
 constexpr size_t kNumVariables = sizeof(kVariables) / sizeof(kVariables[0]);
 constexpr size_t kTableLines = 4;
@@ -111,6 +112,8 @@ int Run(const uint8_t* data, size_t size) {
         {"GEEPS_PREFETCH_DEPTH", c.prefetch_depth},
         {"GEEPS_DETERMINISTIC_BSP", c.deterministic_bsp ? 1 : 0},
         {"GEEPS_CHECKPOINT_EVERY", static_cast<long long>(c.checkpoint_every)},
+        {"GEEPS_EMULATED_COMPUTE_US",
+         static_cast<long long>(c.emulated_compute_per_access.count())},
     };
     for (const auto& n : numbers) {
       std::string text;
