@@ -14,4 +14,8 @@ cmake -S . -B "$build_dir" -G Ninja \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_EXPORT_COMPILE_COMMANDS=ON \
   "$@"
-cmake --build "$build_dir" -j "$jobs"
+# GEEPS_BUILD_TARGETS: build only these targets (space-separated), e.g. the
+# example the README's first command runs; default: everything configured.
+targets=()
+for t in ${GEEPS_BUILD_TARGETS:-}; do targets+=(--target "$t"); done
+cmake --build "$build_dir" -j "$jobs" "${targets[@]}"
