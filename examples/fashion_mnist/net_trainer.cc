@@ -99,6 +99,9 @@ Status Iteration(Stepper& s, const NetOptions& opt, const nn::Network& net,
     if (real) {
       layer.Forward(*be, params[i].data, x.data, batch.n, y.data, scratch.data);
     }
+    if (opt.reread_params && params[i].slot >= 0) {
+      GEEPS_RETURN_IF_ERROR(s.Close(params[i]));  // read again backward
+    }
     if (scratch.slot >= 0) GEEPS_RETURN_IF_ERROR(s.Close(scratch, false));
     GEEPS_RETURN_IF_ERROR(s.Close(y, true));  // the next layer's input
     GEEPS_RETURN_IF_ERROR(s.Close(x, NeededInBackward(net, i)));
@@ -119,6 +122,10 @@ Status Iteration(Stepper& s, const NetOptions& opt, const nn::Network& net,
   for (int i = n - 1; i >= 0; --i) {
     const nn::Layer& layer = net.layer(i);
     const bool has_params = !lay.params[i].empty();
+    if (opt.reread_params && has_params) {
+      GEEPS_ASSIGN_OR_RETURN(params[i],
+                             s.OpenRead(kParams, lay.params[i], opt.slack));
+    }
     GEEPS_ASSIGN_OR_RETURN(Open dy, s.OpenLocal(kLocal, lay.grad[i + 1], true));
     Open x, y, dx, wgrad, scratch;
     if (layer.BackwardNeedsInput()) {
@@ -173,8 +180,9 @@ Status ValidateNetOptions(const NetOptions& o) {
   auto bad = [](const std::string& what) {
     return Status(StatusCode::kInvalidArgument, what);
   };
-  if (o.model != "mlp" && o.model != "cnn" && o.model != "cnn-wide") {
-    return bad("unknown model '" + o.model + "' (mlp, cnn or cnn-wide)");
+  if (o.model != "mlp" && o.model != "cnn" && o.model != "cnn-wide" &&
+      o.model != "big-mlp") {
+    return bad("unknown model '" + o.model + "' (mlp, cnn, cnn-wide or big-mlp)");
   }
   if (o.workers < 1) return bad("workers must be >= 1");
   if (o.shards < 1) return bad("shards must be >= 1");
@@ -213,9 +221,12 @@ StatusOr<nn::Network> BuildModel(const std::string& name) {
     net.Conv(32, 3, 1).Relu().MaxPool(2, 2);
     net.Conv(64, 3, 1).Relu().MaxPool(2, 2);
     net.FullyConnected(256).Relu().FullyConnected(kClasses);
+  } else if (name == "big-mlp") {
+    for (int i = 0; i < 12; ++i) net.FullyConnected(512).Relu();
+    net.FullyConnected(kClasses);
   } else {
     return Status(StatusCode::kInvalidArgument,
-                  "unknown model '" + name + "' (mlp, cnn or cnn-wide)");
+                  "unknown model '" + name + "' (mlp, cnn, cnn-wide or big-mlp)");
   }
   return net;
 }
@@ -233,9 +244,43 @@ geeps::Config MakeNetConfig(const NetOptions& options, const nn::Network& net) {
   config.default_slack = options.slack;
   config.device = geeps::DeviceKind::kHost;
   config.device_memory_budget = options.device_memory_budget;
+  config.memory_guarantee = options.memory_guarantee;
+  config.emulated_copy_bandwidth = options.emulated_copy_bandwidth;
   config.deterministic_bsp = options.deterministic_bsp;
   config.timeout = options.timeout;
   return config;
+}
+
+void MakeSyntheticData(int64_t train_size, int64_t test_size, uint64_t seed,
+                       Dataset* train, Dataset* test) {
+  constexpr int kDim = kImageSide * kImageSide;
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> teacher(static_cast<size_t>(kClasses) * kDim);
+  for (float& w : teacher) w = normal(rng);
+  for (auto [data, n] : {std::make_pair(train, train_size),
+                         std::make_pair(test, test_size)}) {
+    data->dim = kDim;
+    data->num_classes = kClasses;
+    data->features.resize(static_cast<size_t>(n) * kDim);
+    data->labels.resize(static_cast<size_t>(n));
+    for (float& x : data->features) x = normal(rng);
+    for (int64_t e = 0; e < n; ++e) {
+      const float* x = data->example(e);
+      int best = 0;
+      double best_score = 0;
+      for (int k = 0; k < kClasses; ++k) {
+        const float* w = teacher.data() + static_cast<size_t>(k) * kDim;
+        double score = 0;
+        for (int j = 0; j < kDim; ++j) score += static_cast<double>(w[j]) * x[j];
+        if (k == 0 || score > best_score) {
+          best = k;
+          best_score = score;
+        }
+      }
+      data->labels[e] = static_cast<uint8_t>(best);
+    }
+  }
 }
 
 Evaluation EvaluateNet(const nn::Network& net, const std::vector<float>& params,
@@ -435,7 +480,8 @@ Status TrainNet(const NetOptions& options, const Dataset& train,
     if (!s.ok()) board.Abort();
     return s;
   });
-  report->worker0_stats_json = cluster->worker(0)->GetStats().ToJson();
+  report->worker0_stats = cluster->worker(0)->GetStats();
+  report->worker0_stats_json = report->worker0_stats.ToJson();
   Status shutdown = cluster->Shutdown();
   report->total_seconds =
       std::chrono::duration<double>(Clock::now() - start).count();
@@ -475,7 +521,8 @@ Status TrainNetInProcess(const NetOptions& options, const geeps::Config& config,
     *is_worker0 = ps->rank() == 0;
     if (!*is_worker0) opt.log = nullptr;
     run = TrainNetWorker(opt, net, train, test, *ps, report);
-    report->worker0_stats_json = ps->GetStats().ToJson();
+    report->worker0_stats = ps->GetStats();
+    report->worker0_stats_json = report->worker0_stats.ToJson();
   }
   // Leave the job even after an error, so that the others learn of it.
   Status shutdown = process->Shutdown();

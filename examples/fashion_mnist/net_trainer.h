@@ -27,6 +27,7 @@
 #include "geeps/config.h"
 #include "geeps/geeps.h"
 #include "geeps/process.h"
+#include "geeps/stats.h"
 #include "geeps/status.h"
 #include "layers.h"
 #include "net_layout.h"
@@ -36,7 +37,7 @@
 namespace fmnist {
 
 struct NetOptions {
-  std::string model = "cnn";  // "mlp", "cnn" or "cnn-wide" (BuildModel)
+  std::string model = "cnn";  // "mlp", "cnn", "cnn-wide" or "big-mlp" (BuildModel)
   int workers = 2;
   int shards = 1;
   int channels = 1;
@@ -47,6 +48,18 @@ struct NetOptions {
   float momentum = 0.9f;
   int slack = 0;  // 0 = BSP
   uint64_t device_memory_budget = 0;  // bytes per worker, 0 = none
+  // Config::memory_guarantee and Config::emulated_copy_bandwidth (bytes/s,
+  // 0 = off) of the job.
+  geeps::MemoryGuarantee memory_guarantee =
+      geeps::MemoryGuarantee::kDoubleBuffering;
+  uint64_t emulated_copy_bandwidth = 0;
+  // false: a layer's parameters are read once, at its forward pass, and the
+  // Read stays open until its backward pass (all parameters are in flight at
+  // the turn). true: the forward Read is closed at once and the backward pass
+  // reads them again, so that only a few layers' parameters are open at any
+  // time: a much smaller peak for the memory manager's pool (the same values
+  // under BSP: the table's clock only advances after its last Update).
+  bool reread_params = false;
   bool deterministic_bsp = false;     // Config::deterministic_bsp
   uint64_t seed = 1;
   std::chrono::milliseconds timeout{60000};
@@ -62,6 +75,8 @@ geeps::Status ValidateNetOptions(const NetOptions& options);
 //   mlp: fc256-relu-fc128-relu-fc10
 //   cnn: conv3x3x16-relu-maxpool2-conv3x3x32-relu-maxpool2-fc128-relu-fc10
 //   cnn-wide: conv3x3x32-relu-maxpool2-conv3x3x64-relu-maxpool2-fc256-relu-fc10
+//   big-mlp: 12 x (fc512-relu), then fc10 (for big_net: its activations,
+//            gradients and momentum outgrow a small device budget)
 // kInvalidArgument for another name.
 geeps::StatusOr<nn::Network> BuildModel(const std::string& name);
 
@@ -86,6 +101,7 @@ struct NetReport {
   double total_seconds = 0;        // start to shutdown
   std::vector<float> final_params; // all rows of table 0, as worker 0 saw them
   std::string worker0_stats_json;
+  geeps::WorkerStats worker0_stats;  // the same, as a struct
 };
 
 // Trains one worker `ps` (rank among options.workers or the job's workers)
@@ -110,6 +126,13 @@ geeps::Status TrainNetInProcess(const NetOptions& options,
                                 const geeps::ProcessOptions& process_options,
                                 const Dataset& train, const Dataset& test,
                                 NetReport* report, bool* is_worker0);
+
+// Synthetic data for 28x28 "images" and 10 classes: pixels drawn from
+// N(0, 1), labels the argmax of a fixed random linear teacher (10 x 784,
+// from `seed`), so that a network can learn them. Deterministic in `seed`;
+// train and test share the teacher.
+void MakeSyntheticData(int64_t train_size, int64_t test_size, uint64_t seed,
+                       Dataset* train, Dataset* test);
 
 // Loss and accuracy of `net` with parameters `params` (the layout of table
 // 0) on `data`, on the host.
