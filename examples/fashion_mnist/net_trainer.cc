@@ -9,6 +9,7 @@
 #include <thread>
 #include <utility>
 
+#include "annotate.h"
 #include "geeps/embedded_cluster.h"
 #include "net_layout.h"
 #include "net_stepper.h"
@@ -28,26 +29,6 @@ constexpr geeps::TableId kParams = 0;
 constexpr geeps::TableId kLocal = 1;
 constexpr int kImageSide = 28;
 constexpr int kClasses = 10;
-
-// Prefixes an error with the worker and the call, unless libgeeps' message
-// already names the worker.
-Status Annotate(const Status& s, int rank, const char* call) {
-  if (s.ok()) return s;
-  if (s.message().find("worker " + std::to_string(rank)) != std::string::npos) {
-    return s;
-  }
-  return Status(s.code(), "worker " + std::to_string(rank) + ": " + call +
-                              ": " + s.message());
-}
-template <typename T>
-StatusOr<T> Annotate(StatusOr<T> s, int rank, const char* call) {
-  if (s.ok()) return s;
-  return Annotate(s.status(), rank, call);
-}
-#define NET_CHECK(expr, call) \
-  GEEPS_RETURN_IF_ERROR(Annotate((expr), rank, call))
-#define NET_ASSIGN(lhs, expr, call) \
-  GEEPS_ASSIGN_OR_RETURN(lhs, Annotate((expr), rank, call))
 
 // Is act[i] read again in the backward pass?
 bool NeededInBackward(const nn::Network& net, int i) {
@@ -342,20 +323,20 @@ Status TrainNetWorker(const NetOptions& opt, const nn::Network& net,
   // initial parameters once, as unrepeated updates.
   Stepper iteration(ps), prologue(ps);
   double unused_loss = 0;
-  NET_CHECK(Iteration(iteration, opt, net, lay, be.get(), Batch(), &unused_loss),
+  EX_CHECK(Iteration(iteration, opt, net, lay, be.get(), Batch(), &unused_loss),
             "recording the virtual iteration");
-  NET_CHECK(ps.VirtualClock(), "VirtualClock");
+  EX_CHECK(ps.VirtualClock(), "VirtualClock");
   std::vector<Open> init(net.size());
   if (rank == 0) {
     for (int i = 0; i < net.size(); ++i) {
       if (lay.params[i].empty()) continue;
-      NET_ASSIGN(init[i], prologue.OpenUpdate(kParams, lay.params[i]),
+      EX_ASSIGN(init[i], prologue.OpenUpdate(kParams, lay.params[i]),
                  "VirtualPreUpdate (prologue)");
-      NET_CHECK(prologue.Close(init[i]), "VirtualUpdate (prologue)");
+      EX_CHECK(prologue.Close(init[i]), "VirtualUpdate (prologue)");
     }
   }
-  NET_CHECK(ps.FinishVirtualIteration(), "FinishVirtualIteration");
-  NET_CHECK(ps.StartIterations(), "StartIterations");
+  EX_CHECK(ps.FinishVirtualIteration(), "FinishVirtualIteration");
+  EX_CHECK(ps.StartIterations(), "StartIterations");
 
   std::vector<float> params;  // worker 0: a host copy, for evaluation
   if (rank == 0) {
@@ -367,12 +348,12 @@ Status TrainNetWorker(const NetOptions& opt, const nn::Network& net,
     prologue.StartReal();
     for (int i = 0; i < net.size(); ++i) {
       if (lay.params[i].empty()) continue;
-      NET_ASSIGN(Open w, prologue.OpenUpdate(kParams, lay.params[i]),
+      EX_ASSIGN(Open w, prologue.OpenUpdate(kParams, lay.params[i]),
                  "PreUpdate (prologue)");
       std::copy(params.begin() + lay.param_offset[i],
                 params.begin() + lay.param_offset[i] + net.layer(i).num_params(),
                 w.data);
-      NET_CHECK(prologue.Close(w), "Update (prologue)");
+      EX_CHECK(prologue.Close(w), "Update (prologue)");
     }
     if (opt.evaluate) report->initial_test = EvaluateNet(net, params, test);
   }
@@ -408,9 +389,9 @@ Status TrainNetWorker(const NetOptions& opt, const nn::Network& net,
         labels[j] = train.labels[e];
       }
       iteration.Rewind();
-      NET_CHECK(Iteration(iteration, opt, net, lay, be.get(), batch, &loss_sum),
+      EX_CHECK(Iteration(iteration, opt, net, lay, be.get(), batch, &loss_sum),
                 "iteration");
-      NET_CHECK(ps.Clock(), "Clock");
+      EX_CHECK(ps.Clock(), "Clock");
       samples += local_batch;
       bar.Step(t, samples * workers, loss_sum / samples);
     }
@@ -424,7 +405,7 @@ Status TrainNetWorker(const NetOptions& opt, const nn::Network& net,
     double all_loss = loss_sum;
     int64_t all_samples = samples;
     if (board != nullptr) {
-      NET_CHECK(board->Wait(epoch, opt.timeout, &all_loss, &all_samples),
+      EX_CHECK(board->Wait(epoch, opt.timeout, &all_loss, &all_samples),
                 "waiting for the epoch's losses");
     }
     e.train_loss = all_loss / static_cast<double>(std::max<int64_t>(all_samples, 1));
@@ -432,8 +413,8 @@ Status TrainNetWorker(const NetOptions& opt, const nn::Network& net,
     e.seconds = train_seconds;
     e.samples_per_second = static_cast<double>(steps * opt.batch_size) / epoch_seconds;
     bar.Finish(samples * workers, e.train_loss);
-    NET_CHECK(ps.Sync(), "Sync");
-    NET_CHECK(ps.CopyRows(kParams, all_params, params.data()), "CopyRows");
+    EX_CHECK(ps.Sync(), "Sync");
+    EX_CHECK(ps.CopyRows(kParams, all_params, params.data()), "CopyRows");
     if (opt.evaluate) {
       e.test = EvaluateNet(net, params, test);
       if (opt.log != nullptr) {

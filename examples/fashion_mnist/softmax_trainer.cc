@@ -7,6 +7,7 @@
 #include <random>
 #include <utility>
 
+#include "annotate.h"
 #include "geeps/embedded_cluster.h"
 
 namespace fmnist {
@@ -18,23 +19,6 @@ using geeps::StatusOr;
 using Clock = std::chrono::steady_clock;
 
 constexpr geeps::TableId kTable = 0;
-
-Status Annotate(const Status& s, int rank, const char* call) {
-  if (s.ok()) return s;
-  return Status(s.code(), "worker " + std::to_string(rank) + ": " + call +
-                              ": " + s.message());
-}
-template <typename T>
-StatusOr<T> Annotate(StatusOr<T> s, int rank, const char* call) {
-  if (s.ok()) return s;
-  return Annotate(s.status(), rank, call);
-}
-
-// Propagate a libgeeps error with the worker's rank and the call's name.
-#define FMNIST_CHECK(expr, call) \
-  GEEPS_RETURN_IF_ERROR(Annotate((expr), rank, call))
-#define FMNIST_ASSIGN(lhs, expr, call) \
-  GEEPS_ASSIGN_OR_RETURN(lhs, Annotate((expr), rank, call))
 
 std::vector<float> InitialParams(const TrainOptions& options, int dim,
                                  int classes) {
@@ -162,29 +146,29 @@ Status TrainWorker(const TrainOptions& opt, const Dataset& train,
       geeps::RowRange(0, static_cast<uint64_t>(train.dim) + 1);
 
   // ---- The virtual iteration, then worker 0's prologue. ----
-  FMNIST_ASSIGN(geeps::ReadHandle read, ps.VirtualRead(kTable, rows, opt.slack),
+  EX_ASSIGN(geeps::ReadHandle read, ps.VirtualRead(kTable, rows, opt.slack),
                 "VirtualRead");
-  FMNIST_CHECK(ps.VirtualPostRead(read), "VirtualPostRead");
-  FMNIST_ASSIGN(geeps::UpdateHandle update, ps.VirtualPreUpdate(kTable, rows),
+  EX_CHECK(ps.VirtualPostRead(read), "VirtualPostRead");
+  EX_ASSIGN(geeps::UpdateHandle update, ps.VirtualPreUpdate(kTable, rows),
                 "VirtualPreUpdate");
-  FMNIST_CHECK(ps.VirtualUpdate(update), "VirtualUpdate");
-  FMNIST_CHECK(ps.VirtualClock(), "VirtualClock");
+  EX_CHECK(ps.VirtualUpdate(update), "VirtualUpdate");
+  EX_CHECK(ps.VirtualClock(), "VirtualClock");
   geeps::UpdateHandle init;
   if (rank == 0) {
-    FMNIST_ASSIGN(init, ps.VirtualPreUpdate(kTable, rows),
+    EX_ASSIGN(init, ps.VirtualPreUpdate(kTable, rows),
                   "VirtualPreUpdate (prologue)");
-    FMNIST_CHECK(ps.VirtualUpdate(init), "VirtualUpdate (prologue)");
+    EX_CHECK(ps.VirtualUpdate(init), "VirtualUpdate (prologue)");
   }
-  FMNIST_CHECK(ps.FinishVirtualIteration(), "FinishVirtualIteration");
-  FMNIST_CHECK(ps.StartIterations(), "StartIterations");
+  EX_CHECK(ps.FinishVirtualIteration(), "FinishVirtualIteration");
+  EX_CHECK(ps.StartIterations(), "StartIterations");
 
   std::vector<float> params;  // worker 0: copies for evaluation
   if (rank == 0) {
     params = InitialParams(opt, train.dim, train.num_classes);
     out->initial_test = Evaluate(params.data(), test);
-    FMNIST_ASSIGN(float* buffer, ps.PreUpdate(init), "PreUpdate (prologue)");
+    EX_ASSIGN(float* buffer, ps.PreUpdate(init), "PreUpdate (prologue)");
     std::copy(params.begin(), params.end(), buffer);
-    FMNIST_CHECK(ps.Update(init), "Update (prologue)");
+    EX_CHECK(ps.Update(init), "Update (prologue)");
   }
 
   // ---- This worker's shard: examples rank, rank + workers, ... ----
@@ -216,18 +200,18 @@ Status TrainWorker(const TrainOptions& opt, const Dataset& train,
                               ? static_cast<int64_t>(shard.size())
                               : begin + opt.batch_size;
       const size_t n = static_cast<size_t>(end - begin);
-      FMNIST_ASSIGN(const float* current, ps.Read(read), "Read");
+      EX_ASSIGN(const float* current, ps.Read(read), "Read");
       loss_sum += n * LossAndGradient(current, train, shard.data() + begin, n,
                                       grad.data());
       samples += static_cast<int64_t>(n);
-      FMNIST_CHECK(ps.PostRead(read), "PostRead");
+      EX_CHECK(ps.PostRead(read), "PostRead");
       for (size_t j = 0; j < num_params; ++j) {
         velocity[j] = opt.momentum * velocity[j] + grad[j];
       }
-      FMNIST_ASSIGN(float* delta, ps.PreUpdate(update), "PreUpdate");
+      EX_ASSIGN(float* delta, ps.PreUpdate(update), "PreUpdate");
       for (size_t j = 0; j < num_params; ++j) delta[j] = scale * velocity[j];
-      FMNIST_CHECK(ps.Update(update), "Update");
-      FMNIST_CHECK(ps.Clock(), "Clock");
+      EX_CHECK(ps.Update(update), "Update");
+      EX_CHECK(ps.Clock(), "Clock");
     }
     out->own_train_loss.push_back(loss_sum / static_cast<double>(samples));
     if (board != nullptr) board->Report(epoch, loss_sum, samples);
@@ -241,7 +225,7 @@ Status TrainWorker(const TrainOptions& opt, const Dataset& train,
     double all_loss = loss_sum;
     int64_t all_samples = samples;
     if (board != nullptr) {
-      FMNIST_CHECK(board->Wait(epoch, opt.timeout, &all_loss, &all_samples),
+      EX_CHECK(board->Wait(epoch, opt.timeout, &all_loss, &all_samples),
                    "waiting for the epoch's losses");
     }
     er.seconds = std::chrono::duration<double>(Clock::now() - start).count();
@@ -249,8 +233,8 @@ Status TrainWorker(const TrainOptions& opt, const Dataset& train,
     er.all_workers_loss = board != nullptr;
     const int64_t epoch_samples = train.size();  // over all workers
     er.samples_per_second = static_cast<double>(epoch_samples) / er.seconds;
-    FMNIST_CHECK(ps.Sync(), "Sync");
-    FMNIST_CHECK(ps.CopyRows(kTable, rows, params.data()), "CopyRows");
+    EX_CHECK(ps.Sync(), "Sync");
+    EX_CHECK(ps.CopyRows(kTable, rows, params.data()), "CopyRows");
     er.test = Evaluate(params.data(), test);
     out->epochs.push_back(er);
     if (opt.log != nullptr) {
