@@ -3,10 +3,15 @@
 #   1. tools: cmake, ninja, g++, pkg-config libzmq (runs scripts/setup.sh when
 #      one is missing, and goes on if that cannot install anything)
 #   2. configure + build with the CUDA backend required (GEEPS_WITH_CUDA=ON),
-#      tests and benchmarks, no examples, -j nproc, in build-gpu/
+#      tests, benchmarks and examples (for the CUDA layer backend), -j nproc,
+#      in build-gpu/
 #   3. the CUDA conformance suite alone (device_test Cuda/*): it must RUN,
 #      not skip -- a skip here means the GPU was not seen
-#   4. the whole test suite except 'slow', with GEEPS_DEVICE=cuda (tests on
+#   3b. the CUDA layer backend against the host one (layers_cuda_test): it
+#      must be built and RUN, not skip
+#   4. the whole test suite except 'slow' and 'examples' (the examples'
+#      trainers run on the host backend; 3b covers the CUDA layers), with
+#      GEEPS_DEVICE=cuda (tests on
 #      Config::device = kAuto pick the GPU by themselves; GEEPS_DEVICE forces
 #      it wherever an application reads the environment)
 #   5. gpu_bench: gather / scatter-add vs cudaMemcpy D2D, pinned copies both
@@ -74,7 +79,7 @@ cmake -S . -B "$build_dir" -G Ninja \
   -DGEEPS_WITH_CUDA=ON \
   -DGEEPS_BUILD_TESTS=ON \
   -DGEEPS_BUILD_BENCHMARKS=ON \
-  -DGEEPS_BUILD_EXAMPLES=OFF 2>&1 | tee "$out_dir/configure.log" | tail -5
+  -DGEEPS_BUILD_EXAMPLES=ON 2>&1 | tee "$out_dir/configure.log" | tail -5
 cmake --build "$build_dir" -j "$jobs" 2>&1 | tee "$out_dir/build.log" | tail -3
 done_stage build "built with -j $jobs"
 
@@ -98,10 +103,37 @@ else
   done_stage cuda-suite "passed"
 fi
 
+# ---- 3b. the CUDA layer backend must run, not skip ---------------------------
+stage layers-cuda
+layers_bin="$build_dir/tests/layers_cuda_test"
+if [[ ! -x "$layers_bin" ]]; then
+  failed=1
+  done_stage layers-cuda "FAILED: $layers_bin not built (OpenBLAS missing? see configure.log)"
+else
+  set +e
+  GEEPS_DEVICE=cuda timeout 120 "$layers_bin" \
+    --gtest_output="json:$out_dir/layers_cuda_test.json" >"$out_dir/layers_cuda_test.log" 2>&1
+  layers_rc=$?
+  set -e
+  tail -4 "$out_dir/layers_cuda_test.log"
+  layers_skipped="$(grep -cE '^\[  SKIPPED \] LayersCudaTest\..* ms\)$' "$out_dir/layers_cuda_test.log" || true)"
+  layers_ok="$(grep -cE '^\[       OK \] LayersCudaTest\.' "$out_dir/layers_cuda_test.log" || true)"
+  if (( layers_rc != 0 )); then
+    failed=1
+    done_stage layers-cuda "FAILED (exit $layers_rc; see layers_cuda_test.log)"
+  elif (( layers_skipped > 0 || layers_ok == 0 )); then
+    failed=1
+    grep -m1 -A1 'Skipped' "$out_dir/layers_cuda_test.log" || true
+    done_stage layers-cuda "FAILED: $layers_skipped tests skipped, $layers_ok passed (GPU not seen)"
+  else
+    done_stage layers-cuda "passed ($layers_ok tests)"
+  fi
+fi
+
 # ---- 4. the whole suite, CUDA forced -----------------------------------------
 stage ctest
 set +e
-GEEPS_DEVICE=cuda timeout 300 ctest --test-dir "$build_dir" -LE slow \
+GEEPS_DEVICE=cuda timeout 300 ctest --test-dir "$build_dir" -LE 'slow|examples' \
   -j "$(( jobs < 8 ? jobs : 8 ))" --output-on-failure --no-tests=error \
   --output-junit "$(realpath "$out_dir")/ctest-junit.xml" \
   >"$out_dir/ctest.log" 2>&1

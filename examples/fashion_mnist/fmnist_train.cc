@@ -43,6 +43,7 @@ struct Flags {
   int64_t train_limit = 0;
   int64_t timeout_ms = 60000;
   std::string curve_csv;
+  std::string device = "host";
   bool processes = false;
   std::set<std::string> given;
 };
@@ -88,6 +89,9 @@ int ParseFlags(int argc, char** argv, Flags* flags) {
        po::value(&n.device_memory_budget)->default_value(0),
        "device memory per worker in bytes (0 = no limit); local data that "
        "does not fit lives in host memory (docs/memory-manager.md)")
+      ("device", po::value(&flags->device)->default_value(flags->device),
+       "host, cuda or auto: the workers' device; on cuda the layers compute "
+       "with the CUDA layer backend (not yet run on a GPU: docs/cuda.md)")
       ("seed", po::value(&n.seed)->default_value(n.seed),
        "seed of the initial weights and of the shuffles")
       ("data-dir", po::value(&flags->data_dir)->default_value(flags->data_dir),
@@ -122,6 +126,15 @@ int ParseFlags(int argc, char** argv, Flags* flags) {
   if (flags->train_limit < 0) return Usage("--train-limit must be >= 0");
   if (flags->timeout_ms <= 0) return Usage("--timeout-ms must be > 0");
   n.timeout = std::chrono::milliseconds(flags->timeout_ms);
+  if (flags->device == "host") {
+    n.device = geeps::DeviceKind::kHost;
+  } else if (flags->device == "cuda") {
+    n.device = geeps::DeviceKind::kCuda;
+  } else if (flags->device == "auto") {
+    n.device = geeps::DeviceKind::kAuto;
+  } else {
+    return Usage("--device must be host, cuda or auto");
+  }
   fmnist::NetOptions check = n;
   if (flags->processes) check.workers = 1;  // known only after joining
   geeps::Status valid = fmnist::ValidateNetOptions(check);
@@ -190,7 +203,7 @@ int RunProcess(const Flags& flags, const fmnist::Dataset& train,
   if (flags.given.count("channels") != 0) config.num_channels = opt.channels;
   if (flags.given.count("slack") != 0) config.default_slack = opt.slack;
   if (flags.given.count("timeout-ms") != 0) config.timeout = opt.timeout;
-  config.device = geeps::DeviceKind::kHost;
+  config.device = opt.device;
   opt.log = &std::cout;
   fmnist::NetReport report;
   bool is_worker0 = false;

@@ -59,8 +59,8 @@ Status Iteration(Stepper& s, const NetOptions& opt, const nn::Network& net,
   // first layer's backward pass if it needs them.
   GEEPS_ASSIGN_OR_RETURN(Open in, s.OpenLocal(kLocal, lay.act[0], false));
   if (real) {
-    std::copy(batch.images, batch.images + batch.n * net.input_shape().size(),
-              in.data);
+    // The LocalAccess buffer is device memory on CUDA: the backend copies.
+    be->CopyFromHost(in.data, batch.images, batch.n * net.input_shape().size());
   }
   GEEPS_RETURN_IF_ERROR(s.Close(in, NeededInBackward(net, 0)));
   for (int i = 0; i < n; ++i) {
@@ -223,7 +223,7 @@ geeps::Config MakeNetConfig(const NetOptions& options, const nn::Network& net) {
   config.num_shards = options.shards;
   config.num_channels = options.channels;
   config.default_slack = options.slack;
-  config.device = geeps::DeviceKind::kHost;
+  config.device = options.device;
   config.device_memory_budget = options.device_memory_budget;
   config.memory_guarantee = options.memory_guarantee;
   config.emulated_copy_bandwidth = options.emulated_copy_bandwidth;
@@ -316,14 +316,15 @@ Status TrainNetWorker(const NetOptions& opt, const nn::Network& net,
   }
   const int local_batch = opt.batch_size / workers;
   const Layout lay = MakeLayout(net, local_batch);
-  std::unique_ptr<nn::Backend> be = nn::MakeHostBackend();
+  std::unique_ptr<nn::Backend> be;  // made once the device is known
   const std::vector<RowIndex> all_params = geeps::RowRange(0, lay.param_rows);
 
   // ---- The virtual iteration, then worker 0's prologue: it writes the
   // initial parameters once, as unrepeated updates.
   Stepper iteration(ps), prologue(ps);
   double unused_loss = 0;
-  EX_CHECK(Iteration(iteration, opt, net, lay, be.get(), Batch(), &unused_loss),
+  // Recording computes nothing: no backend yet.
+  EX_CHECK(Iteration(iteration, opt, net, lay, nullptr, Batch(), &unused_loss),
             "recording the virtual iteration");
   EX_CHECK(ps.VirtualClock(), "VirtualClock");
   std::vector<Open> init(net.size());
@@ -337,6 +338,24 @@ Status TrainNetWorker(const NetOptions& opt, const nn::Network& net,
   }
   EX_CHECK(ps.FinishVirtualIteration(), "FinishVirtualIteration");
   EX_CHECK(ps.StartIterations(), "StartIterations");
+  // The worker's device is known from FinishVirtualIteration on: the CUDA
+  // layer backend, on libgeeps' compute stream, for a CUDA worker; the host
+  // backend otherwise.
+  if (ps.device_kind() == geeps::DeviceKind::kCuda) {
+    std::string why;
+    be = nn::MakeCudaBackend(ps.compute_stream(), &why);
+    if (be == nullptr) {
+      return Annotate(Status(StatusCode::kDeviceError, why), rank,
+                      "MakeCudaBackend");
+    }
+  } else {
+    be = nn::MakeHostBackend();
+  }
+  auto backend_status = [&](const char* call) {
+    return be->ok() ? Status::OK()
+                    : Annotate(Status(StatusCode::kDeviceError, be->error()),
+                               rank, call);
+  };
 
   std::vector<float> params;  // worker 0: a host copy, for evaluation
   if (rank == 0) {
@@ -350,9 +369,9 @@ Status TrainNetWorker(const NetOptions& opt, const nn::Network& net,
       if (lay.params[i].empty()) continue;
       EX_ASSIGN(Open w, prologue.OpenUpdate(kParams, lay.params[i]),
                  "PreUpdate (prologue)");
-      std::copy(params.begin() + lay.param_offset[i],
-                params.begin() + lay.param_offset[i] + net.layer(i).num_params(),
-                w.data);
+      be->CopyFromHost(w.data, params.data() + lay.param_offset[i],
+                       net.layer(i).num_params());
+      GEEPS_RETURN_IF_ERROR(backend_status("writing the initial parameters"));
       EX_CHECK(prologue.Close(w), "Update (prologue)");
     }
     if (opt.evaluate) report->initial_test = EvaluateNet(net, params, test);
@@ -391,6 +410,7 @@ Status TrainNetWorker(const NetOptions& opt, const nn::Network& net,
       iteration.Rewind();
       EX_CHECK(Iteration(iteration, opt, net, lay, be.get(), batch, &loss_sum),
                 "iteration");
+      GEEPS_RETURN_IF_ERROR(backend_status("iteration (layer backend)"));
       EX_CHECK(ps.Clock(), "Clock");
       samples += local_batch;
       bar.Step(t, samples * workers, loss_sum / samples);

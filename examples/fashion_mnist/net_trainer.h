@@ -48,6 +48,11 @@ struct NetOptions {
   float momentum = 0.9f;
   int slack = 0;  // 0 = BSP
   uint64_t device_memory_budget = 0;  // bytes per worker, 0 = none
+  // Config::device of MakeNetConfig. The worker computes with the CUDA layer
+  // backend (nn::MakeCudaBackend) when libgeeps gives it a CUDA device, else
+  // with the host backend. kHost by default: the CUDA layer backend has not
+  // yet run on a GPU (docs/cuda.md).
+  geeps::DeviceKind device = geeps::DeviceKind::kHost;
   // Config::memory_guarantee and Config::emulated_copy_bandwidth (bytes/s,
   // 0 = off) of the job.
   geeps::MemoryGuarantee memory_guarantee =

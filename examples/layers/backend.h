@@ -1,19 +1,29 @@
 // The compute backend of the example layers: every numerical kernel a layer
 // needs, on buffers that live wherever the backend computes (host memory for
-// HostBackend; device memory for a future CUDA backend built on cuBLAS and
-// cuDNN). The layers (layers.h) call only these kernels, so a new backend is
+// HostBackend; GPU memory for CudaBackend, built on cuBLAS and CUDA kernels). The layers (layers.h) call only these kernels, so a new backend is
 // one more subclass and no layer changes.
 //
 // Conventions: row-major matrices; images NCHW (batch, channels, height,
 // width), one image after the other. Pointers are backend buffers unless
 // stated; `labels` are host int32 arrays (a device backend copies them).
 // A Backend is used by one thread at a time (each worker owns one).
+//
+// Errors: the kernels return void. A backend that can fail (CUDA: a launch,
+// cuBLAS or copy error, an out-of-range label) records the first failure in
+// a sticky error(), skips every later kernel and returns NaN from
+// SoftmaxCrossEntropy; callers check error() after each iteration (the
+// trainer does). Nothing aborts. The CUDA backend enqueues all its work on
+// the stream given at construction (libgeeps' GeePS::compute_stream()), so
+// its kernels are ordered with libgeeps' copies; the calls that return host
+// values (SoftmaxCrossEntropy, CopyToHost) synchronise that stream.
 #ifndef GEEPS_EXAMPLES_LAYERS_BACKEND_H_
 #define GEEPS_EXAMPLES_LAYERS_BACKEND_H_
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <utility>
 
 namespace nn {
 
@@ -33,6 +43,16 @@ struct Window {
 class Backend {
  public:
   virtual ~Backend() = default;
+
+  // The first error so far; empty while all is well.
+  const std::string& error() const { return error_; }
+  bool ok() const { return error_.empty(); }
+
+  // Host <-> backend buffer copies (host: memcpy). CopyFromHost may return
+  // before the copy ends, but `host` may be reused at once; CopyToHost
+  // returns once `host` holds the data.
+  virtual void CopyFromHost(float* dst, const float* host, size_t n) = 0;
+  virtual void CopyToHost(float* host, const float* src, size_t n) = 0;
 
   // C = alpha * op(A) * op(B) + beta * C; op(A) is m x k, op(B) k x n, C m x n.
   virtual void Gemm(bool trans_a, bool trans_b, int m, int n, int k,
@@ -90,11 +110,27 @@ class Backend {
   virtual void MomentumDelta(const float* grad, size_t n, float lr,
                              float momentum, float* velocity,
                              float* delta) = 0;
+
+ protected:
+  // Records `message` unless an error is already recorded.
+  void Fail(std::string message) {
+    if (error_.empty()) error_ = std::move(message);
+  }
+
+ private:
+  std::string error_;
 };
 
 // The host backend: GEMMs through the CPU BLAS (OpenBLAS), the rest plain
 // loops.
 std::unique_ptr<Backend> MakeHostBackend();
+
+// The CUDA backend: GEMMs through cuBLAS, the rest CUDA kernels, all on
+// `stream` (a cudaStream_t; null = the legacy default stream) of the current
+// device; buffers are device memory, `labels` stay host arrays. Null, with
+// the reason in *error, when libgeeps was built without CUDA, no GPU is
+// visible ("no CUDA device: ...") or cuBLAS cannot start.
+std::unique_ptr<Backend> MakeCudaBackend(void* stream, std::string* error);
 
 // Sets the CPU BLAS's thread count, process-wide (for every host backend):
 // with W workers on C cores, max(1, C / W) avoids oversubscription.

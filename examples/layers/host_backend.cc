@@ -22,6 +22,13 @@ class HostBackend final : public Backend {
                 trans_a ? m : k, b, trans_b ? k : n, beta, c, n);
   }
 
+  void CopyFromHost(float* dst, const float* host, size_t n) override {
+    if (n > 0) std::memcpy(dst, host, n * sizeof(float));
+  }
+  void CopyToHost(float* host, const float* src, size_t n) override {
+    if (n > 0) std::memcpy(host, src, n * sizeof(float));
+  }
+
   void Zero(float* x, size_t n) override {
     std::memset(x, 0, n * sizeof(float));
   }

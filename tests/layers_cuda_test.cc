@@ -1,0 +1,300 @@
+// The CUDA layer backend (examples/layers/cuda_backend.cu) against the host
+// backend: every kernel, and every layer's forward and backward pass, on
+// random inputs, to 1e-4 relative. Skipped, with the reason, where no GPU is
+// visible (scripts/gpu-check.sh fails when it skips on a GPU machine).
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend.h"
+#include "layers.h"
+
+namespace nn {
+namespace {
+
+// A device copy of a host vector.
+class DeviceBuffer {
+ public:
+  explicit DeviceBuffer(const std::vector<float>& host) : n_(host.size()) {
+    EXPECT_EQ(cudaMalloc(&p_, std::max<size_t>(n_, 1) * sizeof(float)), cudaSuccess);
+    if (n_ > 0) {
+      EXPECT_EQ(cudaMemcpy(p_, host.data(), n_ * sizeof(float),
+                           cudaMemcpyHostToDevice),
+                cudaSuccess);
+    }
+  }
+  ~DeviceBuffer() { cudaFree(p_); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  float* get() { return p_; }
+  std::vector<float> Host() const {
+    std::vector<float> out(n_);
+    cudaDeviceSynchronize();
+    if (n_ > 0) {
+      EXPECT_EQ(cudaMemcpy(out.data(), p_, n_ * sizeof(float),
+                           cudaMemcpyDeviceToHost),
+                cudaSuccess);
+    }
+    return out;
+  }
+
+ private:
+  float* p_ = nullptr;
+  size_t n_;
+};
+
+void ExpectClose(const std::vector<float>& want, const std::vector<float>& got,
+                 const std::string& what) {
+  ASSERT_EQ(want.size(), got.size()) << what;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double tol = 1e-4 * std::max(1.0, std::fabs(double{want[i]}));
+    ASSERT_NEAR(want[i], got[i], tol) << what << " at " << i;
+  }
+}
+
+class LayersCudaTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    int devices = 0;
+    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+      cudaGetLastError();
+      std::string why;
+      ASSERT_EQ(MakeCudaBackend(nullptr, &why), nullptr);
+      GTEST_SKIP() << why;
+    }
+    ASSERT_EQ(cudaStreamCreate(&stream_), cudaSuccess);
+    std::string why;
+    cuda_ = MakeCudaBackend(stream_, &why);
+    ASSERT_NE(cuda_, nullptr) << why;
+    host_ = MakeHostBackend();
+  }
+  void TearDown() override {
+    cuda_.reset();
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  }
+  std::vector<float> Random(size_t n, int levels = 0) {
+    std::vector<float> v(n);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::uniform_int_distribution<int> level(0, std::max(levels - 1, 0));
+    for (float& x : v) x = levels > 0 ? static_cast<float>(level(rng_)) : normal(rng_);
+    return v;
+  }
+  void Done() {
+    ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+    ASSERT_TRUE(cuda_->ok()) << cuda_->error();
+  }
+
+  cudaStream_t stream_ = nullptr;
+  std::unique_ptr<Backend> cuda_, host_;
+  std::mt19937_64 rng_{42};
+};
+
+TEST_F(LayersCudaTest, CopiesAndZero) {
+  std::vector<float> x = Random(1000), back(1000);
+  DeviceBuffer d(std::vector<float>(1000, 7.0f));
+  cuda_->CopyFromHost(d.get(), x.data(), x.size());
+  cuda_->CopyToHost(back.data(), d.get(), back.size());
+  Done();
+  EXPECT_EQ(x, back);
+  cuda_->Zero(d.get(), 500);
+  Done();
+  std::vector<float> want = x;
+  std::fill(want.begin(), want.begin() + 500, 0.0f);
+  EXPECT_EQ(d.Host(), want);
+}
+
+TEST_F(LayersCudaTest, Gemm) {
+  const int m = 13, n = 7, k = 29;
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      std::vector<float> a = Random(m * k), b = Random(k * n), c = Random(m * n);
+      DeviceBuffer da(a), db(b), dc(c);
+      host_->Gemm(ta, tb, m, n, k, 0.7f, a.data(), b.data(), 0.3f, c.data());
+      cuda_->Gemm(ta, tb, m, n, k, 0.7f, da.get(), db.get(), 0.3f, dc.get());
+      Done();
+      ExpectClose(c, dc.Host(), "Gemm trans_a=" + std::to_string(ta) +
+                                    " trans_b=" + std::to_string(tb));
+    }
+  }
+}
+
+const Window kWindows[] = {
+    {3, 7, 6, 3, 2, 1},  // strided, padded, not square
+    {2, 5, 5, 3, 1, 1},
+    {4, 6, 6, 2, 2, 0},
+};
+
+TEST_F(LayersCudaTest, Im2ColAndCol2Im) {
+  for (const Window& w : kWindows) {
+    const size_t rows = static_cast<size_t>(w.channels) * w.kernel * w.kernel;
+    const size_t cols = static_cast<size_t>(w.out_height()) * w.out_width();
+    const size_t ld = cols + 5;  // gaps between rows stay untouched
+    const size_t pixels = static_cast<size_t>(w.channels) * w.height * w.width;
+    std::vector<float> image = Random(pixels), col = Random(rows * ld);
+    DeviceBuffer dimage(image), dcol(col);
+    host_->Im2Col(image.data(), w, ld, col.data());
+    cuda_->Im2Col(dimage.get(), w, ld, dcol.get());
+    Done();
+    ExpectClose(col, dcol.Host(), "Im2Col");
+
+    std::vector<float> col2 = Random(rows * ld), acc = Random(pixels);
+    DeviceBuffer dcol2(col2), dacc(acc);
+    host_->Col2Im(col2.data(), w, ld, acc.data());
+    cuda_->Col2Im(dcol2.get(), w, ld, dacc.get());
+    Done();
+    ExpectClose(acc, dacc.Host(), "Col2Im");
+  }
+}
+
+TEST_F(LayersCudaTest, SwapAddBiasBiasGrad) {
+  const int a = 5, b = 3, inner = 17;
+  std::vector<float> src = Random(a * b * inner), dst = Random(a * b * inner);
+  DeviceBuffer dsrc(src), ddst(dst);
+  host_->SwapOuterAxes(src.data(), a, b, inner, dst.data());
+  cuda_->SwapOuterAxes(dsrc.get(), a, b, inner, ddst.get());
+  Done();
+  ExpectClose(dst, ddst.Host(), "SwapOuterAxes");
+
+  for (int inner2 : {1, 300}) {
+    const int outer = 9, channels = 6;
+    std::vector<float> bias = Random(channels), x = Random(outer * channels * inner2);
+    DeviceBuffer dbias(bias), dx(x);
+    host_->AddBias(bias.data(), outer, channels, inner2, x.data());
+    cuda_->AddBias(dbias.get(), outer, channels, inner2, dx.get());
+    Done();
+    ExpectClose(x, dx.Host(), "AddBias");
+
+    std::vector<float> g = Random(channels);
+    DeviceBuffer dg(g);
+    host_->BiasGrad(x.data(), outer, channels, inner2, g.data());
+    cuda_->BiasGrad(dx.get(), outer, channels, inner2, dg.get());
+    Done();
+    std::vector<float> got = dg.Host();
+    for (int c = 0; c < channels; ++c) {  // sums: relative to the magnitude
+      EXPECT_NEAR(g[c], got[c], 1e-4 * std::max(1.0f, std::sqrt(float(outer * inner2))))
+          << "BiasGrad channel " << c;
+    }
+  }
+}
+
+TEST_F(LayersCudaTest, Relu) {
+  const size_t n = 5000;
+  std::vector<float> x = Random(n), y(n), dy = Random(n), dx(n);
+  DeviceBuffer dxin(x), dyout(y), ddy(dy), ddx(dx);
+  host_->ReluForward(x.data(), n, y.data());
+  cuda_->ReluForward(dxin.get(), n, dyout.get());
+  host_->ReluBackward(y.data(), dy.data(), n, dx.data());
+  cuda_->ReluBackward(dyout.get(), ddy.get(), n, ddx.get());
+  Done();
+  ExpectClose(y, dyout.Host(), "ReluForward");
+  ExpectClose(dx, ddx.Host(), "ReluBackward");
+}
+
+TEST_F(LayersCudaTest, MaxPoolWithTies) {
+  const Window windows[] = {{3, 8, 8, 2, 2, 0}, {2, 7, 9, 3, 1, 0},
+                            {2, 9, 7, 3, 2, 0}};
+  for (const Window& w : windows) {
+    const int batch = 3;
+    const size_t in = static_cast<size_t>(batch) * w.channels * w.height * w.width;
+    const size_t out = static_cast<size_t>(batch) * w.channels * w.out_height() *
+                       w.out_width();
+    // Few distinct values: many ties, so "the first max" matters.
+    std::vector<float> x = Random(in, 3), y(out), dy = Random(out), dx = Random(in);
+    DeviceBuffer dxin(x), dyout(y), ddy(dy), ddx(dx);
+    host_->MaxPoolForward(x.data(), batch, w, y.data());
+    cuda_->MaxPoolForward(dxin.get(), batch, w, dyout.get());
+    host_->MaxPoolBackward(x.data(), y.data(), dy.data(), batch, w, dx.data());
+    cuda_->MaxPoolBackward(dxin.get(), dyout.get(), ddy.get(), batch, w, ddx.get());
+    Done();
+    ExpectClose(y, dyout.Host(), "MaxPoolForward");
+    ExpectClose(dx, ddx.Host(), "MaxPoolBackward");
+  }
+}
+
+TEST_F(LayersCudaTest, SoftmaxCrossEntropy) {
+  const int batch = 37, classes = 10;
+  std::vector<float> logits = Random(batch * classes), d = Random(batch * classes);
+  for (float& z : logits) z *= 4;
+  std::vector<int32_t> labels(batch);
+  for (int b = 0; b < batch; ++b) labels[b] = (b * 7) % classes;
+  DeviceBuffer dlogits(logits), dd(d);
+  const double want = host_->SoftmaxCrossEntropy(logits.data(), labels.data(),
+                                                 batch, classes, 0.25f, d.data());
+  const double got = cuda_->SoftmaxCrossEntropy(dlogits.get(), labels.data(),
+                                                batch, classes, 0.25f, dd.get());
+  Done();
+  EXPECT_NEAR(want, got, 1e-4 * std::fabs(want));
+  ExpectClose(d, dd.Host(), "dlogits");
+  const double no_grad = cuda_->SoftmaxCrossEntropy(
+      dlogits.get(), labels.data(), batch, classes, 1.0f, nullptr);
+  EXPECT_NEAR(want, no_grad, 1e-4 * std::fabs(want));
+  Done();
+}
+
+TEST_F(LayersCudaTest, BadLabelIsAStickyError) {
+  std::vector<float> logits = Random(20);
+  std::vector<int32_t> labels = {3, 10};
+  DeviceBuffer dlogits(logits);
+  EXPECT_TRUE(std::isnan(cuda_->SoftmaxCrossEntropy(dlogits.get(), labels.data(),
+                                                    2, 10, 1.0f, nullptr)));
+  EXPECT_FALSE(cuda_->ok());
+  EXPECT_NE(cuda_->error().find("label 10"), std::string::npos) << cuda_->error();
+  labels[1] = 1;  // later calls do nothing, and the first error stays
+  EXPECT_TRUE(std::isnan(cuda_->SoftmaxCrossEntropy(dlogits.get(), labels.data(),
+                                                    2, 10, 1.0f, nullptr)));
+  EXPECT_NE(cuda_->error().find("label 10"), std::string::npos);
+}
+
+TEST_F(LayersCudaTest, MomentumDelta) {
+  const size_t n = 3001;
+  std::vector<float> g = Random(n), v = Random(n), delta = Random(n);
+  DeviceBuffer dg(g), dv(v), ddelta(delta);
+  for (int step = 0; step < 3; ++step) {
+    host_->MomentumDelta(g.data(), n, 0.05f, 0.9f, v.data(), delta.data());
+    cuda_->MomentumDelta(dg.get(), n, 0.05f, 0.9f, dv.get(), ddelta.get());
+  }
+  Done();
+  ExpectClose(v, dv.Host(), "velocity");
+  ExpectClose(delta, ddelta.Host(), "delta");
+}
+
+// Every layer of a small CNN, forward and backward, on both backends.
+TEST_F(LayersCudaTest, LayersMatchHost) {
+  Network net(Shape{2, 10, 10});
+  net.Conv(4, 3, 1).Relu().MaxPool(2, 2).Conv(3, 3, 0).FullyConnected(5);
+  const int batch = 4;
+  std::mt19937_64 init(7);
+  for (int i = 0; i < net.size(); ++i) {
+    const Layer& layer = net.layer(i);
+    SCOPED_TRACE(layer.name());
+    std::vector<float> params(layer.num_params());
+    layer.InitParams(init, params.data());
+    for (float& p : params) p += 0.1f * Random(1)[0];  // nonzero biases
+    const size_t in = layer.in_shape().size() * batch;
+    const size_t out = layer.out_shape().size() * batch;
+    std::vector<float> x = Random(in), y(out), dy = Random(out), dx(in),
+                       dparams(params.size()),
+                       scratch(layer.ScratchFloats(batch) + 1);
+    DeviceBuffer dp(params), dxin(x), dyout(y), ddy(dy), ddx(dx),
+        ddparams(dparams), dscratch(scratch);
+    layer.Forward(*host_, params.data(), x.data(), batch, y.data(), scratch.data());
+    layer.Forward(*cuda_, dp.get(), dxin.get(), batch, dyout.get(), dscratch.get());
+    layer.Backward(*host_, params.data(), x.data(), y.data(), dy.data(), batch,
+                   dx.data(), dparams.data(), scratch.data());
+    layer.Backward(*cuda_, dp.get(), dxin.get(), dyout.get(), ddy.get(), batch,
+                   ddx.get(), ddparams.get(), dscratch.get());
+    Done();
+    ExpectClose(y, dyout.Host(), "forward");
+    ExpectClose(dx, ddx.Host(), "dx");
+    ExpectClose(dparams, ddparams.Host(), "dparams");
+  }
+}
+
+}  // namespace
+}  // namespace nn
