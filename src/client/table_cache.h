@@ -80,6 +80,15 @@ struct TableCache {
 
   size_t floats() const { return rows.size() * width; }
 
+  // The side and index of cached position `pos` (< rows.size()), as a
+  // one-row run. O(log runs).
+  CacheRun Locate(uint32_t pos) const {
+    auto it = std::upper_bound(runs.begin(), runs.end(), pos,
+                               [](uint32_t p, const CacheRun& r) { return p < r.begin; });
+    const CacheRun& r = *(it - 1);
+    return CacheRun{pos, 1, r.on_device, r.at + (pos - r.begin)};
+  }
+
   // Calls f(const CacheRun& piece, offset) for the pieces of positions
   // [begin, begin + count), in order; `piece` is clipped to the range (its
   // `at` adjusted) and `offset` is piece.begin - begin.

@@ -240,8 +240,7 @@ Status Worker::BuildCacheAccess(const RecordedAccess& a, const TableCache& t,
   std::vector<uint32_t> device_index;
   const std::vector<uint32_t> pos = Positions(t.rows, a.rows);
   for (uint32_t i = 0; i < pos.size(); ++i) {
-    CacheRun where;
-    t.ForPieces(pos[i], 1, [&](const CacheRun& piece, uint32_t) { where = piece; });
+    const CacheRun where = t.Locate(pos[i]);
     std::vector<uint32_t>& index = where.on_device ? device_index : b.host_index;
     if (b.runs.empty() || b.runs.back().on_device != where.on_device)
       b.runs.push_back({i, 0, where.on_device, static_cast<uint32_t>(index.size())});
@@ -259,9 +258,8 @@ Status Worker::BuildCacheAccess(const RecordedAccess& a, const TableCache& t,
   return Status::OK();
 }
 
-Status Worker::GatherFromCache(const RecordedAccess& a, TableCache& t, AccessBuffers& b,
+Status Worker::GatherFromCache(TableCache& t, AccessBuffers& b,
                                int handle) {
-  (void)a;
   const size_t w = t.width;
   for (const AccessRun& r : b.runs) {
     if (!r.on_device) continue;
@@ -288,9 +286,8 @@ Status Worker::GatherFromCache(const RecordedAccess& a, TableCache& t, AccessBuf
   return device_->Synchronize(stream_.get());
 }
 
-Status Worker::ScatterToCache(const RecordedAccess& a, TableCache& t, AccessBuffers& b,
+Status Worker::ScatterToCache(TableCache& t, AccessBuffers& b,
                               int handle) {
-  (void)a;
   const size_t w = t.width;
   // A resumed job's prologue updates are discarded (not applied anywhere).
   const bool rmw = config_.read_my_writes && !DiscardingPrologue();
@@ -751,7 +748,7 @@ StatusOr<const float*> Worker::Read(ReadHandle h) {
     }
     GEEPS_RETURN_IF_ERROR(AcquireBuffer(b, a.rows.size() * t.width * sizeof(float),
                                         {MemoryManager::Kind::kRead, h.id}));
-    GEEPS_RETURN_IF_ERROR(GatherFromCache(a, t, b, h.id));
+    GEEPS_RETURN_IF_ERROR(GatherFromCache(t, b, h.id));
   }
   GEEPS_RETURN_IF_ERROR(Advance());
   return static_cast<const float*>(b.buffer);
@@ -787,7 +784,7 @@ Status Worker::Update(UpdateHandle h) {
   TableCache& t = *tables_[a.table];
   {
     std::lock_guard<std::mutex> lock(t.mu);
-    GEEPS_RETURN_IF_ERROR(ScatterToCache(a, t, b, h.id));
+    GEEPS_RETURN_IF_ERROR(ScatterToCache(t, b, h.id));
     t.oplog_dirty = true;
   }
   ReleaseBuffer(b);
@@ -930,18 +927,14 @@ Status Worker::CopyRows(TableId table, const std::vector<RowIndex>& rows, float*
                                   std::to_string(table) +
                                   " is not in this worker's cache (it neither reads nor "
                                   "updates it)");
-    Status st;
-    t.ForPieces(static_cast<uint32_t>(it - t.rows.begin()), 1,
-                [&](const CacheRun& piece, uint32_t) {
-                  float* dst = out + i * spec.row_width;
-                  if (!piece.on_device) {
-                    std::memcpy(dst, t.host_cache + piece.at * spec.row_width, row_bytes);
-                    return;
-                  }
-                  st = device_->Copy(dst, t.cache + piece.at * spec.row_width, row_bytes,
-                                     device::CopyKind::kDeviceToHost, stream_.get());
-                });
-    GEEPS_RETURN_IF_ERROR(st);
+    const CacheRun where = t.Locate(static_cast<uint32_t>(it - t.rows.begin()));
+    float* dst = out + i * spec.row_width;
+    if (!where.on_device) {
+      std::memcpy(dst, t.host_cache + where.at * spec.row_width, row_bytes);
+      continue;
+    }
+    GEEPS_RETURN_IF_ERROR(device_->Copy(dst, t.cache + where.at * spec.row_width, row_bytes,
+                                        device::CopyKind::kDeviceToHost, stream_.get()));
   }
   return device_->Synchronize(stream_.get());
 }

@@ -126,8 +126,8 @@ class Worker {
   Status BuildCacheAccess(const RecordedAccess& a, const TableCache& t, AccessBuffers& b);
   // Moves a read's rows from the cache into its buffer / adds an update's
   // buffer into the oplog (and the cache, with read-my-writes). Under t.mu.
-  Status GatherFromCache(const RecordedAccess& a, TableCache& t, AccessBuffers& b, int handle);
-  Status ScatterToCache(const RecordedAccess& a, TableCache& t, AccessBuffers& b, int handle);
+  Status GatherFromCache(TableCache& t, AccessBuffers& b, int handle);
+  Status ScatterToCache(TableCache& t, AccessBuffers& b, int handle);
   void BuildClockPlan();
   StatusOr<uint32_t*> UploadIndex(const std::vector<uint32_t>& index);
   StatusOr<float*> AllocFloats(size_t count);
