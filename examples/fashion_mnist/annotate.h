@@ -1,7 +1,8 @@
 // Errors of the example trainers name the worker and the libgeeps call that
 // failed: EX_CHECK(ps.Read(h), "Read") returns "worker 1: Read: <message>"
 // (unless libgeeps' message already names the worker). Both macros expect a
-// variable `rank` (the worker's) in scope.
+// variable `rank` (the worker's) in scope. Context() names a call that is not
+// a worker's (starting or joining a job).
 #ifndef GEEPS_EXAMPLES_FASHION_MNIST_ANNOTATE_H_
 #define GEEPS_EXAMPLES_FASHION_MNIST_ANNOTATE_H_
 
@@ -22,6 +23,18 @@ template <typename T>
 geeps::StatusOr<T> Annotate(geeps::StatusOr<T> s, int rank, const char* call) {
   if (s.ok()) return s;
   return Annotate(s.status(), rank, call);
+}
+
+// `s` with the failed call's name in front ("Process::Join: <message>").
+inline geeps::Status Context(const geeps::Status& s, const std::string& call) {
+  if (s.ok()) return s;
+  return geeps::Status(s.code(), call + ": " + s.message());
+}
+
+template <typename T>
+geeps::StatusOr<T> Context(geeps::StatusOr<T> s, const std::string& call) {
+  if (s.ok()) return s;
+  return Context(s.status(), call);
 }
 
 }  // namespace fmnist

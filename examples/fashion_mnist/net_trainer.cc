@@ -466,13 +466,9 @@ Status TrainNet(const NetOptions& options, const Dataset& train,
   nn::SetHostBlasThreads(std::max(1, cores / options.workers));
   const Clock::time_point start = Clock::now();
 
-  StatusOr<std::unique_ptr<geeps::EmbeddedCluster>> started =
-      geeps::EmbeddedCluster::Start(MakeNetConfig(options, net));
-  if (!started.ok()) {
-    return Status(started.status().code(),
-                  "EmbeddedCluster::Start: " + started.status().message());
-  }
-  std::unique_ptr<geeps::EmbeddedCluster> cluster = std::move(*started);
+  GEEPS_ASSIGN_OR_RETURN(std::unique_ptr<geeps::EmbeddedCluster> cluster,
+                         Context(geeps::EmbeddedCluster::Start(MakeNetConfig(options, net)),
+                                 "EmbeddedCluster::Start"));
   EpochBoard board(options.workers, options.epochs);
   std::vector<NetReport> reports(options.workers);
   Status run = cluster->RunWorkers([&](geeps::GeePS& ps) {
@@ -490,11 +486,7 @@ Status TrainNet(const NetOptions& options, const Dataset& train,
   report->epochs = std::move(reports[0].epochs);
   report->final_params = std::move(reports[0].final_params);
   if (!run.ok()) return run;
-  if (!shutdown.ok()) {
-    return Status(shutdown.code(),
-                  "EmbeddedCluster::Shutdown: " + shutdown.message());
-  }
-  return Status::OK();
+  return Context(shutdown, "EmbeddedCluster::Shutdown");
 }
 
 Status TrainNetInProcess(const NetOptions& options, const geeps::Config& config,
@@ -507,13 +499,8 @@ Status TrainNetInProcess(const NetOptions& options, const geeps::Config& config,
   report->model = net.Describe();
   report->num_params = net.num_params();
   const Clock::time_point start = Clock::now();
-  StatusOr<std::unique_ptr<geeps::Process>> joined =
-      geeps::Process::Join(config, process_options);
-  if (!joined.ok()) {
-    return Status(joined.status().code(),
-                  "Process::Join: " + joined.status().message());
-  }
-  std::unique_ptr<geeps::Process> process = std::move(*joined);
+  GEEPS_ASSIGN_OR_RETURN(std::unique_ptr<geeps::Process> process,
+                         Context(geeps::Process::Join(config, process_options), "Process::Join"));
   NetOptions opt = options;
   opt.workers = process->config().num_workers;
   Status run = ValidateNetOptions(opt);
@@ -531,11 +518,7 @@ Status TrainNetInProcess(const NetOptions& options, const geeps::Config& config,
       std::chrono::duration<double>(Clock::now() - start).count();
   const std::string who = "rank " + std::to_string(process->rank()) + ": ";
   if (!run.ok()) return Status(run.code(), who + run.message());
-  if (!shutdown.ok()) {
-    return Status(shutdown.code(),
-                  who + "Process::Shutdown: " + shutdown.message());
-  }
-  return Status::OK();
+  return Context(shutdown, who + "Process::Shutdown");
 }
 
 }  // namespace fmnist

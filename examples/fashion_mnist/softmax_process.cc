@@ -5,6 +5,8 @@
 #include <memory>
 #include <utility>
 
+#include "annotate.h"
+
 namespace fmnist {
 namespace {
 
@@ -32,13 +34,8 @@ Status TrainInProcess(const TrainOptions& options, const geeps::Config& config,
   GEEPS_RETURN_IF_ERROR(ValidateTrainOptions(opt));
   const Clock::time_point start = Clock::now();
 
-  StatusOr<std::unique_ptr<geeps::Process>> joined =
-      geeps::Process::Join(config, process_options);
-  if (!joined.ok()) {
-    return Status(joined.status().code(),
-                  "Process::Join: " + joined.status().message());
-  }
-  std::unique_ptr<geeps::Process> process = std::move(*joined);
+  GEEPS_ASSIGN_OR_RETURN(std::unique_ptr<geeps::Process> process,
+                         Context(geeps::Process::Join(config, process_options), "Process::Join"));
   const int rank = process->rank();
   report->rank = rank;
   report->world_size = process->world_size();
@@ -73,12 +70,7 @@ Status TrainInProcess(const TrainOptions& options, const geeps::Config& config,
   report->total_seconds =
       std::chrono::duration<double>(Clock::now() - start).count();
   if (!run.ok()) return WithRank(run, rank);
-  if (!shutdown.ok()) {
-    return WithRank(
-        Status(shutdown.code(), "Process::Shutdown: " + shutdown.message()),
-        rank);
-  }
-  return Status::OK();
+  return WithRank(Context(shutdown, "Process::Shutdown"), rank);
 }
 
 }  // namespace fmnist

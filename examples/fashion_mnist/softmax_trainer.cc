@@ -261,13 +261,9 @@ Status TrainSoftmax(const TrainOptions& options, const Dataset& train,
   *report = TrainReport();
   const Clock::time_point start = Clock::now();
 
-  StatusOr<std::unique_ptr<geeps::EmbeddedCluster>> started =
-      geeps::EmbeddedCluster::Start(MakeConfig(options, train));
-  if (!started.ok()) {
-    return Status(started.status().code(),
-                  "EmbeddedCluster::Start: " + started.status().message());
-  }
-  std::unique_ptr<geeps::EmbeddedCluster> cluster = std::move(*started);
+  GEEPS_ASSIGN_OR_RETURN(std::unique_ptr<geeps::EmbeddedCluster> cluster,
+                         Context(geeps::EmbeddedCluster::Start(MakeConfig(options, train)),
+                                 "EmbeddedCluster::Start"));
 
   EpochBoard board(options.workers, options.epochs);
   std::vector<WorkerReport> workers(options.workers);
@@ -285,10 +281,7 @@ Status TrainSoftmax(const TrainOptions& options, const Dataset& train,
   report->epochs = std::move(workers[0].epochs);
   report->final_params = std::move(workers[0].final_params);
   if (!run.ok()) return run;
-  if (!shutdown.ok()) {
-    return Status(shutdown.code(),
-                  "EmbeddedCluster::Shutdown: " + shutdown.message());
-  }
+  GEEPS_RETURN_IF_ERROR(Context(shutdown, "EmbeddedCluster::Shutdown"));
   if (report->final_params.empty()) {
     report->final_params = InitialParams(options, train.dim, train.num_classes);
   }
