@@ -25,6 +25,7 @@
 
 #include <boost/program_options.hpp>
 
+#include "command_line.h"
 #include "geeps/config.h"
 #include "geeps/process.h"
 #include "net_trainer.h"
@@ -105,17 +106,8 @@ int ParseFlags(int argc, char** argv, Flags* flags) {
        "longest wait for a peer");
   // clang-format on
   po::variables_map vm;
-  try {
-    po::positional_options_description none;
-    po::store(po::command_line_parser(argc, argv)
-                  .options(desc)
-                  .positional(none)
-                  .run(),
-              vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    return Usage(e.what());
-  }
+  if (const std::string error = fmnist::ParseCommandLine(desc, argc, argv, &vm); !error.empty())
+    return Usage(error);
   if (vm.count("help") != 0) {
     std::cout << desc << "\n";
     return 0;

@@ -27,6 +27,7 @@
 
 #include <boost/program_options.hpp>
 
+#include "command_line.h"
 #include "geeps/config.h"
 #include "geeps/process.h"
 #include "softmax_model.h"
@@ -93,17 +94,8 @@ int ParseFlags(int argc, char** argv, Flags* flags) {
        "longest wait for a peer before libgeeps gives up");
   // clang-format on
   po::variables_map vm;
-  try {
-    // No positional arguments: a stray word is an error, not ignored.
-    po::positional_options_description none;
-    po::store(po::command_line_parser(argc, argv)
-                  .options(desc)
-                  .positional(none)
-                  .run(),
-              vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::cerr << "softmax_fmnist: " << e.what() << "\n"
+  if (const std::string error = fmnist::ParseCommandLine(desc, argc, argv, &vm); !error.empty()) {
+    std::cerr << "softmax_fmnist: " << error << "\n"
               << "Try 'softmax_fmnist --help'.\n";
     return kExitUsage;
   }
