@@ -11,6 +11,7 @@
 
 #include "geeps/embedded_cluster.h"
 #include "server/shard_channel.h"
+#include "shard_wire_util.h"
 #include "test_util.h"
 #include "transport/tsan.h"
 #include "transport/wire.h"
@@ -21,60 +22,17 @@ namespace {
 using transport::MsgType;
 using transport::WireHeader;
 
-// The ZeroMQ context of the test's sockets, for the TSan annotations.
-void* g_context = nullptr;
-
-std::vector<zmq::message_t> Frames(const WireHeader& h, const std::vector<uint64_t>& rows,
-                                   const std::vector<float>& payload) {
-  std::vector<zmq::message_t> f;
-  f.emplace_back(transport::kHeaderBytes);
-  transport::EncodeHeader(h, f[0].data());
-  if (!rows.empty()) f.emplace_back(rows.data(), rows.size() * 8);
-  if (!payload.empty()) f.emplace_back(payload.data(), payload.size() * 4);
-  return f;
-}
-
-void Send(zmq::socket_t& s, std::vector<zmq::message_t> frames) {
-  transport::ReleaseBeforeSend(g_context);
-  for (size_t i = 0; i < frames.size(); ++i)
-    s.send(frames[i], i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
-}
-
-WireHeader Header(MsgType type, uint32_t table, int64_t clock, uint64_t rows, uint32_t width) {
-  WireHeader h;
-  h.type = static_cast<uint16_t>(type);
-  h.sender = 0;
-  h.table = table;
-  h.clock = clock;
-  h.row_count = rows;
-  h.row_width = width;
-  return h;
-}
-
-// Receives one push; returns its payload.
-std::vector<float> RecvPush(zmq::socket_t& s, int64_t* clock) {
-  std::vector<zmq::message_t> frames;
-  for (bool more = true; more;) {
-    zmq::message_t m;
-    if (!s.recv(m)) return {};
-    transport::AcquireAfterRecv(g_context);
-    more = m.more();
-    frames.push_back(std::move(m));
-  }
-  WireHeader h;
-  std::memcpy(&h, frames[0].data(), sizeof(h));
-  *clock = h.clock;
-  std::vector<float> out(frames.size() > 1 ? frames[1].size() / 4 : 0);
-  if (!out.empty()) std::memcpy(out.data(), frames[1].data(), frames[1].size());
-  return out;
-}
+using testing::Frames;
+using testing::Header;
+using testing::RecvPush;
+using testing::Send;
 
 TEST(MalformedFrameTest, ShardDropsAndCountsEveryBadFrame) {
   Config c;
   c.num_workers = 1;
   c.tables = {{"t", 10, 3}, {"local", 4, 2, true}};
   zmq::context_t ctx;
-  g_context = &ctx;
+  testing::g_context = &ctx;
   server::ShardChannel shard(&ctx, c, 0, "inproc://shard-under-test");
   ASSERT_OK(shard.Start());
   zmq::socket_t w(ctx, zmq::socket_type::dealer);
@@ -143,7 +101,7 @@ TEST(MalformedFrameTest, SubscriptionAfterTheFirstClockIsDropped) {
   c.num_workers = 2;
   c.tables = {{"t", 4, 2}};
   zmq::context_t ctx;
-  g_context = &ctx;
+  testing::g_context = &ctx;
   server::ShardChannel shard(&ctx, c, 0, "inproc://shard-late-subscribe");
   ASSERT_OK(shard.Start());
   zmq::socket_t w0(ctx, zmq::socket_type::dealer), w1(ctx, zmq::socket_type::dealer);
@@ -193,7 +151,7 @@ TEST(MalformedFrameTest, InjectedFramesLeaveClusterSumsExact) {
   std::atomic<bool> done{false};
   std::thread injector([&] {
     auto* ctx = static_cast<zmq::context_t*>((*cluster)->zmq_context());
-    g_context = ctx;
+    testing::g_context = ctx;
     std::mt19937 rng(1);
     std::vector<std::unique_ptr<zmq::socket_t>> socks;
     const char* ids[] = {"w7", "bogus", "w00", ""};

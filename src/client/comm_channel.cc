@@ -20,6 +20,11 @@ using transport::WireHeader;
 namespace {
 constexpr int kPollSafetyMs = 200;
 
+// ZeroMQ's free function for a message sent from an oplog slot.
+void ReleaseZeroCopy(void* /*data*/, void* hint) {
+  static_cast<std::atomic<int>*>(hint)->fetch_sub(1, std::memory_order_release);
+}
+
 bool AllIncluded(const TableCache& t, int64_t clock) {
   for (const PartitionSlice& s : t.slices) {
     if (s.cache_count > 0 && s.included <= clock) return false;
@@ -196,7 +201,7 @@ void CommChannel::SendFrames(int shard, zmq::message_t* frames, size_t count) {
 }
 
 void CommChannel::SendInParts(int shard, WireHeader h, const uint64_t* rows, uint64_t total,
-                              const std::function<void(char*, uint64_t, uint64_t)>& fill) {
+                              const Payload& payload) {
   const uint64_t per =
       transport::RowsPerPart(h.row_width, rows != nullptr, ctx_.config->max_message_bytes);
   const size_t row_bytes = static_cast<size_t>(h.row_width) * sizeof(float);
@@ -212,9 +217,13 @@ void CommChannel::SendInParts(int shard, WireHeader h, const uint64_t* rows, uin
     transport::EncodeHeader(h, frames[0].data());
     size_t count = 1;
     if (n > 0 && rows != nullptr) frames[count++].rebuild(rows + first, n * sizeof(uint64_t));
-    if (n > 0 && fill) {
+    if (n > 0 && payload.base != nullptr) {
+      payload.refs->fetch_add(1, std::memory_order_relaxed);
+      frames[count++].rebuild(const_cast<char*>(payload.base) + first * row_bytes, n * row_bytes,
+                              &ReleaseZeroCopy, payload.refs);
+    } else if (n > 0 && payload.fill) {
       frames[count].rebuild(n * row_bytes);
-      fill(static_cast<char*>(frames[count].data()), first, n);
+      payload.fill(static_cast<char*>(frames[count].data()), first, n);
       ++count;
     }
     SendFrames(shard, frames, count);
@@ -230,10 +239,10 @@ void CommChannel::SendSubscribe(TableCache& t, const PartitionSlice& s) {
   h.table = t.id;
   h.row_width = t.width;
   SendInParts(s.partition / ctx_.config->num_channels, h, t.rows.data() + s.cache_begin,
-              s.cache_count, nullptr);
+              s.cache_count, Payload{});
 }
 
-void CommChannel::SendUpdate(TableCache& t, const PartitionSlice& s, const OplogSlot& slot) {
+void CommChannel::SendUpdate(TableCache& t, const PartitionSlice& s, OplogSlot& slot) {
   WireHeader h;
   h.type = static_cast<uint16_t>(MsgType::kUpdate);
   h.sender = static_cast<uint32_t>(ctx_.rank);
@@ -243,14 +252,24 @@ void CommChannel::SendUpdate(TableCache& t, const PartitionSlice& s, const Oplog
   if (slot.checkpoint) h.flags = transport::kFlagCheckpoint;
   const uint64_t total = slot.dirty ? s.update_rows.size() : 0;
   const size_t row_bytes = t.width * sizeof(float);
+  Payload payload;
+  if (total > 0 && s.update_pos.back() - s.update_pos.front() + 1 == total) {
+    // The updated rows are consecutive cached positions (positions are
+    // sorted and distinct): send them from the slot as they are.
+    payload.base = reinterpret_cast<const char*>(
+        slot.host + static_cast<size_t>(s.update_pos.front()) * t.width);
+    payload.refs = &slot.zmq_refs;
+  } else {
+    payload.fill = [&](char* out, uint64_t first, uint64_t n) {
+      for (uint64_t i = 0; i < n; ++i) {
+        std::memcpy(out + i * row_bytes,
+                    slot.host + static_cast<size_t>(s.update_pos[first + i]) * t.width,
+                    row_bytes);
+      }
+    };
+  }
   SendInParts(s.partition / ctx_.config->num_channels, h, s.update_rows.data(), total,
-              [&](char* out, uint64_t first, uint64_t n) {
-                for (uint64_t i = 0; i < n; ++i) {
-                  std::memcpy(out + i * row_bytes,
-                              slot.host + static_cast<size_t>(s.update_pos[first + i]) * t.width,
-                              row_bytes);
-                }
-              });
+              payload);
 }
 
 void CommChannel::Drop(const std::string& what) {

@@ -74,13 +74,22 @@ class CommChannel {
   void Run();
   void DrainTasks();  // runs every queued task
   void RunTask(const CommTask& task);
+  // The payload of a message: either `fill(out, first, n)` writes the
+  // payload of rows [first, first + n) into a fresh buffer, or, with `base`
+  // set, the rows lie back to back at `base` and are sent from there
+  // without a copy (`refs` counts the messages ZeroMQ still holds). Neither:
+  // no payload.
+  struct Payload {
+    std::function<void(char*, uint64_t, uint64_t)> fill;
+    const char* base = nullptr;
+    std::atomic<int>* refs = nullptr;
+  };
   // Sends a message of `total` rows in parts of at most max_message_bytes;
-  // `rows` (may be null) are the row ids, `fill(out, first, n)` writes the
-  // payload of rows [first, first + n) (null: no payload).
+  // `rows` (may be null) are the row ids.
   void SendInParts(int shard, transport::WireHeader h, const uint64_t* rows, uint64_t total,
-                   const std::function<void(char*, uint64_t, uint64_t)>& fill);
+                   const Payload& payload);
   void SendSubscribe(TableCache& t, const PartitionSlice& s);
-  void SendUpdate(TableCache& t, const PartitionSlice& s, const OplogSlot& slot);
+  void SendUpdate(TableCache& t, const PartitionSlice& s, OplogSlot& slot);
   void HandlePush(int shard, std::vector<zmq::message_t>& frames);
   void SendFrames(int shard, zmq::message_t* frames, size_t count);
   void Drop(const std::string& what);

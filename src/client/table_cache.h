@@ -18,6 +18,7 @@
 #define GEEPS_CLIENT_TABLE_CACHE_H_
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -50,6 +51,10 @@ struct OplogSlot {
   int pending_sends = 0;  // communication threads yet to send it
   bool retained = false;  // kept for read-my-writes re-application
   bool in_use = false;
+  // ZeroMQ messages that send straight from `host` and that ZeroMQ has not
+  // released yet (its I/O thread decrements, with release order). The slot
+  // is reused, and its memory freed, only at 0.
+  std::atomic<int> zmq_refs{0};
 };
 
 // Consecutive cached positions [begin, begin + count) on one side.

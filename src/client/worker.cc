@@ -50,10 +50,36 @@ Worker::~Worker() {
   memory_.reset();  // its pool lives in device memory
   if (device_) {
     for (void* p : allocations_) device_->Free(p);
-    for (void* p : pinned_allocations_) device_->FreePinned(p);
+    std::vector<void*> still_sending = SlotsStillSending();
+    for (void* p : pinned_allocations_) {
+      if (std::find(still_sending.begin(), still_sending.end(), p) == still_sending.end())
+        device_->FreePinned(p);
+    }
   }
   stream_.reset();
   device_.reset();
+}
+
+std::vector<void*> Worker::SlotsStillSending() const {
+  // The channels' sockets are closed; ZeroMQ sends what they queued within
+  // their linger time (1 s) or drops it, and releases each zero-copy
+  // message then. Wait a little longer than that.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(2000);
+  std::vector<void*> busy;
+  for (const auto& t : tables_) {
+    if (!t) continue;
+    for (const auto& slot : t->slots) {
+      while (slot->zmq_refs.load(std::memory_order_acquire) > 0 &&
+             std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      if (slot->zmq_refs.load(std::memory_order_acquire) > 0) busy.push_back(slot->host);
+    }
+  }
+  if (!busy.empty()) {
+    GEEPS_LOG(Warning) << "worker " << rank_ << ": " << busy.size()
+                       << " update buffer(s) still held by ZeroMQ at shutdown; not freed";
+  }
+  return busy;
 }
 
 // ---- Phase 1 ----------------------------------------------------------------
@@ -574,7 +600,8 @@ Status Worker::AdvanceTable(TableId id) {
   {
     std::lock_guard<std::mutex> lock(t.mu);
     for (auto& s : t.slots) {
-      if (!s->in_use) {
+      // A slot ZeroMQ still sends from (zero-copy) waits.
+      if (!s->in_use && s->zmq_refs.load(std::memory_order_acquire) == 0) {
         slot = s.get();
         break;
       }

@@ -117,6 +117,10 @@ class Worker {
   Status Advance();  // after an op: advance table clocks, move the cursor
   Status AdvanceTable(TableId table);
   Status ClearOplog(TableCache& t);  // zeroes both sides; under t.mu
+  // After Shutdown: waits (at most 2 s) until ZeroMQ has released the
+  // update buffers it sends from; returns those it still holds (not to be
+  // freed).
+  std::vector<void*> SlotsStillSending() const;
   void EmulateCompute() const;       // Config::emulated_compute_per_access
   Status EndPrologue();
   Status BuildTables();     // plans cached rows and slices, no memory

@@ -318,7 +318,9 @@ Status Process::Shutdown() {
   if (impl_->worker) first = impl_->worker->Shutdown();
   if (impl_->membership) {
     Status left = impl_->membership->Leave(impl_->config.timeout);
-    if (!left.ok()) GEEPS_LOG(Warning) << "rank " << impl_->rank << ": " << left.message();
+    if (!left.ok()) {
+      GEEPS_LOG(Warning) << "rank " << impl_->rank << ": " << left.message();
+    }
     impl_->membership->Stop();
   }
   for (auto& c : impl_->channels) c->Stop();

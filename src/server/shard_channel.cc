@@ -44,6 +44,8 @@ ShardChannel::ShardChannel(zmq::context_t* context, const Config& config,
     t->clocks.assign(config_.num_workers, 0);
     t->subscriptions.resize(config_.num_workers);
     t->subscribed.assign(config_.num_workers, false);
+    t->push_group.resize(config_.num_workers);
+    for (int w = 0; w < config_.num_workers; ++w) t->push_group[w] = w;
     t->parts.resize(config_.num_workers);
     if (t->span.size() > 0) ++checkpoint_tables_;
     tables_[i] = std::move(t);
@@ -332,7 +334,14 @@ void ShardChannel::HandleSubscribe(int worker, const DecodedMessage& m) {
     return Drop(kDropLateSubscribe, "subscription after the minimum clock passed the start");
   }
   t.subscribed[worker] = true;
-  if (t.min_clock > 0) PushTo(worker, m.header.table, t);
+  t.push_group[worker] = worker;
+  for (int k = 0; k < config_.num_workers; ++k) {
+    if (k != worker && t.subscribed[k] && t.push_group[k] == k && t.subscriptions[k] == rows) {
+      t.push_group[worker] = k;
+      break;
+    }
+  }
+  if (t.min_clock > 0) PushTo({worker}, m.header.table, t);
 }
 
 void ShardChannel::HandleUpdate(int worker, const DecodedMessage& m) {
@@ -385,13 +394,19 @@ void ShardChannel::HandleUpdate(int worker, const DecodedMessage& m) {
   }
   t.min_clock = new_min;
   MaybeSnapshot(m.header.table, t, new_min);
-  for (int s = 0; s < config_.num_workers; ++s) {
-    if (t.subscribed[s]) PushTo(s, m.header.table, t);
+  std::vector<int> group;
+  for (int g = 0; g < config_.num_workers; ++g) {
+    if (!t.subscribed[g] || t.push_group[g] != g) continue;
+    group.clear();
+    for (int s = 0; s < config_.num_workers; ++s) {
+      if (t.subscribed[s] && t.push_group[s] == g) group.push_back(s);
+    }
+    PushTo(group, m.header.table, t);
   }
 }
 
-void ShardChannel::PushTo(int worker, TableId table, TableState& t) {
-  const std::vector<uint64_t>& rows = t.subscriptions[worker];
+void ShardChannel::PushTo(const std::vector<int>& workers, TableId table, TableState& t) {
+  const std::vector<uint64_t>& rows = t.subscriptions[workers.front()];
   WireHeader h;
   h.type = static_cast<uint16_t>(MsgType::kPush);
   h.sender = static_cast<uint32_t>(partition_);
@@ -401,43 +416,60 @@ void ShardChannel::PushTo(int worker, TableId table, TableState& t) {
   h.row_width = t.width;
   const size_t row_bytes = static_cast<size_t>(t.width) * sizeof(float);
   const uint64_t per = transport::RowsPerPart(t.width, false, config_.max_message_bytes);
-  const std::string id = transport::WorkerRoutingId(worker);
-  try {
-    uint64_t first = 0;
-    do {
-      const uint64_t n = std::min<uint64_t>(per, rows.size() - first);
-      h.offset = first;
-      h.row_count = n;
-      h.flags = first + n < rows.size() ? transport::kFlagMore : 0;
-      zmq::message_t header(transport::kHeaderBytes);
-      transport::EncodeHeader(h, header.data());
-      zmq::message_t payload(n * row_bytes);
-      char* out = static_cast<char*>(payload.data());
-      // Subscribed rows are sorted; copy runs of consecutive rows at once.
-      uint64_t i = first;
-      while (i < first + n) {
-        uint64_t j = i + 1;
-        while (j < first + n && rows[j] == rows[j - 1] + 1) ++j;
-        std::memcpy(out + (i - first) * row_bytes,
-                    t.data.data() + (rows[i] - t.span.begin) * t.width, (j - i) * row_bytes);
-        i = j;
+  std::vector<bool> failed(workers.size(), false);
+  uint64_t first = 0;
+  do {
+    const uint64_t n = std::min<uint64_t>(per, rows.size() - first);
+    h.offset = first;
+    h.row_count = n;
+    h.flags = first + n < rows.size() ? transport::kFlagMore : 0;
+    zmq::message_t header(transport::kHeaderBytes);
+    transport::EncodeHeader(h, header.data());
+    zmq::message_t payload(n * row_bytes);
+    char* out = static_cast<char*>(payload.data());
+    // Subscribed rows are sorted; copy runs of consecutive rows at once.
+    uint64_t i = first;
+    while (i < first + n) {
+      uint64_t j = i + 1;
+      while (j < first + n && rows[j] == rows[j - 1] + 1) ++j;
+      std::memcpy(out + (i - first) * row_bytes,
+                  t.data.data() + (rows[i] - t.span.begin) * t.width, (j - i) * row_bytes);
+      i = j;
+    }
+    transport::ReleaseBeforeSend(context_);
+    for (size_t k = 0; k < workers.size(); ++k) {
+      if (failed[k]) continue;
+      // The last receiver takes the messages; the others get copies that
+      // share the payload's buffer.
+      const bool last = k + 1 == workers.size();
+      zmq::message_t header_copy, payload_copy;
+      if (!last) {
+        header_copy.copy(header);
+        if (n > 0) payload_copy.copy(payload);
       }
-      transport::ReleaseBeforeSend(context_);
-      socket_->send(zmq::buffer(id), zmq::send_flags::sndmore);
-      if (n == 0) {
-        socket_->send(header, zmq::send_flags::none);
-      } else {
-        socket_->send(header, zmq::send_flags::sndmore);
-        socket_->send(payload, zmq::send_flags::none);
+      zmq::message_t& hdr = last ? header : header_copy;
+      zmq::message_t& pay = last ? payload : payload_copy;
+      try {
+        const std::string id = transport::WorkerRoutingId(workers[k]);
+        socket_->send(zmq::buffer(id), zmq::send_flags::sndmore);
+        if (n == 0) {
+          socket_->send(hdr, zmq::send_flags::none);
+        } else {
+          socket_->send(hdr, zmq::send_flags::sndmore);
+          socket_->send(pay, zmq::send_flags::none);
+        }
+        bytes_sent_.fetch_add(static_cast<int64_t>(transport::kHeaderBytes + n * row_bytes));
+      } catch (const zmq::error_t& e) {
+        // EHOSTUNREACH: the worker's socket is gone (it shut down).
+        failed[k] = true;
+        GEEPS_LOG(Info) << "shard partition " << partition_ << ": push to worker "
+                        << workers[k] << " failed: " << e.what();
       }
-      bytes_sent_.fetch_add(static_cast<int64_t>(transport::kHeaderBytes + n * row_bytes));
-      first += n;
-    } while (first < rows.size());
-    pushes_sent_.fetch_add(1);
-  } catch (const zmq::error_t& e) {
-    // EHOSTUNREACH: the worker's socket is gone (it shut down).
-    GEEPS_LOG(Info) << "shard partition " << partition_ << ": push to worker "
-                    << worker << " failed: " << e.what();
+    }
+    first += n;
+  } while (first < rows.size());
+  for (size_t k = 0; k < workers.size(); ++k) {
+    if (!failed[k]) pushes_sent_.fetch_add(1);
   }
 }
 

@@ -110,6 +110,9 @@ class ShardChannel {
     std::vector<std::vector<uint64_t>> subscriptions;  // per worker, sorted rows
     std::vector<PartState> parts;  // per worker: a message arriving in parts
     std::vector<bool> subscribed;
+    // Per worker: the first worker to subscribe to the same rows (itself
+    // if none). Workers of one group share each push's payload.
+    std::vector<int> push_group;
   };
   enum DropReason : uint32_t {
     kDropFraming = 0,
@@ -130,7 +133,10 @@ class ShardChannel {
   bool AcceptPart(TableState& t, int worker, const transport::DecodedMessage& m);
   void HandleSubscribe(int worker, const transport::DecodedMessage& m);
   void HandleUpdate(int worker, const transport::DecodedMessage& m);
-  void PushTo(int worker, TableId table, TableState& t);
+  // Pushes the table's subscribed rows to `workers`, which share one
+  // subscription: each part's payload is copied from the table once and
+  // sent to all of them (ZeroMQ shares the buffer).
+  void PushTo(const std::vector<int>& workers, TableId table, TableState& t);
   // Checkpoints: called when table `table`'s minimum clock becomes `clock`.
   // Copies the table's rows into the checkpoint of that clock; the last
   // table to arrive hands the whole to the writer thread.
