@@ -106,6 +106,10 @@ fi
 # ---- 3b. the CUDA layer backend must run, not skip ---------------------------
 stage layers-cuda
 layers_bin="$build_dir/tests/layers_cuda_test"
+# Whether convolution, pooling and ReLU ran through cuDNN (found at configure
+# time) or through the backend's own kernels.
+layers_cudnn="$(grep -oE 'CUDA layer backend with cuDNN: [A-Z]+' "$out_dir/configure.log" 2>/dev/null | tail -1 | sed 's/.*: //' || true)"
+layers_cudnn="${layers_cudnn:-unknown}"
 if [[ ! -x "$layers_bin" ]]; then
   failed=1
   done_stage layers-cuda "FAILED: $layers_bin not built (OpenBLAS missing? see configure.log)"
@@ -126,7 +130,7 @@ else
     grep -m1 -A1 'Skipped' "$out_dir/layers_cuda_test.log" || true
     done_stage layers-cuda "FAILED: $layers_skipped tests skipped, $layers_ok passed (GPU not seen)"
   else
-    done_stage layers-cuda "passed ($layers_ok tests)"
+    done_stage layers-cuda "passed ($layers_ok tests; cuDNN: $layers_cudnn)"
   fi
 fi
 

@@ -1,7 +1,10 @@
 // The CUDA layer backend (examples/layers/cuda_backend.cu) against the host
-// backend: every kernel, and every layer's forward and backward pass, on
-// random inputs, to 1e-4 relative. Skipped, with the reason, where no GPU is
-// visible (scripts/gpu-check.sh fails when it skips on a GPU machine).
+// backend: every kernel, the convolution calls, and every layer's forward
+// and backward pass, on random inputs, to 1e-4 relative. Where the backend
+// was built with cuDNN (NN_WITH_CUDNN, set by tests/CMakeLists.txt as for
+// the library), convolution, max pooling and ReLU are cuDNN's. Skipped, with
+// the reason, where no GPU is visible (scripts/gpu-check.sh fails when it
+// skips on a GPU machine).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -15,8 +18,14 @@
 #include "backend.h"
 #include "layers.h"
 
+#ifndef NN_WITH_CUDNN
+#define NN_WITH_CUDNN 0
+#endif
+
 namespace nn {
 namespace {
+
+constexpr bool kWithCudnn = NN_WITH_CUDNN;
 
 // A device copy of a host vector.
 class DeviceBuffer {
@@ -55,6 +64,77 @@ void ExpectClose(const std::vector<float>& want, const std::vector<float>& got,
   for (size_t i = 0; i < want.size(); ++i) {
     const double tol = 1e-4 * std::max(1.0, std::fabs(double{want[i]}));
     ASSERT_NEAR(want[i], got[i], tol) << what << " at " << i;
+  }
+}
+
+// For sums of `terms` products (weight and bias gradients): the tolerance
+// grows with the number of terms, as the order of summation differs.
+void ExpectSumsClose(const std::vector<float>& want,
+                     const std::vector<float>& got, size_t terms,
+                     const std::string& what) {
+  ASSERT_EQ(want.size(), got.size()) << what;
+  const double scale = std::max(1.0, std::sqrt(static_cast<double>(terms)));
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double tol = 1e-4 * std::max(scale, std::fabs(double{want[i]}));
+    ASSERT_NEAR(want[i], got[i], tol) << what << " at " << i;
+  }
+}
+
+// What any max-pool backward pass must satisfy, whichever of tied maxima it
+// routes to: dx is 0 except at inputs equal to the maximum of a window that
+// holds them; each plane's dx sums to its dy; and where windows do not
+// overlap, each window's dx sums to its output's dy.
+void ExpectValidPoolGradient(const std::vector<float>& x,
+                             const std::vector<float>& y,
+                             const std::vector<float>& dy,
+                             const std::vector<float>& dx, int batch,
+                             const Window& w) {
+  const int oh = w.out_height(), ow = w.out_width();
+  const size_t plane_in = static_cast<size_t>(w.height) * w.width;
+  const size_t plane_out = static_cast<size_t>(oh) * ow;
+  for (size_t p = 0; p < static_cast<size_t>(batch) * w.channels; ++p) {
+    const float* in = x.data() + p * plane_in;
+    const float* din = dx.data() + p * plane_in;
+    const float* out = y.data() + p * plane_out;
+    const float* dout = dy.data() + p * plane_out;
+    double sum_dx = 0, sum_dy = 0;
+    for (size_t i = 0; i < plane_in; ++i) sum_dx += din[i];
+    for (size_t o = 0; o < plane_out; ++o) sum_dy += dout[o];
+    EXPECT_NEAR(sum_dx, sum_dy, 1e-4 * std::max(1.0, std::fabs(sum_dy)))
+        << "plane " << p;
+    for (int iy = 0; iy < w.height; ++iy) {
+      for (int ix = 0; ix < w.width; ++ix) {
+        const float g = din[iy * w.width + ix];
+        if (g == 0.0f) continue;
+        bool is_a_max = false;
+        for (int oy = 0; oy < oh && !is_a_max; ++oy) {
+          for (int ox = 0; ox < ow; ++ox) {
+            if (iy >= oy * w.stride && iy < oy * w.stride + w.kernel &&
+                ix >= ox * w.stride && ix < ox * w.stride + w.kernel &&
+                in[iy * w.width + ix] == out[oy * ow + ox]) {
+              is_a_max = true;
+              break;
+            }
+          }
+        }
+        EXPECT_TRUE(is_a_max)
+            << "plane " << p << ": gradient " << g << " at (" << iy << ", "
+            << ix << "), which is no window's maximum";
+      }
+    }
+    if (w.stride < w.kernel) continue;  // windows overlap
+    for (int oy = 0; oy < oh; ++oy) {
+      for (int ox = 0; ox < ow; ++ox) {
+        double sum = 0;
+        for (int ky = 0; ky < w.kernel; ++ky) {
+          for (int kx = 0; kx < w.kernel; ++kx) {
+            sum += din[(oy * w.stride + ky) * w.width + ox * w.stride + kx];
+          }
+        }
+        EXPECT_NEAR(sum, dout[oy * ow + ox], 1e-5)
+            << "plane " << p << " window (" << oy << ", " << ox << ")";
+      }
+    }
   }
 }
 
@@ -194,17 +274,59 @@ TEST_F(LayersCudaTest, Relu) {
   Done();
   ExpectClose(y, dyout.Host(), "ReluForward");
   ExpectClose(dx, ddx.Host(), "ReluBackward");
+
+  // In place (backend.h allows it): y over x, dx over dy.
+  DeviceBuffer dinplace(x), dgrad(dy);
+  cuda_->ReluForward(dinplace.get(), n, dinplace.get());
+  cuda_->ReluBackward(dinplace.get(), dgrad.get(), n, dgrad.get());
+  Done();
+  ExpectClose(y, dinplace.Host(), "ReluForward in place");
+  ExpectClose(dx, dgrad.Host(), "ReluBackward in place");
 }
 
+const Window kPoolWindows[] = {{3, 8, 8, 2, 2, 0},
+                               {2, 7, 9, 3, 1, 0},
+                               {2, 9, 7, 3, 2, 0},
+                               {4, 12, 10, 2, 2, 0}};
+
+// Distinct random values: one maximum per window, so every backend routes
+// each gradient to the same input.
+TEST_F(LayersCudaTest, MaxPool) {
+  for (const Window& w : kPoolWindows) {
+    SCOPED_TRACE("window " + std::to_string(w.kernel) + " stride " +
+                 std::to_string(w.stride) + " on " + std::to_string(w.height) +
+                 "x" + std::to_string(w.width));
+    const int batch = 3;
+    const size_t in =
+        static_cast<size_t>(batch) * w.channels * w.height * w.width;
+    const size_t out = static_cast<size_t>(batch) * w.channels *
+                       w.out_height() * w.out_width();
+    std::vector<float> x = Random(in), y(out), dy = Random(out),
+                       dx = Random(in);
+    DeviceBuffer dxin(x), dyout(Random(out)), ddy(dy), ddx(dx);
+    host_->MaxPoolForward(x.data(), batch, w, y.data());
+    cuda_->MaxPoolForward(dxin.get(), batch, w, dyout.get());
+    host_->MaxPoolBackward(x.data(), y.data(), dy.data(), batch, w, dx.data());
+    cuda_->MaxPoolBackward(dxin.get(), dyout.get(), ddy.get(), batch, w,
+                           ddx.get());
+    Done();
+    ExpectClose(y, dyout.Host(), "MaxPoolForward");
+    ExpectClose(dx, ddx.Host(), "MaxPoolBackward");
+  }
+}
+
+// Few distinct values: many ties. The CUDA kernels route to the first
+// maximum, like the host; cuDNN breaks ties its own way, so with it only
+// what any max-pool gradient satisfies is checked.
 TEST_F(LayersCudaTest, MaxPoolWithTies) {
-  const Window windows[] = {{3, 8, 8, 2, 2, 0}, {2, 7, 9, 3, 1, 0},
-                            {2, 9, 7, 3, 2, 0}};
-  for (const Window& w : windows) {
+  for (const Window& w : kPoolWindows) {
+    SCOPED_TRACE("window " + std::to_string(w.kernel) + " stride " +
+                 std::to_string(w.stride) + " on " + std::to_string(w.height) +
+                 "x" + std::to_string(w.width));
     const int batch = 3;
     const size_t in = static_cast<size_t>(batch) * w.channels * w.height * w.width;
-    const size_t out = static_cast<size_t>(batch) * w.channels * w.out_height() *
-                       w.out_width();
-    // Few distinct values: many ties, so "the first max" matters.
+    const size_t out = static_cast<size_t>(batch) * w.channels *
+                       w.out_height() * w.out_width();
     std::vector<float> x = Random(in, 3), y(out), dy = Random(out), dx = Random(in);
     DeviceBuffer dxin(x), dyout(y), ddy(dy), ddx(dx);
     host_->MaxPoolForward(x.data(), batch, w, y.data());
@@ -213,7 +335,85 @@ TEST_F(LayersCudaTest, MaxPoolWithTies) {
     cuda_->MaxPoolBackward(dxin.get(), dyout.get(), ddy.get(), batch, w, ddx.get());
     Done();
     ExpectClose(y, dyout.Host(), "MaxPoolForward");
-    ExpectClose(dx, ddx.Host(), "MaxPoolBackward");
+    const std::vector<float> got = ddx.Host();
+    ExpectValidPoolGradient(x, y, dy, got, batch, w);
+    if (!kWithCudnn) ExpectClose(dx, got, "MaxPoolBackward");
+  }
+}
+
+// Backend::ConvForward/ConvBackward (cuDNN where built with it, else the
+// default im2col + cuBLAS) against the host's im2col + OpenBLAS.
+struct ConvCase {
+  Window w;
+  int out_channels;
+  int batch;
+};
+const ConvCase kConvCases[] = {
+    {{3, 9, 8, 3, 1, 1}, 5, 4},     // padded, stride 1, not square
+    {{2, 7, 7, 5, 1, 0}, 4, 3},     // no padding
+    {{8, 12, 12, 3, 1, 1}, 16, 2},  // more channels
+    {{3, 9, 9, 3, 2, 1}, 2, 2},     // strided
+};
+
+TEST_F(LayersCudaTest, ConvMatchesHost) {
+  for (const ConvCase& c : kConvCases) {
+    const Window& w = c.w;
+    SCOPED_TRACE(
+        "conv " + std::to_string(w.kernel) + "x" + std::to_string(w.kernel) +
+        "x" + std::to_string(c.out_channels) + " pad " + std::to_string(w.pad) +
+        " stride " + std::to_string(w.stride) + " on " +
+        std::to_string(w.channels) + "x" + std::to_string(w.height) + "x" +
+        std::to_string(w.width) + ", batch " + std::to_string(c.batch));
+    const size_t hw = static_cast<size_t>(w.out_height()) * w.out_width();
+    const size_t in =
+        static_cast<size_t>(c.batch) * w.channels * w.height * w.width;
+    const size_t out = static_cast<size_t>(c.batch) * c.out_channels * hw;
+    const size_t nw =
+        static_cast<size_t>(c.out_channels) * w.channels * w.kernel * w.kernel;
+    const size_t scratch_n = ConvScratchFloats(c.batch, w, c.out_channels) + 1;
+    std::vector<float> x = Random(in), weights = Random(nw),
+                       bias = Random(c.out_channels), y = Random(out),
+                       dy = Random(out), dx = Random(in), dw = Random(nw),
+                       db = Random(c.out_channels), scratch(scratch_n);
+    DeviceBuffer dxin(x), dweights(weights), dbias(bias), dyout(Random(out)),
+        ddy(dy), ddx(Random(in)), ddw(Random(nw)), ddb(Random(c.out_channels)),
+        dscratch(scratch);
+    host_->ConvForward(x.data(), c.batch, w, c.out_channels, weights.data(),
+                       bias.data(), y.data(), scratch.data());
+    cuda_->ConvForward(dxin.get(), c.batch, w, c.out_channels, dweights.get(),
+                       dbias.get(), dyout.get(), dscratch.get());
+    host_->ConvBackward(x.data(), dy.data(), c.batch, w, c.out_channels,
+                        weights.data(), dx.data(), dw.data(), db.data(),
+                        scratch.data());
+    cuda_->ConvBackward(dxin.get(), ddy.get(), c.batch, w, c.out_channels,
+                        dweights.get(), ddx.get(), ddw.get(), ddb.get(),
+                        dscratch.get());
+    Done();
+    ExpectClose(y, dyout.Host(), "ConvForward y");
+    ExpectClose(dx, ddx.Host(), "ConvBackward dx");
+    ExpectSumsClose(dw, ddw.Host(), c.batch * hw, "ConvBackward dweights");
+    ExpectSumsClose(db, ddb.Host(), c.batch * hw, "ConvBackward dbias");
+
+    // Without dx (a first layer): the same parameter gradients.
+    DeviceBuffer ddw2(Random(nw)), ddb2(Random(c.out_channels));
+    cuda_->ConvBackward(dxin.get(), ddy.get(), c.batch, w, c.out_channels,
+                        dweights.get(), nullptr, ddw2.get(), ddb2.get(),
+                        dscratch.get());
+    Done();
+    EXPECT_EQ(ddw.Host(), ddw2.Host()) << "dweights without dx";
+    EXPECT_EQ(ddb.Host(), ddb2.Host()) << "dbias without dx";
+
+    // Again, on the cached plan: the same bits (deterministic algorithms).
+    DeviceBuffer dyout2(Random(out)), ddx2(Random(in));
+    cuda_->ConvForward(dxin.get(), c.batch, w, c.out_channels, dweights.get(),
+                       dbias.get(), dyout2.get(), dscratch.get());
+    cuda_->ConvBackward(dxin.get(), ddy.get(), c.batch, w, c.out_channels,
+                        dweights.get(), ddx2.get(), ddw2.get(), ddb2.get(),
+                        dscratch.get());
+    Done();
+    EXPECT_EQ(dyout.Host(), dyout2.Host()) << "ConvForward repeated";
+    EXPECT_EQ(ddx.Host(), ddx2.Host()) << "ConvBackward dx repeated";
+    EXPECT_EQ(ddw.Host(), ddw2.Host()) << "ConvBackward dweights repeated";
   }
 }
 

@@ -1,6 +1,7 @@
 // The example layers (examples/layers) on the host backend: every layer's
 // backward pass against central finite differences of its forward pass, on
 // small sizes; the loss and the momentum step against their formulas.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -92,6 +93,83 @@ TEST(LayersTest, ConvolutionGradientWithoutPadding) {
   Conv2D conv(Shape{1, 6, 6}, 2, 5, 0);
   EXPECT_EQ(conv.out_shape().height, 2);
   CheckLayer(conv, 2, Random(2 * 36, 3));
+}
+
+// Backend::ConvForward/ConvBackward (the default im2col + GEMM, on the host)
+// against the definition in backend.h, summed directly in double: a
+// cross-correlation with KCRS weights, which is what the CUDA backend asks
+// cuDNN for. Stride 2 too, which Conv2D does not use.
+TEST(LayersTest, ConvCallsMatchTheirDefinition) {
+  struct Case {
+    Window w;
+    int out_channels, batch;
+  };
+  const Case cases[] = {{{2, 5, 4, 3, 1, 1}, 3, 2},
+                        {{1, 6, 6, 5, 1, 0}, 2, 2},
+                        {{3, 7, 6, 3, 2, 1}, 2, 3}};
+  std::unique_ptr<Backend> be = MakeHostBackend();
+  for (const Case& c : cases) {
+    const Window& w = c.w;
+    const int oh = w.out_height(), ow = w.out_width(), k = w.kernel;
+    const int ci = w.channels, co = c.out_channels;
+    const size_t in = static_cast<size_t>(c.batch) * ci * w.height * w.width;
+    const size_t out = static_cast<size_t>(c.batch) * co * oh * ow;
+    const size_t nw = static_cast<size_t>(co) * ci * k * k;
+    const std::vector<float> x = Random(in, 21), weights = Random(nw, 22),
+                             bias = Random(co, 23), dy = Random(out, 24);
+    std::vector<float> y(out, 9.0f), dx(in, 9.0f), dw(nw, 9.0f), db(co, 9.0f),
+        scratch(ConvScratchFloats(c.batch, w, co));
+    be->ConvForward(x.data(), c.batch, w, co, weights.data(), bias.data(),
+                    y.data(), scratch.data());
+    be->ConvBackward(x.data(), dy.data(), c.batch, w, co, weights.data(),
+                     dx.data(), dw.data(), db.data(), scratch.data());
+
+    std::vector<double> want_y(out), want_dx(in), want_dw(nw), want_db(co);
+    auto xi = [&](int b, int ch, int iy, int ix) {
+      return ((static_cast<size_t>(b) * ci + ch) * w.height + iy) * w.width +
+             ix;
+    };
+    for (int b = 0; b < c.batch; ++b) {
+      for (int o = 0; o < co; ++o) {
+        for (int i = 0; i < oh; ++i) {
+          for (int j = 0; j < ow; ++j) {
+            const size_t yi =
+                ((static_cast<size_t>(b) * co + o) * oh + i) * ow + j;
+            double sum = bias[o];
+            want_db[o] += dy[yi];
+            for (int ch = 0; ch < ci; ++ch) {
+              for (int ky = 0; ky < k; ++ky) {
+                for (int kx = 0; kx < k; ++kx) {
+                  const int iy = i * w.stride - w.pad + ky;
+                  const int ix = j * w.stride - w.pad + kx;
+                  if (iy < 0 || iy >= w.height || ix < 0 || ix >= w.width)
+                    continue;
+                  const size_t wi =
+                      ((static_cast<size_t>(o) * ci + ch) * k + ky) * k + kx;
+                  sum += double{weights[wi]} * x[xi(b, ch, iy, ix)];
+                  want_dw[wi] += double{dy[yi]} * x[xi(b, ch, iy, ix)];
+                  want_dx[xi(b, ch, iy, ix)] += double{dy[yi]} * weights[wi];
+                }
+              }
+            }
+            want_y[yi] = sum;
+          }
+        }
+      }
+    }
+    auto expect_near = [](const std::vector<float>& got,
+                          const std::vector<double>& want, const char* what) {
+      ASSERT_EQ(got.size(), want.size()) << what;
+      for (size_t i = 0; i < got.size(); ++i) {
+        EXPECT_NEAR(got[i], want[i], 1e-4 * std::max(1.0, std::fabs(want[i])))
+            << what << " at " << i;
+      }
+    };
+    expect_near(y, want_y, "y");
+    expect_near(dx, want_dx, "dx");
+    expect_near(dw, want_dw, "dweights");
+    expect_near(db, want_db, "dbias");
+  }
 }
 
 TEST(LayersTest, ReluGradient) {

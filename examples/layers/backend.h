@@ -1,7 +1,9 @@
 // The compute backend of the example layers: every numerical kernel a layer
 // needs, on buffers that live wherever the backend computes (host memory for
-// HostBackend; GPU memory for CudaBackend, built on cuBLAS and CUDA kernels). The layers (layers.h) call only these kernels, so a new backend is
-// one more subclass and no layer changes.
+// HostBackend; GPU memory for CudaBackend, built on cuBLAS, cuDNN where it
+// was found at configure time, and CUDA kernels). The layers (layers.h) call
+// only these kernels, so a new backend is one more subclass and no layer
+// changes.
 //
 // Conventions: row-major matrices; images NCHW (batch, channels, height,
 // width), one image after the other. Pointers are backend buffers unless
@@ -9,8 +11,8 @@
 // A Backend is used by one thread at a time (each worker owns one).
 //
 // Errors: the kernels return void. A backend that can fail (CUDA: a launch,
-// cuBLAS or copy error, an out-of-range label) records the first failure in
-// a sticky error(), skips every later kernel and returns NaN from
+// cuBLAS, cuDNN or copy error, an out-of-range label) records the first
+// failure in a sticky error(), skips every later kernel and returns NaN from
 // SoftmaxCrossEntropy; callers check error() after each iteration (the
 // trainer does). Nothing aborts. The CUDA backend enqueues all its work on
 // the stream given at construction (libgeeps' GeePS::compute_stream()), so
@@ -89,13 +91,45 @@ class Backend {
                             float* dx) = 0;
 
   // Max pooling of `batch` images (no padding). The backward pass routes
-  // each output's gradient to the first input of its window equal to the
-  // output (no argmax buffer: it is recomputed from x and y).
+  // each output's gradient to one input of its window equal to the output
+  // (no argmax buffer: it is recomputed from x and y): the host backend and
+  // the CUDA kernels take the first in row-major order; cuDNN
+  // (CUDNN_POOLING_MAX_DETERMINISTIC) breaks ties its own way, which only
+  // matters where a window holds equal maxima.
   virtual void MaxPoolForward(const float* x, int batch, const Window& w,
                               float* y) = 0;
   virtual void MaxPoolBackward(const float* x, const float* y,
                                const float* dy, int batch, const Window& w,
                                float* dx) = 0;
+
+  // Convolution of `batch` images x (w.channels x w.height x w.width each)
+  // with `out_channels` filters of w.channels x w.kernel x w.kernel, stride
+  // w.stride, zero padding w.pad. It is a cross-correlation (the kernel is
+  // not flipped):
+  //   y[b][o][i][j] = bias[o] + sum over c, ky, kx of
+  //                   weights[o][c][ky][kx] * x[b][c][iy][ix],
+  //   iy = i * stride - pad + ky,  ix = j * stride - pad + kx
+  // (taps outside the image read 0). weights: out_channels x
+  // (channels * kernel^2), row-major, i.e. KCRS; bias: out_channels floats;
+  // y: batch x out_channels x w.out_height() x w.out_width(), overwritten.
+  // scratch: ConvScratchFloats(batch, w, out_channels) backend floats,
+  // contents not needed afterwards (a backend may leave it unused).
+  //
+  // The default is im2col of the whole batch (images side by side) + one
+  // GEMM + SwapOuterAxes + AddBias, through this interface's own kernels;
+  // the host backend uses it, and so does the CUDA backend without cuDNN.
+  // The CUDA backend with cuDNN overrides both calls.
+  virtual void ConvForward(const float* x, int batch, const Window& w,
+                           int out_channels, const float* weights,
+                           const float* bias, float* y, float* scratch);
+  // The gradients of ConvForward given dy = dLoss/dy: dweights
+  // (out_channels x channels * kernel^2) and dbias (out_channels), summed
+  // over the batch and overwritten, and, unless dx is null, dx = dLoss/dx
+  // (overwritten). Reads x, dy and weights; scratch as above.
+  virtual void ConvBackward(const float* x, const float* dy, int batch,
+                            const Window& w, int out_channels,
+                            const float* weights, float* dx, float* dweights,
+                            float* dbias, float* scratch);
 
   // Softmax cross-entropy over `batch` rows of `classes` logits. Returns the
   // sum (not the mean) of the rows' losses; if `dlogits` is not null, writes
@@ -121,15 +155,24 @@ class Backend {
   std::string error_;
 };
 
+// The floats of scratch that Backend::ConvForward/ConvBackward need for
+// `batch` images of window `w` and `out_channels` filters: the default
+// implementation's batch im2col matrix, its gradient, and the output (or
+// its gradient) in channel-major order.
+size_t ConvScratchFloats(int batch, const Window& w, int out_channels);
+
 // The host backend: GEMMs through the CPU BLAS (OpenBLAS), the rest plain
-// loops.
+// loops; convolutions by Backend's default im2col + GEMM.
 std::unique_ptr<Backend> MakeHostBackend();
 
-// The CUDA backend: GEMMs through cuBLAS, the rest CUDA kernels, all on
-// `stream` (a cudaStream_t; null = the legacy default stream) of the current
-// device; buffers are device memory, `labels` stay host arrays. Null, with
-// the reason in *error, when libgeeps was built without CUDA, no GPU is
-// visible ("no CUDA device: ...") or cuBLAS cannot start.
+// The CUDA backend, all on `stream` (a cudaStream_t; null = the legacy
+// default stream) of the current device: GEMMs through cuBLAS; where cuDNN
+// was found at configure time (NN_WITH_CUDNN), convolution (forward,
+// backward data, filter and bias), max pooling and ReLU through cuDNN; the
+// rest (and, without cuDNN, those too) CUDA kernels. Buffers are device
+// memory, `labels` stay host arrays. Null, with the reason in *error, when
+// libgeeps was built without CUDA, no GPU is visible ("no CUDA device:
+// ..."), or cuBLAS or cuDNN cannot start. Compiled, not yet run on a GPU.
 std::unique_ptr<Backend> MakeCudaBackend(void* stream, std::string* error);
 
 // Sets the CPU BLAS's thread count, process-wide (for every host backend):

@@ -1,13 +1,23 @@
-// CudaBackend: the kernels of backend.h on a GPU. GEMMs go to cuBLAS; the
-// rest are plain CUDA kernels written to match host_backend.cc (the same
-// loops, one thread per output element; where the host sums in a fixed
-// order, so does the kernel, except BiasGrad's block reduction). Every call
-// enqueues on the stream given at construction; errors are sticky
-// (Backend::error()) and never abort.
+// CudaBackend: the kernels of backend.h on a GPU. GEMMs go to cuBLAS. Where
+// cuDNN was found at configure time (NN_WITH_CUDNN), convolution (forward,
+// backward data, filter and bias), max pooling and ReLU go to cuDNN (its
+// descriptor API); otherwise, and for everything else, plain CUDA kernels
+// written to match host_backend.cc (the same loops, one thread per output
+// element; where the host sums in a fixed order, so does the kernel, except
+// BiasGrad's block reduction), and convolution is Backend's default im2col +
+// GEMM. Every call enqueues on the stream given at construction; errors are
+// sticky (Backend::error()) and never abort. Compiled, not yet run on a GPU.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
+#if NN_WITH_CUDNN
+#include <cudnn.h>
+#endif
 
+#include <array>
+#include <climits>
 #include <cmath>
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -132,6 +142,7 @@ __global__ void ReluBackwardKernel(const float* y, const float* dy, size_t n,
   GRID_LOOP(i, n) dx[i] = y[i] > 0 ? dy[i] : 0.0f;
 }
 
+#if !NN_WITH_CUDNN  // with cuDNN, max pooling is cudnnPooling*
 __global__ void MaxPoolForwardKernel(const float* __restrict__ x, size_t planes,
                                      Window w, float* __restrict__ y) {
   const int oh = OutH(w), ow = OutW(w);
@@ -189,6 +200,8 @@ __global__ void MaxPoolBackwardKernel(const float* __restrict__ x,
   }
 }
 
+#endif  // !NN_WITH_CUDNN
+
 // One thread per row, in double like the host; loss[b] is row b's loss.
 __global__ void SoftmaxKernel(const float* __restrict__ logits,
                               const int32_t* __restrict__ labels, int batch,
@@ -239,15 +252,106 @@ const char* CublasName(cublasStatus_t s) {
   }
 }
 
+#if NN_WITH_CUDNN
+// The most device memory one convolution algorithm may use as workspace; an
+// algorithm that needs more is passed over (the fallbacks need little or
+// none). The workspace is the backend's own cudaMalloc, outside libgeeps'
+// device memory budget.
+constexpr size_t kMaxWorkspaceBytes = size_t{256} << 20;
+
+// cuDNN's descriptors for one convolution shape (batch, window, filters),
+// and the algorithms chosen for it, each on first use.
+struct ConvPlan {
+  ConvPlan() = default;
+  ConvPlan(const ConvPlan&) = delete;
+  ConvPlan& operator=(const ConvPlan&) = delete;
+  ~ConvPlan() {
+    if (x != nullptr) cudnnDestroyTensorDescriptor(x);
+    if (y != nullptr) cudnnDestroyTensorDescriptor(y);
+    if (bias != nullptr) cudnnDestroyTensorDescriptor(bias);
+    if (filter != nullptr) cudnnDestroyFilterDescriptor(filter);
+    if (conv != nullptr) cudnnDestroyConvolutionDescriptor(conv);
+  }
+
+  cudnnTensorDescriptor_t x = nullptr;       // batch x C x H x W
+  cudnnTensorDescriptor_t y = nullptr;       // batch x K x OH x OW
+  cudnnTensorDescriptor_t bias = nullptr;    // 1 x K x 1 x 1
+  cudnnFilterDescriptor_t filter = nullptr;  // K x C x k x k (KCRS)
+  cudnnConvolutionDescriptor_t conv = nullptr;
+  bool have_fwd = false, have_bwd_data = false, have_bwd_filter = false;
+  cudnnConvolutionFwdAlgo_t fwd = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
+  cudnnConvolutionBwdDataAlgo_t bwd_data = CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
+  cudnnConvolutionBwdFilterAlgo_t bwd_filter =
+      CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1;
+  size_t fwd_bytes = 0, bwd_data_bytes = 0, bwd_filter_bytes = 0;
+};
+
+// Algorithms cuDNN documents as non-deterministic (atomics), excluded
+// whatever the heuristics' determinism field says.
+bool KnownNondeterministic(cudnnConvolutionFwdAlgo_t) { return false; }
+bool KnownNondeterministic(cudnnConvolutionBwdDataAlgo_t a) {
+  return a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_0;
+}
+bool KnownNondeterministic(cudnnConvolutionBwdFilterAlgo_t a) {
+  return a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0 ||
+         a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3;
+}
+
+// Whether a heuristic result may be used: supported, deterministic (the same
+// inputs give the same bits from run to run, as on the host) and without
+// tensor-op math (TF32 keeps 10 mantissa bits: far from the host's results).
+// The descriptor itself is set to CUDNN_FMA_MATH, which is what runs.
+template <typename Perf>
+bool Usable(const Perf& p) {
+  return p.status == CUDNN_STATUS_SUCCESS &&
+         p.determinism == CUDNN_DETERMINISTIC &&
+         (p.mathType == CUDNN_FMA_MATH || p.mathType == CUDNN_DEFAULT_MATH) &&
+         !KnownNondeterministic(p.algo);
+}
+#endif  // NN_WITH_CUDNN
+
 class CudaBackend final : public Backend {
  public:
   CudaBackend(cudaStream_t stream, cublasHandle_t blas)
       : stream_(stream), blas_(blas) {}
   ~CudaBackend() override {
+#if NN_WITH_CUDNN
+    plans_.clear();
+    if (pool_ != nullptr) cudnnDestroyPoolingDescriptor(pool_);
+    if (relu_ != nullptr) cudnnDestroyActivationDescriptor(relu_);
+    if (pool_x_ != nullptr) cudnnDestroyTensorDescriptor(pool_x_);
+    if (pool_y_ != nullptr) cudnnDestroyTensorDescriptor(pool_y_);
+    if (vector_ != nullptr) cudnnDestroyTensorDescriptor(vector_);
+    if (dnn_ != nullptr) cudnnDestroy(dnn_);
+    cudaFree(workspace_);
+#endif
     cudaFree(labels_);
     cudaFree(losses_);
     cublasDestroy(blas_);
   }
+
+#if NN_WITH_CUDNN
+  // Creates the cuDNN handle (on stream_) and the descriptors that the
+  // pooling and ReLU calls re-set each time (host-only calls). False, with
+  // error(), when cuDNN cannot start.
+  bool StartDnn() {
+    return Dnn(cudnnCreate(&dnn_), "cudnnCreate") &&
+           Dnn(cudnnSetStream(dnn_, stream_), "cudnnSetStream") &&
+           Dnn(cudnnCreatePoolingDescriptor(&pool_),
+               "cudnnCreatePoolingDescriptor") &&
+           Dnn(cudnnCreateActivationDescriptor(&relu_),
+               "cudnnCreateActivationDescriptor") &&
+           Dnn(cudnnSetActivationDescriptor(relu_, CUDNN_ACTIVATION_RELU,
+                                            CUDNN_NOT_PROPAGATE_NAN, 0.0),
+               "cudnnSetActivationDescriptor") &&
+           Dnn(cudnnCreateTensorDescriptor(&pool_x_),
+               "cudnnCreateTensorDescriptor") &&
+           Dnn(cudnnCreateTensorDescriptor(&pool_y_),
+               "cudnnCreateTensorDescriptor") &&
+           Dnn(cudnnCreateTensorDescriptor(&vector_),
+               "cudnnCreateTensorDescriptor");
+  }
+#endif
 
   void CopyFromHost(float* dst, const float* host, size_t n) override {
     if (!ok() || n == 0) return;
@@ -333,6 +437,17 @@ class CudaBackend final : public Backend {
 
   void ReluForward(const float* x, size_t n, float* y) override {
     if (!ok() || n == 0) return;
+#if NN_WITH_CUDNN
+    if (n <= static_cast<size_t>(INT_MAX)) {  // cuDNN's dimensions are ints
+      const float one = 1.0f, zero = 0.0f;
+      if (SetVector(n)) {
+        Dnn(cudnnActivationForward(dnn_, relu_, &one, vector_, x, &zero,
+                                   vector_, y),
+            "cudnnActivationForward (ReLU)");
+      }
+      return;
+    }
+#endif
     ReluForwardKernel<<<Blocks(n), kThreads, 0, stream_>>>(x, n, y);
     Launched("ReluForward");
   }
@@ -340,6 +455,20 @@ class CudaBackend final : public Backend {
   void ReluBackward(const float* y, const float* dy, size_t n,
                     float* dx) override {
     if (!ok() || n == 0) return;
+#if NN_WITH_CUDNN
+    if (n <= static_cast<size_t>(INT_MAX)) {
+      // ReLU's gradient depends only on the sign of x, which is y's: y
+      // stands in for x. dx may be dy (cuDNN allows it in place with one
+      // descriptor for both).
+      const float one = 1.0f, zero = 0.0f;
+      if (SetVector(n)) {
+        Dnn(cudnnActivationBackward(dnn_, relu_, &one, vector_, y, vector_, dy,
+                                    vector_, y, &zero, vector_, dx),
+            "cudnnActivationBackward (ReLU)");
+      }
+      return;
+    }
+#endif
     ReluBackwardKernel<<<Blocks(n), kThreads, 0, stream_>>>(y, dy, n, dx);
     Launched("ReluBackward");
   }
@@ -350,8 +479,16 @@ class CudaBackend final : public Backend {
     const size_t planes = static_cast<size_t>(batch) * w.channels;
     const size_t n = planes * OutH(w) * OutW(w);
     if (n == 0) return;
+#if NN_WITH_CUDNN
+    if (SetPool(batch, w)) {
+      const float one = 1.0f, zero = 0.0f;
+      Dnn(cudnnPoolingForward(dnn_, pool_, &one, pool_x_, x, &zero, pool_y_, y),
+          "cudnnPoolingForward");
+    }
+#else
     MaxPoolForwardKernel<<<Blocks(n), kThreads, 0, stream_>>>(x, planes, w, y);
     Launched("MaxPoolForward");
+#endif
   }
 
   void MaxPoolBackward(const float* x, const float* y, const float* dy,
@@ -360,10 +497,74 @@ class CudaBackend final : public Backend {
     const size_t planes = static_cast<size_t>(batch) * w.channels;
     const size_t n = planes * w.height * w.width;
     if (n == 0) return;
+#if NN_WITH_CUDNN
+    if (SetPool(batch, w)) {
+      const float one = 1.0f, zero = 0.0f;
+      Dnn(cudnnPoolingBackward(dnn_, pool_, &one, pool_y_, y, pool_y_, dy,
+                               pool_x_, x, &zero, pool_x_, dx),
+          "cudnnPoolingBackward");
+    }
+#else
     MaxPoolBackwardKernel<<<Blocks(n), kThreads, 0, stream_>>>(x, y, dy, planes,
                                                                w, dx);
     Launched("MaxPoolBackward");
+#endif
   }
+
+#if NN_WITH_CUDNN
+  // cuDNN computes the convolution itself (scratch is not used): forward,
+  // then the bias added by cudnnAddTensor.
+  void ConvForward(const float* x, int batch, const Window& w, int out_channels,
+                   const float* weights, const float* bias, float* y,
+                   float* /*scratch*/) override {
+    if (!ok() || batch <= 0 || out_channels <= 0) return;
+    ConvPlan* p = Plan(batch, w, out_channels);
+    if (p == nullptr || !ChooseForward(*p) ||
+        !HaveWorkspace(p->fwd_bytes, "ConvForward")) {
+      return;
+    }
+    const float one = 1.0f, zero = 0.0f;
+    if (!Dnn(cudnnConvolutionForward(dnn_, &one, p->x, x, p->filter, weights,
+                                     p->conv, p->fwd, workspace_, p->fwd_bytes,
+                                     &zero, p->y, y),
+             "cudnnConvolutionForward")) {
+      return;
+    }
+    Dnn(cudnnAddTensor(dnn_, &one, p->bias, bias, &one, p->y, y),
+        "cudnnAddTensor (convolution bias)");
+  }
+
+  void ConvBackward(const float* x, const float* dy, int batch, const Window& w,
+                    int out_channels, const float* weights, float* dx,
+                    float* dweights, float* dbias,
+                    float* /*scratch*/) override {
+    if (!ok() || batch <= 0 || out_channels <= 0) return;
+    ConvPlan* p = Plan(batch, w, out_channels);
+    if (p == nullptr || !ChooseBackwardFilter(*p) ||
+        !HaveWorkspace(p->bwd_filter_bytes, "ConvBackward")) {
+      return;
+    }
+    const float one = 1.0f, zero = 0.0f;
+    if (!Dnn(cudnnConvolutionBackwardFilter(
+                 dnn_, &one, p->x, x, p->y, dy, p->conv, p->bwd_filter,
+                 workspace_, p->bwd_filter_bytes, &zero, p->filter, dweights),
+             "cudnnConvolutionBackwardFilter") ||
+        !Dnn(cudnnConvolutionBackwardBias(dnn_, &one, p->y, dy, &zero, p->bias,
+                                          dbias),
+             "cudnnConvolutionBackwardBias")) {
+      return;
+    }
+    if (dx == nullptr) return;
+    if (!ChooseBackwardData(*p) ||
+        !HaveWorkspace(p->bwd_data_bytes, "ConvBackward")) {
+      return;
+    }
+    Dnn(cudnnConvolutionBackwardData(dnn_, &one, p->filter, weights, p->y, dy,
+                                     p->conv, p->bwd_data, workspace_,
+                                     p->bwd_data_bytes, &zero, p->x, dx),
+        "cudnnConvolutionBackwardData");
+  }
+#endif
 
   double SoftmaxCrossEntropy(const float* logits, const int32_t* labels,
                              int batch, int classes, float scale,
@@ -432,12 +633,263 @@ class CudaBackend final : public Backend {
   }
   bool Launched(const char* kernel) { return Check(cudaGetLastError(), kernel); }
 
+#if NN_WITH_CUDNN
+  bool Dnn(cudnnStatus_t s, const char* what) {
+    if (s == CUDNN_STATUS_SUCCESS) return true;
+    Fail(std::string("CUDA layer backend: ") + what + ": " +
+         cudnnGetErrorString(s));
+    return false;
+  }
+
+  // n floats as a 1 x 1 x 1 x n tensor (n <= INT_MAX).
+  bool SetVector(size_t n) {
+    return Dnn(
+        cudnnSetTensor4dDescriptor(vector_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
+                                   1, 1, 1, static_cast<int>(n)),
+        "cudnnSetTensor4dDescriptor (ReLU)");
+  }
+
+  // The pooling descriptor and pool_x_/pool_y_ for max pooling of `batch`
+  // images. MAX_DETERMINISTIC: the backward pass gives the same bits every
+  // run. NaNs are not propagated, as the host's std::max does not.
+  bool SetPool(int batch, const Window& w) {
+    if (!Dnn(cudnnSetPooling2dDescriptor(pool_, CUDNN_POOLING_MAX_DETERMINISTIC,
+                                         CUDNN_NOT_PROPAGATE_NAN, w.kernel,
+                                         w.kernel, w.pad, w.pad, w.stride,
+                                         w.stride),
+             "cudnnSetPooling2dDescriptor") ||
+        !Dnn(cudnnSetTensor4dDescriptor(pool_x_, CUDNN_TENSOR_NCHW,
+                                        CUDNN_DATA_FLOAT, batch, w.channels,
+                                        w.height, w.width),
+             "cudnnSetTensor4dDescriptor (pooling input)") ||
+        !Dnn(cudnnSetTensor4dDescriptor(pool_y_, CUDNN_TENSOR_NCHW,
+                                        CUDNN_DATA_FLOAT, batch, w.channels,
+                                        OutH(w), OutW(w)),
+             "cudnnSetTensor4dDescriptor (pooling output)")) {
+      return false;
+    }
+    int n = 0, c = 0, h = 0, wd = 0;
+    if (!Dnn(cudnnGetPooling2dForwardOutputDim(pool_, pool_x_, &n, &c, &h, &wd),
+             "cudnnGetPooling2dForwardOutputDim")) {
+      return false;
+    }
+    if (n != batch || c != w.channels || h != OutH(w) || wd != OutW(w)) {
+      Fail("CUDA layer backend: max pooling: cuDNN's output shape " +
+           std::to_string(h) + "x" + std::to_string(wd) +
+           " differs from the window's " + std::to_string(OutH(w)) + "x" +
+           std::to_string(OutW(w)));
+      return false;
+    }
+    return true;
+  }
+
+  // The plan of a convolution shape, made (descriptors only) on first use;
+  // null, with error(), if cuDNN rejects the shape.
+  ConvPlan* Plan(int batch, const Window& w, int out_channels) {
+    const std::array<int, 8> key = {batch,   w.channels,  w.height,
+                                    w.width, w.kernel,    w.stride,
+                                    w.pad,   out_channels};
+    auto it = plans_.find(key);
+    if (it != plans_.end()) return it->second.get();
+    auto p = std::make_unique<ConvPlan>();
+    const int oh = OutH(w), ow = OutW(w);
+    if (!Dnn(cudnnCreateTensorDescriptor(&p->x),
+             "cudnnCreateTensorDescriptor") ||
+        !Dnn(cudnnCreateTensorDescriptor(&p->y),
+             "cudnnCreateTensorDescriptor") ||
+        !Dnn(cudnnCreateTensorDescriptor(&p->bias),
+             "cudnnCreateTensorDescriptor") ||
+        !Dnn(cudnnCreateFilterDescriptor(&p->filter),
+             "cudnnCreateFilterDescriptor") ||
+        !Dnn(cudnnCreateConvolutionDescriptor(&p->conv),
+             "cudnnCreateConvolutionDescriptor") ||
+        !Dnn(cudnnSetTensor4dDescriptor(p->x, CUDNN_TENSOR_NCHW,
+                                        CUDNN_DATA_FLOAT, batch, w.channels,
+                                        w.height, w.width),
+             "cudnnSetTensor4dDescriptor (convolution input)") ||
+        !Dnn(cudnnSetTensor4dDescriptor(p->y, CUDNN_TENSOR_NCHW,
+                                        CUDNN_DATA_FLOAT, batch, out_channels,
+                                        oh, ow),
+             "cudnnSetTensor4dDescriptor (convolution output)") ||
+        !Dnn(
+            cudnnSetTensor4dDescriptor(p->bias, CUDNN_TENSOR_NCHW,
+                                       CUDNN_DATA_FLOAT, 1, out_channels, 1, 1),
+            "cudnnSetTensor4dDescriptor (convolution bias)") ||
+        // The layers' weights, out_channels x (channels * k * k) row-major,
+        // are cuDNN's KCRS filter layout.
+        !Dnn(cudnnSetFilter4dDescriptor(p->filter, CUDNN_DATA_FLOAT,
+                                        CUDNN_TENSOR_NCHW, out_channels,
+                                        w.channels, w.kernel, w.kernel),
+             "cudnnSetFilter4dDescriptor") ||
+        // im2col reads x[iy = y*stride - pad + ky][...] with weight
+        // [ky][kx] unflipped: a cross-correlation.
+        !Dnn(cudnnSetConvolution2dDescriptor(
+                 p->conv, w.pad, w.pad, w.stride, w.stride, 1, 1,
+                 CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+             "cudnnSetConvolution2dDescriptor") ||
+        // FMA only: no TF32 tensor cores for float data.
+        !Dnn(cudnnSetConvolutionMathType(p->conv, CUDNN_FMA_MATH),
+             "cudnnSetConvolutionMathType")) {
+      return nullptr;
+    }
+    int n = 0, c = 0, h = 0, wd = 0;
+    if (!Dnn(cudnnGetConvolution2dForwardOutputDim(p->conv, p->x, p->filter, &n,
+                                                   &c, &h, &wd),
+             "cudnnGetConvolution2dForwardOutputDim")) {
+      return nullptr;
+    }
+    if (n != batch || c != out_channels || h != oh || wd != ow) {
+      Fail("CUDA layer backend: convolution: cuDNN's output shape " +
+           std::to_string(h) + "x" + std::to_string(wd) +
+           " differs from the window's " + std::to_string(oh) + "x" +
+           std::to_string(ow));
+      return nullptr;
+    }
+    ConvPlan* raw = p.get();
+    plans_.emplace(key, std::move(p));
+    return raw;
+  }
+
+  // Grows the workspace to at least `bytes`. False when cudaMalloc has no
+  // room (that error is cleared: the caller may try a smaller need); other
+  // CUDA errors are recorded.
+  bool GrowWorkspace(size_t bytes) {
+    if (bytes <= workspace_bytes_) return true;
+    // cudaFree waits for the device, so no queued call still uses it.
+    const cudaError_t freed = cudaFree(workspace_);
+    workspace_ = nullptr;
+    workspace_bytes_ = 0;
+    if (!Check(freed, "cuDNN workspace (cudaFree)")) return false;
+    const cudaError_t e = cudaMalloc(&workspace_, bytes);
+    if (e == cudaErrorMemoryAllocation) {
+      cudaGetLastError();
+      workspace_ = nullptr;
+      return false;
+    }
+    if (!Check(e, "cuDNN workspace (cudaMalloc)")) {
+      workspace_ = nullptr;
+      return false;
+    }
+    workspace_bytes_ = bytes;
+    return true;
+  }
+
+  // Before a call that needs `bytes` of workspace (an earlier failed growth
+  // may have released it).
+  bool HaveWorkspace(size_t bytes, const char* what) {
+    if (GrowWorkspace(bytes)) return true;
+    Fail(std::string("CUDA layer backend: ") + what +
+         ": no device memory for " + std::to_string(bytes) +
+         " bytes of cuDNN workspace");
+    return false;
+  }
+
+  // The first usable algorithm of cuDNN's heuristic ranking (`heuristic`
+  // fills up to `count` results), then `fallback`, whose workspace
+  // (`size(algo, &bytes)`) is at most kMaxWorkspaceBytes and can be
+  // allocated. False, with error(), when none can.
+  template <typename Perf, typename Algo, typename Heuristic, typename Size>
+  bool ChooseAlgo(const char* what, int count, Heuristic heuristic, Size size,
+                  Algo fallback, Algo* algo, size_t* bytes) {
+    std::vector<Perf> perf(count > 0 ? count : 1);
+    int returned = 0;
+    const cudnnStatus_t hs =
+        heuristic(static_cast<int>(perf.size()), &returned, perf.data());
+    std::vector<Algo> candidates;
+    if (hs == CUDNN_STATUS_SUCCESS) {
+      for (int i = 0; i < returned && i < static_cast<int>(perf.size()); ++i) {
+        if (Usable(perf[i])) candidates.push_back(perf[i].algo);
+      }
+    }
+    candidates.push_back(fallback);
+    for (Algo a : candidates) {
+      size_t need = 0;
+      if (size(a, &need) != CUDNN_STATUS_SUCCESS || need > kMaxWorkspaceBytes) {
+        continue;
+      }
+      if (!GrowWorkspace(need)) {
+        if (!ok()) return false;
+        continue;
+      }
+      *algo = a;
+      *bytes = need;
+      return true;
+    }
+    Fail(std::string("CUDA layer backend: ") + what +
+         ": no usable cuDNN algorithm (heuristics: " + cudnnGetErrorString(hs) +
+         "; fallback " + std::to_string(static_cast<int>(fallback)) +
+         " unsupported or its workspace does not fit)");
+    return false;
+  }
+
+  bool ChooseForward(ConvPlan& p) {
+    if (p.have_fwd) return true;
+    p.have_fwd = ChooseAlgo<cudnnConvolutionFwdAlgoPerf_t>(
+        "ConvForward", CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+        [&](int n, int* returned, cudnnConvolutionFwdAlgoPerf_t* perf) {
+          return cudnnGetConvolutionForwardAlgorithm_v7(
+              dnn_, p.x, p.filter, p.conv, p.y, n, returned, perf);
+        },
+        [&](cudnnConvolutionFwdAlgo_t a, size_t* bytes) {
+          return cudnnGetConvolutionForwardWorkspaceSize(dnn_, p.x, p.filter,
+                                                         p.conv, p.y, a, bytes);
+        },
+        CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, &p.fwd, &p.fwd_bytes);
+    return p.have_fwd;
+  }
+
+  bool ChooseBackwardData(ConvPlan& p) {
+    if (p.have_bwd_data) return true;
+    p.have_bwd_data = ChooseAlgo<cudnnConvolutionBwdDataAlgoPerf_t>(
+        "ConvBackward (data)", CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
+        [&](int n, int* returned, cudnnConvolutionBwdDataAlgoPerf_t* perf) {
+          return cudnnGetConvolutionBackwardDataAlgorithm_v7(
+              dnn_, p.filter, p.y, p.conv, p.x, n, returned, perf);
+        },
+        [&](cudnnConvolutionBwdDataAlgo_t a, size_t* bytes) {
+          return cudnnGetConvolutionBackwardDataWorkspaceSize(
+              dnn_, p.filter, p.y, p.conv, p.x, a, bytes);
+        },
+        CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, &p.bwd_data, &p.bwd_data_bytes);
+    return p.have_bwd_data;
+  }
+
+  bool ChooseBackwardFilter(ConvPlan& p) {
+    if (p.have_bwd_filter) return true;
+    p.have_bwd_filter = ChooseAlgo<cudnnConvolutionBwdFilterAlgoPerf_t>(
+        "ConvBackward (filter)", CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
+        [&](int n, int* returned, cudnnConvolutionBwdFilterAlgoPerf_t* perf) {
+          return cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+              dnn_, p.x, p.y, p.conv, p.filter, n, returned, perf);
+        },
+        [&](cudnnConvolutionBwdFilterAlgo_t a, size_t* bytes) {
+          return cudnnGetConvolutionBackwardFilterWorkspaceSize(
+              dnn_, p.x, p.y, p.conv, p.filter, a, bytes);
+        },
+        CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, &p.bwd_filter,
+        &p.bwd_filter_bytes);
+    return p.have_bwd_filter;
+  }
+#endif  // NN_WITH_CUDNN
+
   cudaStream_t stream_;
   cublasHandle_t blas_;
   int32_t* labels_ = nullptr;  // device: SoftmaxCrossEntropy's labels
   double* losses_ = nullptr;   // device: its per-row losses
   int capacity_ = 0;           // rows of labels_ and losses_
   std::vector<double> host_losses_;
+#if NN_WITH_CUDNN
+  cudnnHandle_t dnn_ = nullptr;
+  cudnnPoolingDescriptor_t pool_ = nullptr;
+  cudnnActivationDescriptor_t relu_ = nullptr;
+  cudnnTensorDescriptor_t pool_x_ = nullptr, pool_y_ = nullptr;
+  cudnnTensorDescriptor_t vector_ = nullptr;  // ReLU's 1 x 1 x 1 x n
+  // One plan per convolution shape seen (a few per layer: the training
+  // batch, the evaluation chunk and its remainder).
+  std::map<std::array<int, 8>, std::unique_ptr<ConvPlan>> plans_;
+  void* workspace_ = nullptr;  // device: cuDNN's workspace, grown on demand
+  size_t workspace_bytes_ = 0;
+#endif
 };
 
 }  // namespace
@@ -466,7 +918,11 @@ std::unique_ptr<Backend> MakeCudaBackend(void* stream, std::string* error) {
     cublasDestroy(blas);
     return fail(std::string("cuBLAS setup: ") + CublasName(s));
   }
-  return std::make_unique<CudaBackend>(cuda_stream, blas);
+  auto backend = std::make_unique<CudaBackend>(cuda_stream, blas);
+#if NN_WITH_CUDNN
+  if (!backend->StartDnn()) return fail(backend->error());
+#endif
+  return backend;
 }
 
 }  // namespace nn

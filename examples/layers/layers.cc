@@ -84,13 +84,7 @@ size_t Conv2D::num_weights() const {
 size_t Conv2D::num_biases() const { return out_shape().channels; }
 
 size_t Conv2D::ScratchFloats(int batch) const {
-  // The batch's im2col matrix, its gradient, and the output (or its
-  // gradient) in channel-major order.
-  const size_t k = static_cast<size_t>(window_.channels) * window_.kernel *
-                   window_.kernel;
-  const size_t n = static_cast<size_t>(batch) * out_shape().height *
-                   out_shape().width;
-  return (2 * k + out_shape().channels) * n;
+  return ConvScratchFloats(batch, window_, out_shape().channels);
 }
 
 void Conv2D::InitParams(std::mt19937_64& rng, float* params) const {
@@ -99,55 +93,17 @@ void Conv2D::InitParams(std::mt19937_64& rng, float* params) const {
          params);
 }
 
-// The whole batch in one GEMM: the images' im2col matrices side by side
-// (k x batch*hw), so that the GEMM is large enough for the BLAS to be
-// efficient; the result is channel-major and swapped back to NCHW.
 void Conv2D::Forward(Backend& be, const float* params, const float* x,
                      int batch, float* y, float* scratch) const {
-  const int co = out_shape().channels;
-  const int hw = out_shape().height * out_shape().width;
-  const int k = window_.channels * window_.kernel * window_.kernel;
-  const size_t n = static_cast<size_t>(batch) * hw;
-  const size_t in_size = in_shape().size();
-  float* cols = scratch;
-  float* out_cm = scratch + 2 * k * n;  // co x batch x hw
-  for (int b = 0; b < batch; ++b) {
-    be.Im2Col(x + b * in_size, window_, n, cols + static_cast<size_t>(b) * hw);
-  }
-  be.Gemm(false, false, co, static_cast<int>(n), k, 1.0f, params, cols, 0.0f,
-          out_cm);
-  be.SwapOuterAxes(out_cm, co, batch, hw, y);
-  be.AddBias(params + num_weights(), batch, co, hw, y);
+  be.ConvForward(x, batch, window_, out_shape().channels, params,
+                 params + num_weights(), y, scratch);
 }
 
 void Conv2D::Backward(Backend& be, const float* params, const float* x,
                       const float* /*y*/, const float* dy, int batch,
                       float* dx, float* dparams, float* scratch) const {
-  const int co = out_shape().channels;
-  const int hw = out_shape().height * out_shape().width;
-  const int k = window_.channels * window_.kernel * window_.kernel;
-  const size_t n = static_cast<size_t>(batch) * hw;
-  const size_t in_size = in_shape().size();
-  float* cols = scratch;
-  float* dcols = scratch + k * n;
-  float* dy_cm = scratch + 2 * k * n;  // co x batch x hw
-  be.SwapOuterAxes(dy, batch, co, hw, dy_cm);
-  for (int b = 0; b < batch; ++b) {
-    be.Im2Col(x + b * in_size, window_, n, cols + static_cast<size_t>(b) * hw);
-  }
-  // dW (co x k) = dy (co x n) * cols^T (n x k).
-  be.Gemm(false, true, co, k, static_cast<int>(n), 1.0f, dy_cm, cols, 0.0f,
-          dparams);
-  be.BiasGrad(dy, batch, co, hw, dparams + num_weights());
-  if (dx == nullptr) return;
-  // dcols (k x n) = W^T (k x co) * dy (co x n), then back to the images.
-  be.Gemm(true, false, k, static_cast<int>(n), co, 1.0f, params, dy_cm, 0.0f,
-          dcols);
-  be.Zero(dx, batch * in_size);
-  for (int b = 0; b < batch; ++b) {
-    be.Col2Im(dcols + static_cast<size_t>(b) * hw, window_, n,
-              dx + b * in_size);
-  }
+  be.ConvBackward(x, dy, batch, window_, out_shape().channels, params, dx,
+                  dparams, dparams + num_weights(), scratch);
 }
 
 // ---- Relu ---------------------------------------------------------------------

@@ -86,8 +86,9 @@ class FullyConnected final : public Layer {
 };
 
 // 2-d convolution, square kernel, stride 1, zero padding `pad`
-// (pad = kernel / 2 keeps the size), by im2col + one GEMM per batch. Weights:
-// out_channels x (in_channels * kernel^2).
+// (pad = kernel / 2 keeps the size), by Backend::ConvForward/ConvBackward
+// (im2col + one GEMM per batch by default; cuDNN on the CUDA backend where
+// it was built with it). Weights: out_channels x (in_channels * kernel^2).
 class Conv2D final : public Layer {
  public:
   Conv2D(Shape in, int out_channels, int kernel, int pad);

@@ -1,0 +1,66 @@
+// Backend's default convolution: im2col + GEMM through the backend's own
+// kernels (the code Conv2D used to hold; the host backend computes exactly
+// what it did).
+#include "backend.h"
+
+namespace nn {
+
+size_t ConvScratchFloats(int batch, const Window& w, int out_channels) {
+  const size_t k = static_cast<size_t>(w.channels) * w.kernel * w.kernel;
+  const size_t n = static_cast<size_t>(batch) * w.out_height() * w.out_width();
+  return (2 * k + out_channels) * n;
+}
+
+// The whole batch in one GEMM: the images' im2col matrices side by side
+// (k x batch*hw), so that the GEMM is large enough for the BLAS to be
+// efficient; the result is channel-major and swapped back to NCHW.
+void Backend::ConvForward(const float* x, int batch, const Window& w,
+                          int out_channels, const float* weights,
+                          const float* bias, float* y, float* scratch) {
+  const int co = out_channels;
+  const int hw = w.out_height() * w.out_width();
+  const int k = w.channels * w.kernel * w.kernel;
+  const size_t n = static_cast<size_t>(batch) * hw;
+  const size_t in_size = static_cast<size_t>(w.channels) * w.height * w.width;
+  float* cols = scratch;
+  float* out_cm = scratch + 2 * k * n;  // co x batch x hw
+  for (int b = 0; b < batch; ++b) {
+    Im2Col(x + b * in_size, w, n, cols + static_cast<size_t>(b) * hw);
+  }
+  Gemm(false, false, co, static_cast<int>(n), k, 1.0f, weights, cols, 0.0f,
+       out_cm);
+  SwapOuterAxes(out_cm, co, batch, hw, y);
+  AddBias(bias, batch, co, hw, y);
+}
+
+void Backend::ConvBackward(const float* x, const float* dy, int batch,
+                           const Window& w, int out_channels,
+                           const float* weights, float* dx, float* dweights,
+                           float* dbias, float* scratch) {
+  const int co = out_channels;
+  const int hw = w.out_height() * w.out_width();
+  const int k = w.channels * w.kernel * w.kernel;
+  const size_t n = static_cast<size_t>(batch) * hw;
+  const size_t in_size = static_cast<size_t>(w.channels) * w.height * w.width;
+  float* cols = scratch;
+  float* dcols = scratch + k * n;
+  float* dy_cm = scratch + 2 * k * n;  // co x batch x hw
+  SwapOuterAxes(dy, batch, co, hw, dy_cm);
+  for (int b = 0; b < batch; ++b) {
+    Im2Col(x + b * in_size, w, n, cols + static_cast<size_t>(b) * hw);
+  }
+  // dW (co x k) = dy (co x n) * cols^T (n x k).
+  Gemm(false, true, co, k, static_cast<int>(n), 1.0f, dy_cm, cols, 0.0f,
+       dweights);
+  BiasGrad(dy, batch, co, hw, dbias);
+  if (dx == nullptr) return;
+  // dcols (k x n) = W^T (k x co) * dy (co x n), then back to the images.
+  Gemm(true, false, k, static_cast<int>(n), co, 1.0f, weights, dy_cm, 0.0f,
+       dcols);
+  Zero(dx, batch * in_size);
+  for (int b = 0; b < batch; ++b) {
+    Col2Im(dcols + static_cast<size_t>(b) * hw, w, n, dx + b * in_size);
+  }
+}
+
+}  // namespace nn
