@@ -158,7 +158,7 @@ int GeepsChild(const Options& o) {
     geeps::Status st = run();
     if (!st.ok()) {
       std::fprintf(stderr, "worker: %s\n", st.ToString().c_str());
-      (*p)->Shutdown();
+      (*p)->Shutdown().ok();  // already failing: the first error is the one to report
       return 1;
     }
   }

@@ -18,6 +18,10 @@ struct WorkerStats {
   int64_t bytes_sent = 0;
   int64_t bytes_received = 0;
   int64_t pushes_installed = 0;   // fresh row blocks installed in the cache
+  // Updates whose buffer went straight to the send slot, bypassing the
+  // oplog (the only Update of its table per clock, over consecutive cached
+  // rows, without read-my-writes: docs/architecture.md, "Oplogs and slots").
+  int64_t updates_direct = 0;
   int64_t frames_dropped = 0;     // malformed or unexpected frames dropped
   uint64_t device_bytes_in_use = 0;
   // The memory manager (zero without a device memory budget).

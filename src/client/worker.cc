@@ -467,6 +467,48 @@ void Worker::BuildClockPlan() {
   }
 }
 
+void Worker::PlanDirectUpdates() {
+  const size_t n = seq_.updates().size();
+  direct_update_.assign(n, !config_.read_my_writes);
+  direct_first_pos_.assign(n, 0);
+  std::vector<bool> seen(n, false);
+  for (int s = 0; s < 2; ++s) {
+    std::vector<int> updates_of(config_.tables.size(), 0);
+    for (const Op& op : seq_.ops(static_cast<Section>(s))) {
+      if (op.type == OpType::kUpdate) ++updates_of[seq_.updates()[op.handle].table];
+    }
+    for (const Op& op : seq_.ops(static_cast<Section>(s))) {
+      if (op.type != OpType::kUpdate) continue;
+      seen[op.handle] = true;
+      if (updates_of[seq_.updates()[op.handle].table] != 1) direct_update_[op.handle] = false;
+    }
+  }
+  for (size_t h = 0; h < n; ++h) {
+    if (!seen[h] || !direct_update_[h]) {
+      direct_update_[h] = false;
+      continue;
+    }
+    const RecordedAccess& a = seq_.updates()[h];
+    const TableCache& t = *tables_[a.table];
+    const AccessBuffers& b = update_bufs_[h];
+    size_t updated = 0;
+    for (const PartitionSlice& sl : t.slices) updated += sl.update_rows.size();
+    bool ok = !a.rows.empty() && t.host_rows == 0 && b.host_count == 0 &&
+              a.rows.size() == updated;
+    uint32_t first = 0;
+    for (size_t i = 0; ok && i < a.rows.size(); ++i) {
+      auto it = std::lower_bound(t.rows.begin(), t.rows.end(), a.rows[i]);
+      ok = it != t.rows.end() && *it == a.rows[i];
+      if (!ok) break;
+      const auto pos = static_cast<uint32_t>(it - t.rows.begin());
+      if (i == 0) first = pos;
+      ok = pos == first + i;
+    }
+    direct_update_[h] = ok;
+    direct_first_pos_[h] = first;
+  }
+}
+
 Status Worker::FinishVirtualIteration() {
   std::lock_guard<std::mutex> lock(api_mu_);
   GEEPS_RETURN_IF_ERROR(CheckRecording("FinishVirtualIteration"));
@@ -502,6 +544,7 @@ Status Worker::FinishVirtualIteration() {
   if (st.ok()) st = BuildSwapEngine();
   if (!st.ok()) return fail(st);
   BuildClockPlan();
+  PlanDirectUpdates();
 
   ClientContext ctx;
   ctx.config = &config_;
@@ -587,6 +630,11 @@ Status Worker::ClearOplog(TableCache& t) {
 
 Status Worker::AdvanceTable(TableId id) {
   TableCache& t = *tables_[id];
+  // A direct Update of this table: its buffer holds the clock's deltas.
+  const RecordedAccess* direct =
+      direct_handle_ >= 0 && seq_.updates()[direct_handle_].table == id
+          ? &seq_.updates()[direct_handle_]
+          : nullptr;
   if (DiscardingPrologue()) {  // resumed: the servers already hold the prologue
     std::lock_guard<std::mutex> lock(t.mu);
     if (t.oplog_dirty) {
@@ -622,9 +670,18 @@ Status Worker::AdvanceTable(TableId id) {
     slot->in_use = true;
     slot->clock = clock_.load();
     slot->checkpoint = slot->clock == checkpoint_flag_clock_;
-    slot->dirty = t.oplog_dirty;
+    slot->dirty = t.oplog_dirty || direct != nullptr;
     slot->pending_sends = senders;
-    if (t.oplog_dirty) {
+    if (direct != nullptr) {
+      // The update's rows are the slot's positions first..first+n-1, all
+      // in device memory (PlanDirectUpdates); the oplog stays clean.
+      const size_t w = t.width;
+      GEEPS_RETURN_IF_ERROR(device_->Copy(
+          slot->host + static_cast<size_t>(direct_first_pos_[direct_handle_]) * w,
+          update_bufs_[direct_handle_].buffer, direct->rows.size() * w * sizeof(float),
+          device::CopyKind::kDeviceToHost, stream_.get()));
+      GEEPS_RETURN_IF_ERROR(device_->Synchronize(stream_.get()));
+    } else if (t.oplog_dirty) {
       // The slot holds the deltas by cached position, whichever side.
       const size_t w = t.width;
       for (const CacheRun& r : t.runs) {
@@ -809,6 +866,16 @@ Status Worker::Update(UpdateHandle h) {
   const RecordedAccess& a = seq_.updates()[h.id];
   AccessBuffers& b = update_bufs_[h.id];
   TableCache& t = *tables_[a.table];
+  if (direct_update_[h.id]) {
+    // The buffer is the table's whole clock of deltas: Advance (which
+    // advances this table now) sends it from there.
+    direct_handle_ = h.id;
+    Status st = Advance();
+    direct_handle_ = -1;
+    if (st.ok()) updates_direct_.fetch_add(1);
+    ReleaseBuffer(b);
+    return st;
+  }
   {
     std::lock_guard<std::mutex> lock(t.mu);
     GEEPS_RETURN_IF_ERROR(ScatterToCache(t, b, h.id));
@@ -978,6 +1045,7 @@ WorkerStats Worker::GetStats() const {
   s.bytes_sent = counters_.bytes_sent.load();
   s.bytes_received = counters_.bytes_received.load();
   s.pushes_installed = counters_.pushes_installed.load();
+  s.updates_direct = updates_direct_.load();
   s.frames_dropped = counters_.frames_dropped.load();
   s.device_bytes_in_use = device_bytes_.load();
   if (tables_ready_.load(std::memory_order_acquire) && memory_) memory_->FillStats(&s);

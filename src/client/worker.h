@@ -116,6 +116,8 @@ class Worker {
   Status Expect(OpType type, int32_t handle, size_t count, const char* call);
   Status Advance();  // after an op: advance table clocks, move the cursor
   Status AdvanceTable(TableId table);
+  // Marks the updates that may skip the oplog (see direct_update_).
+  void PlanDirectUpdates();
   Status ClearOplog(TableCache& t);  // zeroes both sides; under t.mu
   // After Shutdown: waits (at most 2 s) until ZeroMQ has released the
   // update buffers it sends from; returns those it still holds (not to be
@@ -176,6 +178,18 @@ class Worker {
   // advance_after_[section][pos]: tables whose clock advances after that op.
   std::vector<std::vector<TableId>> advance_after_[2];
   std::vector<TableId> prologue_end_tables_;
+  // Per update handle: the update is the only one of its table in every
+  // section it occurs in, its rows are exactly the rows the worker updates
+  // in that table, at consecutive cached positions in order, all in device
+  // memory, and read-my-writes is off. Then its buffer holds the table's
+  // whole clock of deltas in slot order: Update copies it straight into the
+  // oplog slot (no scatter-add into the oplog, no copy-out, no zeroing).
+  std::vector<bool> direct_update_;
+  std::vector<uint32_t> direct_first_pos_;  // its first cached position
+  // Set by a direct Update for the AdvanceTable call it triggers: that
+  // update's handle (its buffer holds the deltas); -1 otherwise.
+  int32_t direct_handle_ = -1;
+  std::atomic<int64_t> updates_direct_{0};
 
   ClientCounters counters_;
   std::vector<std::unique_ptr<CommChannel>> channels_;

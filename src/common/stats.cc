@@ -15,6 +15,7 @@ std::string WorkerStats::ToJson() const {
     << ",\"bytes_sent\":" << bytes_sent
     << ",\"bytes_received\":" << bytes_received
     << ",\"pushes_installed\":" << pushes_installed
+    << ",\"updates_direct\":" << updates_direct
     << ",\"frames_dropped\":" << frames_dropped
     << ",\"device_bytes_in_use\":" << device_bytes_in_use
     << ",\"memory_stall_seconds\":" << memory_stall_seconds
