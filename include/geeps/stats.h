@@ -22,6 +22,10 @@ struct WorkerStats {
   // oplog (the only Update of its table per clock, over consecutive cached
   // rows, without read-my-writes: docs/architecture.md, "Oplogs and slots").
   int64_t updates_direct = 0;
+  // Reads that returned the cache rows in place, with no gather (BSP reads
+  // of consecutive cached rows, without read-my-writes, whose table does
+  // not advance while they are open).
+  int64_t reads_in_place = 0;
   int64_t frames_dropped = 0;     // malformed or unexpected frames dropped
   uint64_t device_bytes_in_use = 0;
   // The memory manager (zero without a device memory budget).

@@ -12,6 +12,21 @@
 namespace geeps::client {
 namespace {
 
+// The first cached position of `rows` if they are consecutive cached
+// positions in ascending order; -1 otherwise.
+int64_t ConsecutivePositions(const TableCache& t, const std::vector<RowIndex>& rows) {
+  if (rows.empty()) return -1;
+  uint32_t first = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    auto it = std::lower_bound(t.rows.begin(), t.rows.end(), rows[i]);
+    if (it == t.rows.end() || *it != rows[i]) return -1;
+    const auto pos = static_cast<uint32_t>(it - t.rows.begin());
+    if (i == 0) first = pos;
+    if (pos != first + i) return -1;
+  }
+  return first;
+}
+
 using SteadyClock = std::chrono::steady_clock;
 
 // Position of each of `rows` in the sorted `cached` rows.
@@ -493,19 +508,39 @@ void Worker::PlanDirectUpdates() {
     const AccessBuffers& b = update_bufs_[h];
     size_t updated = 0;
     for (const PartitionSlice& sl : t.slices) updated += sl.update_rows.size();
-    bool ok = !a.rows.empty() && t.host_rows == 0 && b.host_count == 0 &&
-              a.rows.size() == updated;
-    uint32_t first = 0;
-    for (size_t i = 0; ok && i < a.rows.size(); ++i) {
-      auto it = std::lower_bound(t.rows.begin(), t.rows.end(), a.rows[i]);
-      ok = it != t.rows.end() && *it == a.rows[i];
-      if (!ok) break;
-      const auto pos = static_cast<uint32_t>(it - t.rows.begin());
-      if (i == 0) first = pos;
-      ok = pos == first + i;
+    const bool shape_ok = t.host_rows == 0 && b.host_count == 0 && a.rows.size() == updated;
+    const int64_t first = shape_ok ? ConsecutivePositions(t, a.rows) : -1;
+    direct_update_[h] = first >= 0;
+    direct_first_pos_[h] = first >= 0 ? static_cast<uint32_t>(first) : 0;
+  }
+}
+
+void Worker::PlanInPlaceReads() {
+  const size_t n = seq_.reads().size();
+  read_in_place_.assign(n, false);
+  read_first_pos_.assign(n, 0);
+  if (config_.read_my_writes) return;
+  const std::vector<Op>& ops = seq_.ops(kRepeated);
+  std::vector<int64_t> open_at(n, -1), close_at(n, -1);
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (ops[i].type == OpType::kRead) open_at[ops[i].handle] = static_cast<int64_t>(i);
+    if (ops[i].type == OpType::kPostRead) close_at[ops[i].handle] = static_cast<int64_t>(i);
+  }
+  for (size_t h = 0; h < n; ++h) {
+    const RecordedAccess& a = seq_.reads()[h];
+    if (a.slack != 0 || open_at[h] < 0 || close_at[h] < open_at[h]) continue;
+    const TableCache& t = *tables_[a.table];
+    if (t.host_rows != 0 || t.runs.size() != 1 || !t.runs[0].on_device) continue;
+    bool advances = false;
+    for (int64_t p = open_at[h]; p < close_at[h] && !advances; ++p) {
+      const std::vector<TableId>& at = advance_after_[kRepeated][p];
+      advances = std::find(at.begin(), at.end(), a.table) != at.end();
     }
-    direct_update_[h] = ok;
-    direct_first_pos_[h] = first;
+    if (advances) continue;
+    const int64_t first = ConsecutivePositions(t, a.rows);
+    if (first < 0) continue;
+    read_in_place_[h] = true;
+    read_first_pos_[h] = static_cast<uint32_t>(first);
   }
 }
 
@@ -545,6 +580,7 @@ Status Worker::FinishVirtualIteration() {
   if (!st.ok()) return fail(st);
   BuildClockPlan();
   PlanDirectUpdates();
+  PlanInPlaceReads();
 
   ClientContext ctx;
   ctx.config = &config_;
@@ -830,6 +866,14 @@ StatusOr<const float*> Worker::Read(ReadHandle h) {
             " (a slower worker has not clocked: is one stuck, failed or shut down?)");
       }
     }
+    if (section_ == kRepeated && read_in_place_[h.id]) {
+      // The cache rows themselves (PlanInPlaceReads): nothing to gather.
+      const float* rows = t.cache + static_cast<size_t>(read_first_pos_[h.id]) * t.width;
+      reads_in_place_.fetch_add(1);
+      lock.unlock();
+      GEEPS_RETURN_IF_ERROR(Advance());
+      return rows;
+    }
     GEEPS_RETURN_IF_ERROR(AcquireBuffer(b, a.rows.size() * t.width * sizeof(float),
                                         {MemoryManager::Kind::kRead, h.id}));
     GEEPS_RETURN_IF_ERROR(GatherFromCache(t, b, h.id));
@@ -1046,6 +1090,7 @@ WorkerStats Worker::GetStats() const {
   s.bytes_received = counters_.bytes_received.load();
   s.pushes_installed = counters_.pushes_installed.load();
   s.updates_direct = updates_direct_.load();
+  s.reads_in_place = reads_in_place_.load();
   s.frames_dropped = counters_.frames_dropped.load();
   s.device_bytes_in_use = device_bytes_.load();
   if (tables_ready_.load(std::memory_order_acquire) && memory_) memory_->FillStats(&s);

@@ -116,8 +116,10 @@ class Worker {
   Status Expect(OpType type, int32_t handle, size_t count, const char* call);
   Status Advance();  // after an op: advance table clocks, move the cursor
   Status AdvanceTable(TableId table);
-  // Marks the updates that may skip the oplog (see direct_update_).
+  // Marks the updates that may skip the oplog (see direct_update_) and the
+  // reads that may return the cache in place (read_in_place_).
   void PlanDirectUpdates();
+  void PlanInPlaceReads();
   Status ClearOplog(TableCache& t);  // zeroes both sides; under t.mu
   // After Shutdown: waits (at most 2 s) until ZeroMQ has released the
   // update buffers it sends from; returns those it still holds (not to be
@@ -190,6 +192,15 @@ class Worker {
   // update's handle (its buffer holds the deltas); -1 otherwise.
   int32_t direct_handle_ = -1;
   std::atomic<int64_t> updates_direct_{0};
+  // Per read handle: in the repeated section, a BSP read (slack 0) without
+  // read-my-writes over consecutive cached rows in order, the whole table
+  // cache in device memory, and no advance of its table between the Read
+  // and its PostRead. No push of the table can then be installed while the
+  // read is open (the next one needs this worker's update of the current
+  // clock), so Read returns the cache rows themselves, with no gather.
+  std::vector<bool> read_in_place_;
+  std::vector<uint32_t> read_first_pos_;  // its first cached position
+  std::atomic<int64_t> reads_in_place_{0};
 
   ClientCounters counters_;
   std::vector<std::unique_ptr<CommChannel>> channels_;

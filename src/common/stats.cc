@@ -16,6 +16,7 @@ std::string WorkerStats::ToJson() const {
     << ",\"bytes_received\":" << bytes_received
     << ",\"pushes_installed\":" << pushes_installed
     << ",\"updates_direct\":" << updates_direct
+    << ",\"reads_in_place\":" << reads_in_place
     << ",\"frames_dropped\":" << frames_dropped
     << ",\"device_bytes_in_use\":" << device_bytes_in_use
     << ",\"memory_stall_seconds\":" << memory_stall_seconds
