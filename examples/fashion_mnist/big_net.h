@@ -46,7 +46,7 @@ struct BigNetRun {
 struct BigNetResult {
   std::string model;               // Network::Describe()
   size_t num_params = 0;
-  uint64_t param_bytes = 0;        // shared table "params" (rows x width x 4)
+  uint64_t param_bytes = 0;        // shared tables "params*" (rows x width x 4)
   uint64_t local_bytes = 0;        // local table "local", per worker
   uint64_t activation_bytes = 0;   // of which activations and their gradients
   uint64_t optimizer_bytes = 0;    // weight gradients and momentum

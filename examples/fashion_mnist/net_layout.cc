@@ -18,6 +18,7 @@ Layout MakeLayout(const nn::Network& net, int per_worker_batch) {
   Layout l;
   const int n = net.size();
   l.params.resize(n);
+  l.param_table.assign(n, 0);
   l.param_offset.resize(n);
   l.act.resize(n + 1);
   l.grad.resize(n + 1);
@@ -28,7 +29,11 @@ Layout MakeLayout(const nn::Network& net, int per_worker_batch) {
     const nn::Layer& layer = net.layer(i);
     l.param_offset[i] = l.param_rows * kParamRowWidth;
     if (layer.num_params() > 0) {
-      l.params[i] = Take(&l.param_rows, layer.num_params(), kParamRowWidth);
+      uint64_t table_rows = 0;
+      l.params[i] = Take(&table_rows, layer.num_params(), kParamRowWidth);
+      l.param_table[i] = static_cast<geeps::TableId>(l.param_table_rows.size());
+      l.param_table_rows.push_back(table_rows);
+      l.param_rows += table_rows;
     }
     scratch = std::max(scratch, layer.ScratchFloats(per_worker_batch));
   }
@@ -46,6 +51,7 @@ Layout MakeLayout(const nn::Network& net, int per_worker_batch) {
     l.velocity[i] = Take(&l.local_rows, p, kLocalRowWidth);
   }
   if (scratch > 0) l.scratch = Take(&l.local_rows, scratch, kLocalRowWidth);
+  l.local_table = static_cast<geeps::TableId>(l.param_table_rows.size());
   return l;
 }
 

@@ -25,8 +25,6 @@ using geeps::StatusOr;
 using Clock = std::chrono::steady_clock;
 using Open = Stepper::Open;
 
-constexpr geeps::TableId kParams = 0;
-constexpr geeps::TableId kLocal = 1;
 constexpr int kImageSide = 28;
 constexpr int kClasses = 10;
 
@@ -57,7 +55,7 @@ Status Iteration(Stepper& s, const NetOptions& opt, const nn::Network& net,
 
   // ---- Forward. The images: an output buffer (fetch=false), kept for the
   // first layer's backward pass if it needs them.
-  GEEPS_ASSIGN_OR_RETURN(Open in, s.OpenLocal(kLocal, lay.act[0], false));
+  GEEPS_ASSIGN_OR_RETURN(Open in, s.OpenLocal(lay.local_table, lay.act[0], false));
   if (real) {
     // The LocalAccess buffer is device memory on CUDA: the backend copies.
     be->CopyFromHost(in.data, batch.images, batch.n * net.input_shape().size());
@@ -69,13 +67,13 @@ Status Iteration(Stepper& s, const NetOptions& opt, const nn::Network& net,
     // both passes use the same version of them.
     if (!lay.params[i].empty()) {
       GEEPS_ASSIGN_OR_RETURN(params[i],
-                             s.OpenRead(kParams, lay.params[i], opt.slack));
+                             s.OpenRead(lay.param_table[i], lay.params[i], opt.slack));
     }
-    GEEPS_ASSIGN_OR_RETURN(Open x, s.OpenLocal(kLocal, lay.act[i], true));
-    GEEPS_ASSIGN_OR_RETURN(Open y, s.OpenLocal(kLocal, lay.act[i + 1], false));
+    GEEPS_ASSIGN_OR_RETURN(Open x, s.OpenLocal(lay.local_table, lay.act[i], true));
+    GEEPS_ASSIGN_OR_RETURN(Open y, s.OpenLocal(lay.local_table, lay.act[i + 1], false));
     Open scratch;
     if (layer.ScratchFloats(1) > 0) {  // not batch.n: 0 when recording
-      GEEPS_ASSIGN_OR_RETURN(scratch, s.OpenLocal(kLocal, lay.scratch, false));
+      GEEPS_ASSIGN_OR_RETURN(scratch, s.OpenLocal(lay.local_table, lay.scratch, false));
     }
     if (real) {
       layer.Forward(*be, params[i].data, x.data, batch.n, y.data, scratch.data);
@@ -90,8 +88,8 @@ Status Iteration(Stepper& s, const NetOptions& opt, const nn::Network& net,
 
   // ---- Loss: softmax cross-entropy; its gradient (scaled by 1 / global
   // batch) starts the backward pass.
-  GEEPS_ASSIGN_OR_RETURN(Open logits, s.OpenLocal(kLocal, lay.act[n], true));
-  GEEPS_ASSIGN_OR_RETURN(Open dlogits, s.OpenLocal(kLocal, lay.grad[n], false));
+  GEEPS_ASSIGN_OR_RETURN(Open logits, s.OpenLocal(lay.local_table, lay.act[n], true));
+  GEEPS_ASSIGN_OR_RETURN(Open dlogits, s.OpenLocal(lay.local_table, lay.grad[n], false));
   if (real) {
     *loss += be->SoftmaxCrossEntropy(logits.data, batch.labels, batch.n,
                                      kClasses, grad_scale, dlogits.data);
@@ -105,24 +103,24 @@ Status Iteration(Stepper& s, const NetOptions& opt, const nn::Network& net,
     const bool has_params = !lay.params[i].empty();
     if (opt.reread_params && has_params) {
       GEEPS_ASSIGN_OR_RETURN(params[i],
-                             s.OpenRead(kParams, lay.params[i], opt.slack));
+                             s.OpenRead(lay.param_table[i], lay.params[i], opt.slack));
     }
-    GEEPS_ASSIGN_OR_RETURN(Open dy, s.OpenLocal(kLocal, lay.grad[i + 1], true));
+    GEEPS_ASSIGN_OR_RETURN(Open dy, s.OpenLocal(lay.local_table, lay.grad[i + 1], true));
     Open x, y, dx, wgrad, scratch;
     if (layer.BackwardNeedsInput()) {
-      GEEPS_ASSIGN_OR_RETURN(x, s.OpenLocal(kLocal, lay.act[i], true));
+      GEEPS_ASSIGN_OR_RETURN(x, s.OpenLocal(lay.local_table, lay.act[i], true));
     }
     if (layer.BackwardNeedsOutput()) {
-      GEEPS_ASSIGN_OR_RETURN(y, s.OpenLocal(kLocal, lay.act[i + 1], true));
+      GEEPS_ASSIGN_OR_RETURN(y, s.OpenLocal(lay.local_table, lay.act[i + 1], true));
     }
     if (i > 0) {
-      GEEPS_ASSIGN_OR_RETURN(dx, s.OpenLocal(kLocal, lay.grad[i], false));
+      GEEPS_ASSIGN_OR_RETURN(dx, s.OpenLocal(lay.local_table, lay.grad[i], false));
     }
     if (has_params) {  // transient: consumed by the update below
-      GEEPS_ASSIGN_OR_RETURN(wgrad, s.OpenLocal(kLocal, lay.wgrad[i], false));
+      GEEPS_ASSIGN_OR_RETURN(wgrad, s.OpenLocal(lay.local_table, lay.wgrad[i], false));
     }
     if (layer.ScratchFloats(1) > 0) {  // not batch.n: 0 when recording
-      GEEPS_ASSIGN_OR_RETURN(scratch, s.OpenLocal(kLocal, lay.scratch, false));
+      GEEPS_ASSIGN_OR_RETURN(scratch, s.OpenLocal(lay.local_table, lay.scratch, false));
     }
     if (real) {
       layer.Backward(*be, params[i].data, x.data, y.data, dy.data, batch.n,
@@ -133,8 +131,8 @@ Status Iteration(Stepper& s, const NetOptions& opt, const nn::Network& net,
       GEEPS_RETURN_IF_ERROR(s.Close(params[i]));  // PostRead
       // Momentum: kept by this worker (fetch and keep). The delta sent to
       // the servers is -lr * velocity.
-      GEEPS_ASSIGN_OR_RETURN(Open v, s.OpenLocal(kLocal, lay.velocity[i], true));
-      GEEPS_ASSIGN_OR_RETURN(Open delta, s.OpenUpdate(kParams, lay.params[i]));
+      GEEPS_ASSIGN_OR_RETURN(Open v, s.OpenLocal(lay.local_table, lay.velocity[i], true));
+      GEEPS_ASSIGN_OR_RETURN(Open delta, s.OpenUpdate(lay.param_table[i], lay.params[i]));
       if (real) {
         be->MomentumDelta(wgrad.data, layer.num_params(), batch.lr,
                           opt.momentum, v.data, delta.data);
@@ -215,8 +213,10 @@ StatusOr<nn::Network> BuildModel(const std::string& name) {
 geeps::Config MakeNetConfig(const NetOptions& options, const nn::Network& net) {
   const Layout lay = MakeLayout(net, options.batch_size / options.workers);
   geeps::Config config;
-  config.tables.push_back(
-      geeps::TableSpec{"params", lay.param_rows, kParamRowWidth, false});
+  for (size_t t = 0; t < lay.param_table_rows.size(); ++t) {
+    config.tables.push_back(geeps::TableSpec{"params" + std::to_string(t),
+                                             lay.param_table_rows[t], kParamRowWidth, false});
+  }
   config.tables.push_back(
       geeps::TableSpec{"local", lay.local_rows, kLocalRowWidth, true});
   config.num_workers = options.workers;
@@ -317,7 +317,6 @@ Status TrainNetWorker(const NetOptions& opt, const nn::Network& net,
   const int local_batch = opt.batch_size / workers;
   const Layout lay = MakeLayout(net, local_batch);
   std::unique_ptr<nn::Backend> be;  // made once the device is known
-  const std::vector<RowIndex> all_params = geeps::RowRange(0, lay.param_rows);
 
   // ---- The virtual iteration, then worker 0's prologue: it writes the
   // initial parameters once, as unrepeated updates.
@@ -331,7 +330,7 @@ Status TrainNetWorker(const NetOptions& opt, const nn::Network& net,
   if (rank == 0) {
     for (int i = 0; i < net.size(); ++i) {
       if (lay.params[i].empty()) continue;
-      EX_ASSIGN(init[i], prologue.OpenUpdate(kParams, lay.params[i]),
+      EX_ASSIGN(init[i], prologue.OpenUpdate(lay.param_table[i], lay.params[i]),
                  "VirtualPreUpdate (prologue)");
       EX_CHECK(prologue.Close(init[i]), "VirtualUpdate (prologue)");
     }
@@ -367,7 +366,7 @@ Status TrainNetWorker(const NetOptions& opt, const nn::Network& net,
     prologue.StartReal();
     for (int i = 0; i < net.size(); ++i) {
       if (lay.params[i].empty()) continue;
-      EX_ASSIGN(Open w, prologue.OpenUpdate(kParams, lay.params[i]),
+      EX_ASSIGN(Open w, prologue.OpenUpdate(lay.param_table[i], lay.params[i]),
                  "PreUpdate (prologue)");
       be->CopyFromHost(w.data, params.data() + lay.param_offset[i],
                        net.layer(i).num_params());
@@ -434,7 +433,11 @@ Status TrainNetWorker(const NetOptions& opt, const nn::Network& net,
     e.samples_per_second = static_cast<double>(steps * opt.batch_size) / epoch_seconds;
     bar.Finish(samples * workers, e.train_loss);
     EX_CHECK(ps.Sync(), "Sync");
-    EX_CHECK(ps.CopyRows(kParams, all_params, params.data()), "CopyRows");
+    for (int i = 0; i < net.size(); ++i) {
+      if (lay.params[i].empty()) continue;
+      EX_CHECK(ps.CopyRows(lay.param_table[i], lay.params[i], params.data() + lay.param_offset[i]),
+               "CopyRows");
+    }
     if (opt.evaluate) {
       e.test = EvaluateNet(net, params, test);
       if (opt.log != nullptr) {

@@ -1,11 +1,12 @@
 // Data-parallel training of a feed-forward network (examples/layers) on
 // libgeeps, the way GeePS trainers work. docs/examples.md walks through it.
 //
-// Tables (MakeNetConfig):
-//   0 "params" (shared, row width kParamRowWidth): each layer with
-//     parameters owns RowsFor(num_params, width) consecutive rows holding its
-//     weights, then its biases.
-//   1 "local" (local, row width kLocalRowWidth): this worker's activations,
+// Tables (MakeNetConfig, MakeLayout):
+//   0..P-1 "params0".."params<P-1>" (shared, row width kParamRowWidth): one
+//     per layer with parameters, RowsFor(num_params, width) rows holding its
+//     weights, then its biases. One table per layer makes each layer's
+//     Update the only one of its table per clock: a direct update.
+//   P "local" (local, row width kLocalRowWidth): this worker's activations,
 //     their gradients, the weight gradients, the momentum and the layers'
 //     scratch space, each a range of rows.
 //
@@ -139,8 +140,8 @@ geeps::Status TrainNetInProcess(const NetOptions& options,
 void MakeSyntheticData(int64_t train_size, int64_t test_size, uint64_t seed,
                        Dataset* train, Dataset* test);
 
-// Loss and accuracy of `net` with parameters `params` (the layout of table
-// 0) on `data`, on the host.
+// Loss and accuracy of `net` with parameters `params` (every layer's rows
+// back to back, Layout::param_offset) on `data`, on the host.
 Evaluation EvaluateNet(const nn::Network& net, const std::vector<float>& params,
                        const Dataset& data);
 
