@@ -12,21 +12,6 @@
 namespace geeps::client {
 namespace {
 
-// The first cached position of `rows` if they are consecutive cached
-// positions in ascending order; -1 otherwise.
-int64_t ConsecutivePositions(const TableCache& t, const std::vector<RowIndex>& rows) {
-  if (rows.empty()) return -1;
-  uint32_t first = 0;
-  for (size_t i = 0; i < rows.size(); ++i) {
-    auto it = std::lower_bound(t.rows.begin(), t.rows.end(), rows[i]);
-    if (it == t.rows.end() || *it != rows[i]) return -1;
-    const auto pos = static_cast<uint32_t>(it - t.rows.begin());
-    if (i == 0) first = pos;
-    if (pos != first + i) return -1;
-  }
-  return first;
-}
-
 using SteadyClock = std::chrono::steady_clock;
 
 // Position of each of `rows` in the sorted `cached` rows.
@@ -38,6 +23,18 @@ std::vector<uint32_t> Positions(const std::vector<uint64_t>& cached,
         std::lower_bound(cached.begin(), cached.end(), rows[i]) - cached.begin());
   }
   return pos;
+}
+
+// The first cached position of `rows` (an access's rows: all cached) if
+// they lie at consecutive cached positions in ascending order; -1 otherwise.
+int64_t ConsecutivePositions(const std::vector<uint64_t>& cached,
+                             const std::vector<RowIndex>& rows) {
+  const std::vector<uint32_t> pos = Positions(cached, rows);
+  if (pos.empty()) return -1;
+  for (size_t i = 1; i < pos.size(); ++i) {
+    if (pos[i] != pos[0] + i) return -1;
+  }
+  return pos[0];
 }
 
 bool Consecutive(const std::vector<RowIndex>& rows) {
@@ -509,7 +506,7 @@ void Worker::PlanDirectUpdates() {
     size_t updated = 0;
     for (const PartitionSlice& sl : t.slices) updated += sl.update_rows.size();
     const bool shape_ok = t.host_rows == 0 && b.host_count == 0 && a.rows.size() == updated;
-    const int64_t first = shape_ok ? ConsecutivePositions(t, a.rows) : -1;
+    const int64_t first = shape_ok ? ConsecutivePositions(t.rows, a.rows) : -1;
     direct_update_[h] = first >= 0;
     direct_first_pos_[h] = first >= 0 ? static_cast<uint32_t>(first) : 0;
   }
@@ -537,7 +534,7 @@ void Worker::PlanInPlaceReads() {
       advances = std::find(at.begin(), at.end(), a.table) != at.end();
     }
     if (advances) continue;
-    const int64_t first = ConsecutivePositions(t, a.rows);
+    const int64_t first = ConsecutivePositions(t.rows, a.rows);
     if (first < 0) continue;
     read_in_place_[h] = true;
     read_first_pos_[h] = static_cast<uint32_t>(first);

@@ -44,8 +44,6 @@ ShardChannel::ShardChannel(zmq::context_t* context, const Config& config,
     t->clocks.assign(config_.num_workers, 0);
     t->subscriptions.resize(config_.num_workers);
     t->subscribed.assign(config_.num_workers, false);
-    t->push_group.resize(config_.num_workers);
-    for (int w = 0; w < config_.num_workers; ++w) t->push_group[w] = w;
     t->parts.resize(config_.num_workers);
     if (t->span.size() > 0) ++checkpoint_tables_;
     tables_[i] = std::move(t);
@@ -334,12 +332,12 @@ void ShardChannel::HandleSubscribe(int worker, const DecodedMessage& m) {
     return Drop(kDropLateSubscribe, "subscription after the minimum clock passed the start");
   }
   t.subscribed[worker] = true;
-  t.push_group[worker] = worker;
-  for (int k = 0; k < config_.num_workers; ++k) {
-    if (k != worker && t.subscribed[k] && t.push_group[k] == k && t.subscriptions[k] == rows) {
-      t.push_group[worker] = k;
-      break;
-    }
+  auto group = std::find_if(t.push_groups.begin(), t.push_groups.end(),
+                            [&](const std::vector<int>& g) { return t.subscriptions[g[0]] == rows; });
+  if (group != t.push_groups.end()) {
+    group->push_back(worker);
+  } else {
+    t.push_groups.push_back({worker});
   }
   if (t.min_clock > 0) PushTo({worker}, m.header.table, t);
 }
@@ -394,15 +392,7 @@ void ShardChannel::HandleUpdate(int worker, const DecodedMessage& m) {
   }
   t.min_clock = new_min;
   MaybeSnapshot(m.header.table, t, new_min);
-  std::vector<int> group;
-  for (int g = 0; g < config_.num_workers; ++g) {
-    if (!t.subscribed[g] || t.push_group[g] != g) continue;
-    group.clear();
-    for (int s = 0; s < config_.num_workers; ++s) {
-      if (t.subscribed[s] && t.push_group[s] == g) group.push_back(s);
-    }
-    PushTo(group, m.header.table, t);
-  }
+  for (const std::vector<int>& group : t.push_groups) PushTo(group, m.header.table, t);
 }
 
 void ShardChannel::PushTo(const std::vector<int>& workers, TableId table, TableState& t) {

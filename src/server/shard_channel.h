@@ -110,9 +110,9 @@ class ShardChannel {
     std::vector<std::vector<uint64_t>> subscriptions;  // per worker, sorted rows
     std::vector<PartState> parts;  // per worker: a message arriving in parts
     std::vector<bool> subscribed;
-    // Per worker: the first worker to subscribe to the same rows (itself
-    // if none). Workers of one group share each push's payload.
-    std::vector<int> push_group;
+    // Subscribed workers grouped by equal subscriptions, in subscription
+    // order; a group's members share each push's payload.
+    std::vector<std::vector<int>> push_groups;
   };
   enum DropReason : uint32_t {
     kDropFraming = 0,
