@@ -8,7 +8,7 @@
 #         UBSan; -fno-sanitize-recover=all): every test except label 'slow'.
 #   tsan  build-tsan, -DGEEPS_SANITIZE=thread: the concurrency tests, labels
 #         GEEPS_TSAN_LABELS (default 'cluster|multiproc|memory|security'), and the
-#         tests of device_test.
+#         tests of device_test and async_host_test.
 # Both build type Debug with the flags "-O1 -g1" (GEEPS_SANITIZE_BUILD_TYPE,
 # GEEPS_SANITIZE_CXX_FLAGS, which replace CMAKE_CXX_FLAGS_<TYPE>): assertions
 # on, line tables for the reports' stacks, and a shorter compile than -O2 or
@@ -110,9 +110,10 @@ for stage in $stages; do
       report_re="$tsan_re"
       build build-tsan thread
       run_ctest build-tsan -L "$tsan_labels" || status=1
-      # device_test's suites: the unit tests of the device backends.
-      suites="$(build-tsan/tests/device_test --gtest_list_tests | grep -E '^[^ ].*\.$' | sed 's/\.$//' |
-                paste -sd '|')"
+      # The suites of device_test and async_host_test: the unit tests of the
+      # device backends' streams and events.
+      suites="$(for t in device_test async_host_test; do build-tsan/tests/$t --gtest_list_tests; done |
+                grep -E '^[^ ].*\.$' | sed 's/\.$//' | paste -sd '|')"
       run_ctest build-tsan -R "^($suites)\\." || status=1
       ;;
     *)

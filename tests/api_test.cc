@@ -6,14 +6,19 @@
 #include <atomic>
 #include <chrono>
 #include <thread>
+#include <vector>
 
 #include "geeps/embedded_cluster.h"
+#include "host_view.h"
 #include "test_util.h"
 
 namespace geeps {
 namespace {
 
 using std::chrono::milliseconds;
+using testing::HostView;
+using testing::ReadBuffer;
+using testing::WriteBuffer;
 
 Config OneTable(int workers = 1) {
   Config c;
@@ -151,14 +156,16 @@ TEST(UsageTest, RealCallErrorsLeaveTheWorkerUsable) {
     // Then the right calls still work.
     auto buf = ps.Read(*r);
     ASSERT_OK(buf.status());
-    EXPECT_EQ((*buf)[3 * 4], static_cast<float>(i));  // own update of the last clock
-    EXPECT_EQ((*buf)[0], 0.0f);
+    auto values = ReadBuffer(ps, *buf, 10 * 4);
+    ASSERT_OK(values.status());
+    EXPECT_EQ((*values)[3 * 4], static_cast<float>(i));  // own update of the last clock
+    EXPECT_EQ((*values)[0], 0.0f);
     EXPECT_EQ(ps.Update(*u).code(), StatusCode::kFailedPrecondition);
     ASSERT_OK(ps.PostRead(*r));
     auto delta = ps.PreUpdate(*u);
     ASSERT_OK(delta.status());
     EXPECT_EQ(ps.Clock().code(), StatusCode::kFailedPrecondition);  // Update missing
-    (*delta)[0] = 1.0f;
+    ASSERT_OK(WriteBuffer(ps, *delta, {1.0f}));
     ASSERT_OK(ps.Update(*u));
     ASSERT_OK(ps.Clock());
   }
@@ -209,21 +216,27 @@ TEST(LocalAccessTest, FetchAndKeep) {
   for (int i = 0; i < 4; ++i) {
     auto pa = ps.LocalAccess(*a);
     ASSERT_OK(pa.status());
+    auto va = HostView::Load(ps, *pa, 6);
+    ASSERT_OK(va.status());
     for (int k = 0; k < 6; ++k) {
-      EXPECT_EQ((*pa)[k], static_cast<float>(i * (k + 1)));
-      (*pa)[k] += static_cast<float>(k + 1);
+      EXPECT_EQ((*va)[k], static_cast<float>(i * (k + 1)));
+      (*va)[k] += static_cast<float>(k + 1);
     }
+    ASSERT_OK(va->Store());
     ASSERT_OK(ps.PostLocalAccess(*a));
     auto pb = ps.LocalAccess(*b);
     ASSERT_OK(pb.status());
-    EXPECT_EQ((*pb)[0], static_cast<float>(2 * i));  // row 6
-    EXPECT_EQ((*pb)[2], static_cast<float>(-i));     // row 0
-    (*pb)[0] += 2;
-    (*pb)[2] -= 1;
+    auto vb = HostView::Load(ps, *pb, 4);
+    ASSERT_OK(vb.status());
+    EXPECT_EQ((*vb)[0], static_cast<float>(2 * i));  // row 6
+    EXPECT_EQ((*vb)[2], static_cast<float>(-i));     // row 0
+    (*vb)[0] += 2;
+    (*vb)[2] -= 1;
+    ASSERT_OK(vb->Store());
     ASSERT_OK(ps.PostLocalAccess(*b));
     auto po = ps.LocalAccess(*out);
     ASSERT_OK(po.status());
-    for (int k = 0; k < 4; ++k) (*po)[k] = 99;  // dropped (keep=false)
+    ASSERT_OK(WriteBuffer(ps, *po, std::vector<float>(4, 99.0f)));  // dropped (keep=false)
     ASSERT_OK(ps.PostLocalAccess(*out));
     ASSERT_OK(ps.Clock());
   }
@@ -256,10 +269,13 @@ void RunReadMyWrites(bool rmw) {
     const int w = ps.rank();
     for (int i = 0; i < 10; ++i) {
       GEEPS_ASSIGN_OR_RETURN(float* d, ps.PreUpdate(u));
-      for (int row = 0; row < 10; ++row) d[row * 4 + w] = 1.0f;
+      std::vector<float> deltas(10 * 4, 0.0f);
+      for (int row = 0; row < 10; ++row) deltas[row * 4 + w] = 1.0f;
+      GEEPS_RETURN_IF_ERROR(WriteBuffer(ps, d, deltas));
       GEEPS_RETURN_IF_ERROR(ps.Update(u));
       GEEPS_ASSIGN_OR_RETURN(const float* v, ps.Read(r));
-      const float own = v[w], peer = v[1 - w];
+      GEEPS_ASSIGN_OR_RETURN(std::vector<float> row0, ReadBuffer(ps, v, 4));
+      const float own = row0[w], peer = row0[1 - w];
       if (rmw && own != static_cast<float>(i + 1)) violations++;
       // Without read-my-writes the own part comes from the servers only: at
       // least the clocks the slack guarantees, at most all sent so far.
@@ -306,18 +322,20 @@ TEST(TailTest, LastRowTailIsNeverClobbered) {
     GEEPS_RETURN_IF_ERROR(ps.StartIterations());
     if (ps.rank() == 0) {
       GEEPS_ASSIGN_OR_RETURN(float* d, ps.PreUpdate(init));
-      d[10] = 42.0f;
-      d[11] = -7.0f;
+      GEEPS_RETURN_IF_ERROR(WriteBuffer(ps, d + 10, {42.0f, -7.0f}));
       GEEPS_RETURN_IF_ERROR(ps.Update(init));
     }
     for (int i = 0; i < 5; ++i) {
       GEEPS_ASSIGN_OR_RETURN(const float* v, ps.Read(r));
-      W_CHECK(v[10] == 42.0f && v[11] == -7.0f, "tail clobbered");
-      W_CHECK(v[9] == static_cast<float>(2 * i), "last real float wrong");
+      GEEPS_ASSIGN_OR_RETURN(std::vector<float> read, ReadBuffer(ps, v, 12));
+      W_CHECK(read[10] == 42.0f && read[11] == -7.0f, "tail clobbered");
+      W_CHECK(read[9] == static_cast<float>(2 * i), "last real float wrong");
       GEEPS_RETURN_IF_ERROR(ps.PostRead(r));
       GEEPS_ASSIGN_OR_RETURN(float* d, ps.PreUpdate(u));
-      W_CHECK(d[10] == 0.0f && d[11] == 0.0f, "PreUpdate buffer not zeroed");
-      for (int k = 0; k < 10; ++k) d[k] = 1.0f;  // only the 10 real floats
+      GEEPS_ASSIGN_OR_RETURN(std::vector<float> zeroed, ReadBuffer(ps, d, 12));
+      W_CHECK(zeroed[10] == 0.0f && zeroed[11] == 0.0f, "PreUpdate buffer not zeroed");
+      // Only the 10 real floats.
+      GEEPS_RETURN_IF_ERROR(WriteBuffer(ps, d, std::vector<float>(10, 1.0f)));
       GEEPS_RETURN_IF_ERROR(ps.Update(u));
       GEEPS_RETURN_IF_ERROR(ps.Clock());
     }
@@ -419,7 +437,7 @@ TEST(ShutdownTest, WithWorkInFlightIsPromptAndLeaksNoThread) {
             (void)v;
             GEEPS_RETURN_IF_ERROR(ps.PostRead(r));
             GEEPS_ASSIGN_OR_RETURN(float* d, ps.PreUpdate(u));
-            d[0] = 1;
+            GEEPS_RETURN_IF_ERROR(WriteBuffer(ps, d, {1.0f}));
             GEEPS_RETURN_IF_ERROR(ps.Update(u));
             GEEPS_RETURN_IF_ERROR(ps.Clock());
           }

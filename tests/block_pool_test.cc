@@ -7,24 +7,46 @@
 #include <cstdlib>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace geeps::device {
 namespace {
 
-// malloc-backed raw allocator that counts calls and can run out.
+// malloc-backed raw allocator that counts calls and can run out. Like
+// cudaMalloc, a failure also latches an error (`latched`, CUDA's per-thread
+// "last error") that stays until the pool's clear_error hook clears it.
 struct FakeRaw {
   std::map<void*, size_t> live;  // block -> bytes
   int allocations = 0;
+  int failures = 0;
   int frees = 0;
+  int fail_next = 0;           // fail this many calls, whatever the size
   size_t capacity = SIZE_MAX;  // bytes the fake may hand out in total
   size_t used = 0;
+  bool latched = false;        // a failure not yet cleared
+  int clears = 0;              // calls of the hook
+  // Calls of the raw allocator when the hook ran last (-1: never).
+  int calls_at_last_clear = -1;
 
-  BlockPool Make(uint64_t budget) {
+  int calls() const { return allocations + failures; }
+
+  BlockPool Make(uint64_t budget, bool with_hook = true) {
+    BlockPool::ClearError hook;
+    if (with_hook) {
+      hook = [this] {
+        latched = false;
+        ++clears;
+        calls_at_last_clear = calls();
+      };
+    }
     return BlockPool(
         "test pool", budget,
         [this](size_t bytes) -> StatusOr<void*> {
-          if (bytes > capacity - used) {
+          if (fail_next > 0 || bytes > capacity - used) {
+            if (fail_next > 0) --fail_next;
+            latched = true;
+            ++failures;
             return ResourceExhaustedError("fake: out of memory");
           }
           void* p = std::malloc(bytes);
@@ -38,7 +60,8 @@ struct FakeRaw {
           live.erase(p);
           std::free(p);
           ++frees;
-        });
+        },
+        std::move(hook));
   }
 };
 
@@ -122,6 +145,64 @@ TEST(BlockPoolTest, RawFailureReleasesTheCacheAndRetries) {
   EXPECT_EQ(none.status().code(), StatusCode::kResourceExhausted);
   EXPECT_NE(none.status().message().find("fake: out of memory"),
             std::string::npos);
+}
+
+// A raw failure that the retry recovers from must leave no error behind: the
+// hook runs right after the failed call (before the retry) and only then.
+TEST(BlockPoolTest, HandledRawFailureClearsTheError) {
+  FakeRaw raw;
+  BlockPool pool = raw.Make(0);
+  void* cached = *pool.Allocate(1000);
+  ASSERT_TRUE(pool.Free(cached));  // so that a failure is retried
+  EXPECT_EQ(raw.clears, 0);        // successes never call the hook
+
+  raw.fail_next = 1;  // the first try fails, the retry succeeds
+  StatusOr<void*> p = pool.Allocate(5000);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(raw.failures, 1);
+  EXPECT_EQ(raw.allocations, 2);
+  EXPECT_FALSE(raw.latched) << "the handled failure stayed latched";
+  EXPECT_EQ(raw.clears, 1);
+  // Cleared between the failed call (call 2) and the retry (call 3).
+  EXPECT_EQ(raw.calls_at_last_clear, 2);
+
+  // A failure returned to the caller is handled too: both tries cleared.
+  void* again = *pool.Allocate(1000);
+  ASSERT_TRUE(pool.Free(again));
+  raw.fail_next = 2;
+  StatusOr<void*> none = pool.Allocate(6000);
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_FALSE(raw.latched);
+  EXPECT_EQ(raw.clears, 3);
+  EXPECT_EQ(raw.calls_at_last_clear, raw.calls());
+
+  // Without a cached block there is no retry; the one failure is cleared.
+  raw.fail_next = 1;
+  EXPECT_FALSE(pool.Allocate(7000).ok());
+  EXPECT_FALSE(raw.latched);
+  EXPECT_EQ(raw.clears, 4);
+
+  // Cached blocks and successful raw allocations never call it.
+  for (int i = 0; i < 3; ++i) {
+    void* block = *pool.Allocate(5000);
+    ASSERT_TRUE(pool.Free(block));
+    ASSERT_TRUE(pool.Allocate(100000).ok());
+  }
+  EXPECT_EQ(raw.clears, 4);
+  pool.Free(*p);
+}
+
+// Without a hook (a raw allocator that leaves no error) the pool works the
+// same; the fake's failure then stays latched, as the test above would see.
+TEST(BlockPoolTest, NoHookLeavesTheErrorToTheRawAllocator) {
+  FakeRaw raw;
+  BlockPool pool = raw.Make(0, /*with_hook=*/false);
+  raw.fail_next = 1;
+  EXPECT_FALSE(pool.Allocate(1000).ok());
+  EXPECT_TRUE(raw.latched);
+  EXPECT_EQ(raw.clears, 0);
+  EXPECT_TRUE(pool.Allocate(1000).ok());
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "geeps/geeps.h"
+#include "host_view.h"
 
 namespace geeps::testing {
 
@@ -66,8 +67,10 @@ inline Status Train(GeePS& ps, const Config& c, const TrainOptions& o, std::vect
   GEEPS_RETURN_IF_ERROR(ps.StartIterations());
   for (TableId t = 0; t < init.size(); ++t) {
     GEEPS_ASSIGN_OR_RETURN(float* d, ps.PreUpdate(init[t]));
-    const size_t n = c.tables[t].num_rows * c.tables[t].row_width;
-    for (size_t k = 0; k < n; ++k) d[k] = 0.25f + 0.01f * static_cast<float>(k % 17);
+    std::vector<float> initial(c.tables[t].num_rows * c.tables[t].row_width);
+    for (size_t k = 0; k < initial.size(); ++k)
+      initial[k] = 0.25f + 0.01f * static_cast<float>(k % 17);
+    GEEPS_RETURN_IF_ERROR(WriteBuffer(ps, d, initial));
     GEEPS_RETURN_IF_ERROR(ps.Update(init[t]));
   }
   const int64_t first = ps.resumed_clock() > 0 ? ps.resumed_clock() - 1 : 0;
@@ -76,7 +79,8 @@ inline Status Train(GeePS& ps, const Config& c, const TrainOptions& o, std::vect
     if (o.stop_after >= 0 && i >= o.stop_after) return Status::OK();
     for (TableId t = 0; t < tables; ++t) {
       GEEPS_ASSIGN_OR_RETURN(const float* v, ps.Read(reads[t]));
-      values[t].assign(v, v + c.tables[t].num_rows * c.tables[t].row_width);
+      GEEPS_ASSIGN_OR_RETURN(values[t],
+                             ReadBuffer(ps, v, c.tables[t].num_rows * c.tables[t].row_width));
       GEEPS_RETURN_IF_ERROR(ps.PostRead(reads[t]));
     }
     // Depends only on (rank, iteration) and the values read.
@@ -86,9 +90,11 @@ inline Status Train(GeePS& ps, const Config& c, const TrainOptions& o, std::vect
       GEEPS_ASSIGN_OR_RETURN(float* d, ps.PreUpdate(updates[t]));
       const std::vector<float>& w = values[t];
       const std::vector<float>& other = values[(t + 1) % tables];
+      std::vector<float> deltas(w.size());
       for (size_t k = 0; k < w.size(); ++k)
-        d[k] = dist(rng) * 1e-3f +
-               0.1f * std::sin(w[k]) / (1.0f + std::fabs(other[k % other.size()]));
+        deltas[k] = dist(rng) * 1e-3f +
+                    0.1f * std::sin(w[k]) / (1.0f + std::fabs(other[k % other.size()]));
+      GEEPS_RETURN_IF_ERROR(WriteBuffer(ps, d, deltas));
       GEEPS_RETURN_IF_ERROR(ps.Update(updates[t]));
     }
     if (o.before_clock) o.before_clock(ps, i);

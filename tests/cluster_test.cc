@@ -1,24 +1,64 @@
 // Exact-sum cluster tests: W workers x S shards x C channels on an embedded
 // cluster, several tables of different widths. Every worker adds known
 // integer deltas each clock, so every expected value is exact in float.
+// Every case runs on each device backend (the CUDA cases skip, with the
+// reason, where CUDA is not available); the workload reads and writes the
+// device buffers only through CopyToHost / CopyFromHost (host_view.h).
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <ostream>
+#include <string>
 #include <thread>
+#include <tuple>
 
+#include "device/device.h"
 #include "geeps/embedded_cluster.h"
 #include "exact_sum.h"
 #include "test_util.h"
 
 namespace geeps {
+// Names the device in test output and CTest's test properties (internal
+// linkage: a test-only helper, found by argument-dependent lookup).
+static void PrintTo(DeviceKind kind, std::ostream* os) {
+  switch (kind) {
+    case DeviceKind::kAuto:
+      *os << "kAuto";
+      return;
+    case DeviceKind::kHost:
+      *os << "kHost";
+      return;
+    case DeviceKind::kCuda:
+      *os << "kCuda";
+      return;
+  }
+  *os << "DeviceKind(" << static_cast<int>(kind) << ")";
+}
+
 namespace {
 
 using namespace geeps::testing;  // NOLINT: the shared workload
 
-class ExactSumTest : public ::testing::TestWithParam<Shape> {};
+// (device backend, cluster shape).
+class ExactSumTest : public ::testing::TestWithParam<std::tuple<DeviceKind, Shape>> {
+ protected:
+  void SetUp() override {
+    const Status available = device::CheckDeviceAvailable(kind());
+    if (!available.ok()) GTEST_SKIP() << available.message();
+  }
+
+  DeviceKind kind() const { return std::get<0>(GetParam()); }
+  const Shape& shape() const { return std::get<1>(GetParam()); }
+  // The shared workload's config, on this case's device.
+  Config MakeDeviceConfig() const {
+    Config c = MakeConfig(shape());
+    c.device = kind();
+    return c;
+  }
+};
 
 TEST_P(ExactSumTest, BspReadsAreExact) {
-  Config c = MakeConfig(GetParam());
+  Config c = MakeDeviceConfig();
   auto cluster = EmbeddedCluster::Start(c);
   ASSERT_OK(cluster.status());
   ASSERT_OK((*cluster)->RunWorkers([&](GeePS& ps) {
@@ -26,6 +66,7 @@ TEST_P(ExactSumTest, BspReadsAreExact) {
   }));
   for (int s = 0; s < c.num_shards; ++s)
     EXPECT_EQ((*cluster)->GetShardStats(s).frames_dropped, 0);
+  EXPECT_EQ((*cluster)->worker(0)->device_kind(), kind());
   WorkerStats ws = (*cluster)->worker(0)->GetStats();
   EXPECT_EQ(ws.iterations, 6);
   EXPECT_GT(ws.pushes_installed, 0);
@@ -34,7 +75,7 @@ TEST_P(ExactSumTest, BspReadsAreExact) {
 
 // Every message split into parts of one or a few rows.
 TEST_P(ExactSumTest, BspReadsAreExactWithMessagesInParts) {
-  Config c = MakeConfig(GetParam());
+  Config c = MakeDeviceConfig();
   c.max_message_bytes = 64;
   auto cluster = EmbeddedCluster::Start(c);
   ASSERT_OK(cluster.status());
@@ -46,7 +87,7 @@ TEST_P(ExactSumTest, BspReadsAreExactWithMessagesInParts) {
 }
 
 TEST_P(ExactSumTest, SspReadsStayWithinSlack) {
-  Config c = MakeConfig(GetParam());
+  Config c = MakeDeviceConfig();
   auto cluster = EmbeddedCluster::Start(c);
   ASSERT_OK(cluster.status());
   // The last worker is slow, so faster ones use their slack.
@@ -57,7 +98,7 @@ TEST_P(ExactSumTest, SspReadsStayWithinSlack) {
 }
 
 TEST_P(ExactSumTest, AsyncConvergesToExactSums) {
-  Config c = MakeConfig(GetParam());
+  Config c = MakeDeviceConfig();
   auto cluster = EmbeddedCluster::Start(c);
   ASSERT_OK(cluster.status());
   ASSERT_OK((*cluster)->RunWorkers([&](GeePS& ps) {
@@ -66,14 +107,24 @@ TEST_P(ExactSumTest, AsyncConvergesToExactSums) {
   }));
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, ExactSumTest,
-                         ::testing::Values(Shape{1, 1, 1}, Shape{2, 2, 1}, Shape{4, 3, 2},
-                                           Shape{3, 2, 3}),
-                         [](const ::testing::TestParamInfo<Shape>& info) {
-                           return std::to_string(info.param.workers) + "w" +
-                                  std::to_string(info.param.shards) + "s" +
-                                  std::to_string(info.param.channels) + "c";
-                         });
+const Shape kShapes[] = {{1, 1, 1}, {2, 2, 1}, {4, 3, 2}, {3, 2, 3}};
+
+// "1w1s1c": the shape (the instantiation names the device).
+std::string ShapeName(
+    const ::testing::TestParamInfo<std::tuple<DeviceKind, Shape>>& info) {
+  const Shape& s = std::get<1>(info.param);
+  return std::to_string(s.workers) + "w" + std::to_string(s.shards) + "s" +
+         std::to_string(s.channels) + "c";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Host, ExactSumTest,
+    ::testing::Combine(::testing::Values(DeviceKind::kHost), ::testing::ValuesIn(kShapes)),
+    ShapeName);
+INSTANTIATE_TEST_SUITE_P(
+    Cuda, ExactSumTest,
+    ::testing::Combine(::testing::Values(DeviceKind::kCuda), ::testing::ValuesIn(kShapes)),
+    ShapeName);
 
 // The bound check itself must catch a violation: a read that skips the wait
 // (slack larger than the check assumes) is reported.

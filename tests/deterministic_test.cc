@@ -8,8 +8,10 @@
 #include <cstring>
 #include <random>
 #include <thread>
+#include <vector>
 
 #include "geeps/embedded_cluster.h"
+#include "host_view.h"
 #include "test_util.h"
 
 namespace geeps {
@@ -35,12 +37,15 @@ Status Train(GeePS& ps, int iterations, uint32_t delay_seed, std::vector<float>*
   std::vector<float> w(kRows * kWidth);
   for (int i = 0; i < iterations; ++i) {
     GEEPS_ASSIGN_OR_RETURN(const float* v, ps.Read(r));
-    std::memcpy(w.data(), v, w.size() * sizeof(float));
+    GEEPS_ASSIGN_OR_RETURN(w, testing::ReadBuffer(ps, v, w.size()));
     GEEPS_RETURN_IF_ERROR(ps.PostRead(r));
     if (delay_seed) std::this_thread::sleep_for(std::chrono::microseconds(delays() % 3000));
     GEEPS_ASSIGN_OR_RETURN(float* d, ps.PreUpdate(u));
+    std::vector<float> deltas(w.size());
     for (size_t k = 0; k < w.size(); ++k)
-      d[k] = dist(values) * 1e-3f + 0.1f * std::sin(w[k]) / (1.0f + std::fabs(w[(k + 1) % w.size()]));
+      deltas[k] = dist(values) * 1e-3f +
+                  0.1f * std::sin(w[k]) / (1.0f + std::fabs(w[(k + 1) % w.size()]));
+    GEEPS_RETURN_IF_ERROR(testing::WriteBuffer(ps, d, deltas));
     GEEPS_RETURN_IF_ERROR(ps.Update(u));
     GEEPS_RETURN_IF_ERROR(ps.Clock());
   }

@@ -16,6 +16,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace geeps {
@@ -419,17 +420,66 @@ TEST_P(DeviceTest, EventDone) {
   ASSERT_OK(device_->StreamWait(stream_.get(), event.get()));  // no wait
   float* x = Alloc<float>(slow_count);
   float* ones = Alloc<float>(slow_count);
+  std::unique_ptr<Stream> other = NewStream();
+  float* y = Alloc<float>(16);
   ASSERT_OK(device_->Fill(ones, 1.0f, slow_count, stream_.get()));
   ASSERT_OK(device_->Fill(x, 0.0f, slow_count, stream_.get()));
   EnqueueSlowChain(x, ones, slow_count, kSlowAdds, stream_.get());
   ASSERT_OK(device_->Record(event.get(), stream_.get()));
   EXPECT_FALSE(device_->EventDone(event.get())) << "the chain ran too fast";
+  // "Not ready" is an answer, not an error: it must not turn up as the error
+  // of the next kernel launch (CUDA: cudaErrorNotReady left latched).
+  ASSERT_OK(device_->Fill(y, 3.0f, 16, other.get()));
   ASSERT_OK(device_->EventSynchronize(event.get()));
   EXPECT_TRUE(device_->EventDone(event.get()));
   // The event alone proves the chain ran: read x back on another stream.
-  std::unique_ptr<Stream> other = NewStream();
   ExpectFloatsEq(Download(x, slow_count, other.get()),
                  std::vector<float>(slow_count, kSlowAdds));
+  ExpectFloatsEq(Download(y, 16, other.get()), std::vector<float>(16, 3.0f));
+}
+
+// A failed allocation is handled (a Status, after the pool's retry): its
+// error must not turn up later as the error of an unrelated kernel launch
+// (CUDA: a failed cudaMalloc's error left latched for cudaGetLastError()).
+TEST_P(DeviceTest, FailedAllocationLeavesNoErrorBehind) {
+  // A cached free block, so that the pool releases it and retries.
+  float* cached = Alloc<float>(1000);
+  device_->Free(cached);
+  allocations_.pop_back();
+  // More than any machine has: the CUDA allocator itself fails (the host
+  // backend refuses it before asking the system).
+  constexpr size_t kHuge = SIZE_MAX - 1;
+  StatusOr<void*> huge = device_->Allocate(kHuge);
+  ASSERT_FALSE(huge.ok());
+  EXPECT_TRUE(huge.status().code() == StatusCode::kResourceExhausted ||
+              huge.status().code() == StatusCode::kDeviceError)
+      << huge.status();
+  StatusOr<void*> huge_pinned = device_->AllocatePinned(kHuge);
+  ASSERT_FALSE(huge_pinned.ok());
+  // Every kind of launch, and the stream, still work.
+  const std::vector<float> table = RandomFloats(8 * 4, 40);
+  float* src = Upload(table);
+  uint32_t* index = Upload(std::vector<uint32_t>{5, 2});
+  float* rows = Alloc<float>(8);
+  float* sum = Alloc<float>(8);
+  Stream* s = stream_.get();
+  ASSERT_OK(device_->Gather(rows, src, index, 2, 4, s));
+  ASSERT_OK(device_->Fill(sum, 1.0f, 8, s));
+  ASSERT_OK(device_->Add(sum, rows, 8, s));
+  ASSERT_OK(device_->ScatterAdd(src, sum, index, 2, 4, s));
+  ASSERT_OK(device_->Scatter(src, rows, index, 2, 4, s));
+  ASSERT_OK(device_->Synchronize(s));
+  std::vector<float> expected_rows(8);
+  std::copy_n(table.begin() + 5 * 4, 4, expected_rows.begin());
+  std::copy_n(table.begin() + 2 * 4, 4, expected_rows.begin() + 4);
+  ExpectFloatsEq(Download(rows, 8), expected_rows);
+  std::vector<float> expected_sum = expected_rows;
+  for (float& v : expected_sum) v += 1.0f;
+  ExpectFloatsEq(Download(sum, 8), expected_sum);
+  // Scatter wrote the gathered rows back where they came from.
+  ExpectFloatsEq(Download(src, table.size()), table);
+  // And allocation works again.
+  EXPECT_NE(Alloc<float>(1000), nullptr);
 }
 
 TEST_P(DeviceTest, ReRecordedEvent) {
@@ -601,6 +651,45 @@ TEST_P(DeviceTest, OddWidthsAndUnalignedPointers) {
         ExpectFloatsEq(Download(src - offset, offset),
                        std::vector<float>(offset, 0.0f));
       }
+    }
+  }
+}
+
+// Add's aliasing contract (device.h): dst == src doubles every element, on
+// the vector path (16-byte aligned) and the scalar one; disjoint ranges of
+// one allocation, even adjacent, are fine; a partial overlap is rejected at
+// once.
+TEST_P(DeviceTest, AddAliasingContract) {
+  for (size_t offset : {0, 1}) {  // 0: float4 path; 1: scalar path
+    for (size_t count : {1, 4, 7, 1027}) {
+      SCOPED_TRACE("offset " + std::to_string(offset) + " count " +
+                   std::to_string(count));
+      const std::vector<float> values = RandomFloats(offset + 2 * count, 50);
+      float* base = Upload(values);
+      float* a = base + offset;
+      ASSERT_OK(device_->Add(a, a, count, stream_.get()));  // doubling
+      std::vector<float> expected = values;
+      for (size_t i = 0; i < count; ++i) expected[offset + i] *= 2.0f;
+      ExpectFloatsEq(Download(base, values.size()), expected);
+      // Adjacent halves of one allocation: a += b, then b += a.
+      float* b = a + count;
+      ASSERT_OK(device_->Add(a, b, count, stream_.get()));
+      ASSERT_OK(device_->Add(b, a, count, stream_.get()));
+      for (size_t i = 0; i < count; ++i) {
+        expected[offset + i] += expected[offset + count + i];
+        expected[offset + count + i] += expected[offset + i];
+      }
+      ExpectFloatsEq(Download(base, values.size()), expected);
+      if (count > 1) {  // one float of overlap, either way round
+        for (const auto& [dst, src] :
+             {std::pair<float*, float*>{a, a + count - 1}, {a + count - 1, a},
+              {a + 1, a}}) {
+          const Status overlap = device_->Add(dst, src, count, stream_.get());
+          EXPECT_EQ(overlap.code(), StatusCode::kInvalidArgument) << overlap;
+        }
+      }
+      // Nothing ran for the rejected calls.
+      ExpectFloatsEq(Download(base, values.size()), expected);
     }
   }
 }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "geeps/embedded_cluster.h"
+#include "host_view.h"
 #include "test_util.h"
 
 namespace geeps {
@@ -97,8 +98,11 @@ Paths RunWorkload(Pattern p, const Options& o = {}) {
     GEEPS_RETURN_IF_ERROR(ps.FinishVirtualIteration());
     GEEPS_RETURN_IF_ERROR(ps.StartIterations());
     // Reads of iteration i must hold every worker's deltas of iterations
-    // < i exactly (BSP); with slack, those of at least i - slack.
-    auto check = [&](const float* v, int64_t i) -> Status {
+    // < i exactly (BSP); with slack, those of at least i - slack. `buffer`
+    // is the device buffer Read returned.
+    auto check = [&](const float* buffer, int64_t i) -> Status {
+      GEEPS_ASSIGN_OR_RETURN(const std::vector<float> v,
+                             testing::ReadBuffer(ps, buffer, kRows * kWidth));
       for (uint64_t r = 0; r < kRows; ++r) {
         const bool is_updated = std::find(updated.begin(), updated.end(), r) != updated.end();
         for (uint32_t j = 0; j < kWidth; ++j) {
@@ -126,8 +130,11 @@ Paths RunWorkload(Pattern p, const Options& o = {}) {
       if (!o.read_spans_update) GEEPS_RETURN_IF_ERROR(ps.PostRead(rh));
       for (size_t k = 0; k < parts.size(); ++k) {
         GEEPS_ASSIGN_OR_RETURN(float* d, ps.PreUpdate(uh[k]));
+        std::vector<float> deltas(parts[k].size() * kWidth);
         for (size_t n = 0; n < parts[k].size(); ++n)
-          for (uint32_t j = 0; j < kWidth; ++j) d[n * kWidth + j] = Delta(w, i, parts[k][n], j);
+          for (uint32_t j = 0; j < kWidth; ++j)
+            deltas[n * kWidth + j] = Delta(w, i, parts[k][n], j);
+        GEEPS_RETURN_IF_ERROR(testing::WriteBuffer(ps, d, deltas));
         GEEPS_RETURN_IF_ERROR(ps.Update(uh[k]));
       }
       if (o.read_spans_update) {

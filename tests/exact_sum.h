@@ -8,11 +8,13 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
+#include <ostream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "geeps/geeps.h"
+#include "host_view.h"
 #include "test_util.h"
 
 namespace geeps::testing {
@@ -20,6 +22,11 @@ namespace geeps::testing {
 struct Shape {
   int workers, shards, channels;
 };
+
+// "2w2s1c", in test output and CTest's test properties.
+inline void PrintTo(const Shape& s, std::ostream* os) {
+  *os << s.workers << "w" << s.shards << "s" << s.channels << "c";
+}
 
 // Tables: 0 width 1, 1 width 3, 2 width 129 (odd widths, few rows), and a
 // table with more partitions than rows.
@@ -93,14 +100,17 @@ inline StatusOr<Recorded> Record(GeePS& ps, const Config& c, int slack) {
   for (size_t t = 0; t < rec.init.size(); ++t) {
     GEEPS_ASSIGN_OR_RETURN(float* buf, ps.PreUpdate(rec.init[t]));
     const TableSpec& spec = c.tables[t];
+    std::vector<float> values(spec.num_rows * spec.row_width);
     for (uint64_t r = 0; r < spec.num_rows; ++r)
-      for (uint32_t j = 0; j < spec.row_width; ++j) buf[r * spec.row_width + j] = Init(r, j);
+      for (uint32_t j = 0; j < spec.row_width; ++j) values[r * spec.row_width + j] = Init(r, j);
+    GEEPS_RETURN_IF_ERROR(WriteBuffer(ps, buf, values));
     GEEPS_RETURN_IF_ERROR(ps.Update(rec.init[t]));
   }
   return rec;
 }
 
-// Checks a read value against [lower, upper] iterations of deltas.
+// Checks a read value (in host memory) against [lower, upper] iterations of
+// deltas.
 inline Status CheckRead(const Config& c, TableId t, const std::vector<RowIndex>& rows, const float* buf,
                  int64_t lo_iters, int64_t hi_iters, int w, int64_t i) {
   const uint32_t width = c.tables[t].row_width;
@@ -131,19 +141,24 @@ inline Status RunWorker(GeePS& ps, const Config& c, int slack, int iterations,
   for (int64_t i = 0; i < iterations; ++i) {
     for (TableId t = 0; t < c.tables.size(); ++t) {
       GEEPS_ASSIGN_OR_RETURN(const float* buf, ps.Read(rec.reads[t]));
+      GEEPS_ASSIGN_OR_RETURN(
+          std::vector<float> read,
+          ReadBuffer(ps, buf, rec.read_rows[t].size() * c.tables[t].row_width));
       const int64_t lo = slack == kUnboundedSlack ? 0 : std::max<int64_t>(0, i - slack);
       // Nobody can be more than slack+1 iterations ahead of this reader.
       const int64_t hi = slack == 0 ? i : (slack == kUnboundedSlack ? iterations : i + slack + 1);
-      GEEPS_RETURN_IF_ERROR(CheckRead(c, t, rec.read_rows[t], buf, lo,
+      GEEPS_RETURN_IF_ERROR(CheckRead(c, t, rec.read_rows[t], read.data(), lo,
                                       std::min<int64_t>(hi, iterations), w, i));
       GEEPS_RETURN_IF_ERROR(ps.PostRead(rec.reads[t]));
     }
     for (TableId t = 0; t < c.tables.size(); ++t) {
       GEEPS_ASSIGN_OR_RETURN(float* buf, ps.PreUpdate(rec.updates[t]));
       const TableSpec& spec = c.tables[t];
+      std::vector<float> deltas(spec.num_rows * spec.row_width);
       for (uint64_t r = 0; r < spec.num_rows; ++r)
         for (uint32_t j = 0; j < spec.row_width; ++j)
-          buf[r * spec.row_width + j] = Delta(w, i, r, j);
+          deltas[r * spec.row_width + j] = Delta(w, i, r, j);
+      GEEPS_RETURN_IF_ERROR(WriteBuffer(ps, buf, deltas));
       GEEPS_RETURN_IF_ERROR(ps.Update(rec.updates[t]));
     }
     if (delay.count() > 0) std::this_thread::sleep_for(delay);

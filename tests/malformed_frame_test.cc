@@ -7,9 +7,11 @@
 #include <cstring>
 #include <random>
 #include <thread>
+#include <vector>
 #include <zmq.hpp>
 
 #include "geeps/embedded_cluster.h"
+#include "host_view.h"
 #include "server/shard_channel.h"
 #include "shard_wire_util.h"
 #include "test_util.h"
@@ -193,12 +195,15 @@ TEST(MalformedFrameTest, InjectedFramesLeaveClusterSumsExact) {
     GEEPS_RETURN_IF_ERROR(ps.FinishVirtualIteration());
     GEEPS_RETURN_IF_ERROR(ps.StartIterations());
     for (int i = 0; i < 30; ++i) {
-      GEEPS_ASSIGN_OR_RETURN(const float* v, ps.Read(r));
+      GEEPS_ASSIGN_OR_RETURN(const float* buffer, ps.Read(r));
+      GEEPS_ASSIGN_OR_RETURN(const std::vector<float> v, testing::ReadBuffer(ps, buffer, 60));
       for (int k = 0; k < 60; ++k)
         W_CHECK(v[k] == static_cast<float>(2 * i * (k % 3 + 1)), "inexact sum");
       GEEPS_RETURN_IF_ERROR(ps.PostRead(r));
       GEEPS_ASSIGN_OR_RETURN(float* d, ps.PreUpdate(u));
-      for (int k = 0; k < 60; ++k) d[k] = static_cast<float>(k % 3 + 1);
+      std::vector<float> deltas(60);
+      for (int k = 0; k < 60; ++k) deltas[k] = static_cast<float>(k % 3 + 1);
+      GEEPS_RETURN_IF_ERROR(testing::WriteBuffer(ps, d, deltas));
       GEEPS_RETURN_IF_ERROR(ps.Update(u));
       GEEPS_RETURN_IF_ERROR(ps.Clock());
       std::this_thread::sleep_for(std::chrono::milliseconds(1));

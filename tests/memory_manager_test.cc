@@ -4,16 +4,23 @@
 // every fetch/keep combination; budgets that are too small are clear errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <iterator>
 #include <random>
+#include <vector>
 
 #include "geeps/embedded_cluster.h"
+#include "host_view.h"
 #include "test_util.h"
 
 namespace geeps {
 namespace {
+
+using testing::HostView;
+using testing::ReadBuffer;
+using testing::WriteBuffer;
 
 // Shape of one randomised (or fixed) workload.
 struct Workload {
@@ -84,42 +91,60 @@ Status RunWorker(GeePS& ps, const Workload& wl, Result* out) {
   std::vector<float> w(wl.w_rows * 5);
   for (int i = 0; i < wl.iterations; ++i) {
     GEEPS_ASSIGN_OR_RETURN(const float* wv, ps.Read(r));
-    std::memcpy(w.data(), wv, w.size() * sizeof(float));
+    GEEPS_ASSIGN_OR_RETURN(w, ReadBuffer(ps, wv, w.size()));
     for (float v : w) out->read_sum += v;
     GEEPS_RETURN_IF_ERROR(ps.PostRead(r));
     // A = f(W, i): every float written (fetch=false gives unspecified data).
     GEEPS_ASSIGN_OR_RETURN(float* a, ps.LocalAccess(a_out));
-    for (size_t k = 0; k < a_floats; ++k) a[k] = w[k % w.size()] * 0.5f + static_cast<float>(k % 7 + i);
+    std::vector<float> a_values(a_floats);
+    for (size_t k = 0; k < a_floats; ++k)
+      a_values[k] = w[k % w.size()] * 0.5f + static_cast<float>(k % 7 + i);
+    GEEPS_RETURN_IF_ERROR(WriteBuffer(ps, a, a_values));
     GEEPS_RETURN_IF_ERROR(ps.PostLocalAccess(a_out));
-    // Scratch: written then read within the access.
+    // Scratch: written then read back within the access.
     GEEPS_ASSIGN_OR_RETURN(float* c, ps.LocalAccess(scratch));
-    for (size_t k = 0; k < c_floats; ++k) c[k] = static_cast<float>(k) * 0.25f;
+    HostView c_view(ps, c, c_floats);
+    for (size_t k = 0; k < c_floats; ++k) c_view[k] = static_cast<float>(k) * 0.25f;
+    GEEPS_RETURN_IF_ERROR(c_view.Store());
+    std::fill(c_view.values().begin(), c_view.values().end(), 0.0f);
+    GEEPS_RETURN_IF_ERROR(c_view.Reload());
     float scratch_sum = 0;
-    for (size_t k = 0; k < c_floats; ++k) scratch_sum += c[k];
+    for (size_t k = 0; k < c_floats; ++k) scratch_sum += c_view[k];
     GEEPS_RETURN_IF_ERROR(ps.PostLocalAccess(scratch));
     // B accumulates across iterations (fetch and keep).
     GEEPS_ASSIGN_OR_RETURN(float* b, ps.LocalAccess(b_acc));
-    for (size_t k = 0; k < wl.b_rows.size() * 3; ++k) b[k] += static_cast<float>(k + 1) + w[k % w.size()];
-    std::vector<float> b_now(b, b + wl.b_rows.size() * 3);
+    GEEPS_ASSIGN_OR_RETURN(HostView b_view, HostView::Load(ps, b, wl.b_rows.size() * 3));
+    for (size_t k = 0; k < b_view.size(); ++k)
+      b_view[k] += static_cast<float>(k + 1) + w[k % w.size()];
+    GEEPS_RETURN_IF_ERROR(b_view.Store());
+    const std::vector<float> b_now = b_view.values();
     GEEPS_RETURN_IF_ERROR(ps.PostLocalAccess(b_acc));
     // Scattered rows of W: read (summed, weighted by position), then a
     // scattered update that depends on them.
-    GEEPS_ASSIGN_OR_RETURN(const float* w2, ps.Read(r2));
+    GEEPS_ASSIGN_OR_RETURN(const float* w2_buffer, ps.Read(r2));
+    GEEPS_ASSIGN_OR_RETURN(const std::vector<float> w2,
+                           ReadBuffer(ps, w2_buffer, w2_rows.size() * 5));
     double w2_sum = 0;
-    for (size_t k = 0; k < w2_rows.size() * 5; ++k) w2_sum += w2[k] * static_cast<double>(k + 1);
+    for (size_t k = 0; k < w2.size(); ++k) w2_sum += w2[k] * static_cast<double>(k + 1);
     out->read_sum += w2_sum;
     GEEPS_RETURN_IF_ERROR(ps.PostRead(r2));
     GEEPS_ASSIGN_OR_RETURN(float* d2, ps.PreUpdate(u2));
-    for (size_t k = 0; k < u2_rows.size() * 5; ++k)
-      d2[k] = static_cast<float>(w2_sum * 1e-4) + 0.003f * static_cast<float>(k + i);
+    std::vector<float> deltas2(u2_rows.size() * 5);
+    for (size_t k = 0; k < deltas2.size(); ++k)
+      deltas2[k] = static_cast<float>(w2_sum * 1e-4) + 0.003f * static_cast<float>(k + i);
+    GEEPS_RETURN_IF_ERROR(WriteBuffer(ps, d2, deltas2));
     GEEPS_RETURN_IF_ERROR(ps.Update(u2));
     // Read A back; the update depends on A, B and the scratch.
-    GEEPS_ASSIGN_OR_RETURN(float* a2, ps.LocalAccess(a_in));
+    GEEPS_ASSIGN_OR_RETURN(float* a2_buffer, ps.LocalAccess(a_in));
+    GEEPS_ASSIGN_OR_RETURN(const std::vector<float> a2, ReadBuffer(ps, a2_buffer, a_floats));
     GEEPS_ASSIGN_OR_RETURN(float* d, ps.PreUpdate(u));
+    std::vector<float> deltas(w.size());
     for (size_t k = 0; k < w.size(); ++k)
-      d[k] = 0.01f * a2[(k * 3) % a_floats] - 0.001f * b_now[k % b_now.size()] +
-             1e-4f * scratch_sum;
-    for (size_t k = 0; k < a_floats; ++k) a2[k] = -1.0f;  // keep=false: may be dropped
+      deltas[k] = 0.01f * a2[(k * 3) % a_floats] - 0.001f * b_now[k % b_now.size()] +
+                  1e-4f * scratch_sum;
+    GEEPS_RETURN_IF_ERROR(WriteBuffer(ps, d, deltas));
+    // keep=false: may be dropped.
+    GEEPS_RETURN_IF_ERROR(WriteBuffer(ps, a2_buffer, std::vector<float>(a_floats, -1.0f)));
     GEEPS_RETURN_IF_ERROR(ps.Update(u));
     GEEPS_RETURN_IF_ERROR(ps.PostLocalAccess(a_in));
     GEEPS_RETURN_IF_ERROR(ps.Clock());

@@ -58,9 +58,17 @@ struct Child {
   int status = -1;  // exit code, 128+signal, -2 if killed at the deadline
 };
 
+// Whether variable `name` picks a mode for a whole test suite (the device
+// backend and the host backend's test modes), which the processes a test
+// starts must run in too.
+inline bool IsSuiteModeVariable(const std::string& name) {
+  return name == "GEEPS_DEVICE" || name == "GEEPS_HOST_OPAQUE_POINTERS" ||
+         name == "GEEPS_ASYNC_HOST_STREAMS";
+}
+
 // Starts argv with the variables of `env` added (GEEPS_*, OMPI_* and SLURM_*
-// of this process removed first), output to `log` (a temporary file if
-// empty).
+// of this process removed first, except the suite's modes), output to `log`
+// (a temporary file if empty).
 inline Child Spawn(const std::vector<std::string>& argv, const Env& env,
                    const std::string& log = "") {
   Child c;
@@ -69,8 +77,9 @@ inline Child Spawn(const std::vector<std::string>& argv, const Env& env,
   if (c.pid == 0) {
     for (const char* prefix : {"GEEPS_", "OMPI_", "SLURM_"}) {
       for (char** e = environ; *e;) {
-        if (std::strncmp(*e, prefix, std::strlen(prefix)) == 0) {
-          const std::string name(*e, std::strchr(*e, '=') - *e);
+        const std::string name(*e, std::strcspn(*e, "="));
+        if (std::strncmp(*e, prefix, std::strlen(prefix)) == 0 &&
+            !IsSuiteModeVariable(name)) {
           unsetenv(name.c_str());
         } else {
           ++e;

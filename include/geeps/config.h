@@ -92,6 +92,24 @@ struct Config {
   // computed that long on the buffer (on a GPU), so that a trainer without
   // real compute shows how much of the data movement overlaps it. 0 = off.
   std::chrono::microseconds emulated_compute_per_access{0};
+  // Host backend only, a test mode: every host stream (the worker's
+  // compute_stream() included) runs each operation on its own thread after a
+  // random delay of up to 200 us, never inline. Work that is not ordered
+  // with a stream (a missing event or synchronisation, in libgeeps or in the
+  // application) then runs late and gives wrong results on a machine without
+  // a GPU, as it would on one. The variable GEEPS_ASYNC_HOST_STREAMS=1 turns
+  // it on for every worker of the process (read at FinishVirtualIteration,
+  // with or without ApplyEnvironment), so that a whole test suite can run in
+  // this mode; =0 leaves the field as set.
+  bool async_host_streams = false;
+  // Host backend only, a test mode: device memory gets addresses that the
+  // host cannot dereference, as on a GPU (the device's own operations
+  // translate them), so code that touches a buffer returned by Read,
+  // PreUpdate or LocalAccess directly, instead of through CopyToHost /
+  // CopyFromHost or work on compute_stream(), crashes on a machine without a
+  // GPU too. GEEPS_HOST_OPAQUE_POINTERS=1 turns it on for every worker of
+  // the process (read at FinishVirtualIteration, as above).
+  bool host_opaque_device_pointers = false;
   // If set, Shutdown() writes the worker's stats and memory plan (JSON) to
   // this path; "%r" is replaced by the worker's rank.
   std::string stats_file;
@@ -128,7 +146,8 @@ Status ValidateConfig(const Config& config);
 // GEEPS_READ_MY_WRITES, GEEPS_DEFAULT_SLACK, GEEPS_DEVICE,
 // GEEPS_DEVICE_MEMORY_BUDGET, GEEPS_TIMEOUT_MS, GEEPS_HEARTBEAT_TIMEOUT_MS,
 // GEEPS_MAX_MESSAGE_BYTES, GEEPS_MEMORY_GUARANTEE (none|double|local|cache),
-// GEEPS_EMULATED_COPY_BANDWIDTH, GEEPS_EMULATED_COMPUTE_US, GEEPS_STATS_FILE, GEEPS_PREFETCH_DEPTH,
+// GEEPS_EMULATED_COPY_BANDWIDTH, GEEPS_EMULATED_COMPUTE_US, GEEPS_ASYNC_HOST_STREAMS, GEEPS_HOST_OPAQUE_POINTERS,
+// GEEPS_STATS_FILE, GEEPS_PREFETCH_DEPTH,
 // GEEPS_DETERMINISTIC_BSP, GEEPS_CHECKPOINT_DIR, GEEPS_CHECKPOINT_EVERY,
 // GEEPS_RESUME (off|required|if-present)). A malformed value is
 // kInvalidArgument naming the variable. See docs/api.md for the table.

@@ -25,7 +25,9 @@
 #ifndef GEEPS_GEEPS_H_
 #define GEEPS_GEEPS_H_
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -74,6 +76,27 @@ class GeePS {
   // stream, before it calls PostRead, Update or PostLocalAccess. Application
   // thread only; the stream lives until Shutdown().
   void* compute_stream() const;
+
+  // Copies `floats` floats from a buffer this worker returned (Read,
+  // PreUpdate, LocalAccess; any device memory of this worker) to host memory
+  // `host`, or back, on compute_stream() after the work already enqueued
+  // there, and waits for it. Works on every backend: the portable way to look
+  // at or fill a buffer from the host (a CUDA buffer cannot be dereferenced
+  // there). Application thread only; after FinishVirtualIteration, before
+  // Shutdown (kFailedPrecondition otherwise).
+  Status CopyToHost(float* host, const float* device_buffer, size_t floats);
+  Status CopyFromHost(float* device_buffer, const float* host, size_t floats);
+  // Runs `work` on the host in compute_stream() order: after the work
+  // enqueued there before it, before the work enqueued after it; returns at
+  // once. On the host backend this is how an application's "kernels" are
+  // ordered like a GPU's (Config::async_host_streams runs them late, to show
+  // a missing ordering); on CUDA it is a host function (cudaLaunchHostFunc)
+  // and must not touch device memory or call CUDA. `work` must not throw or
+  // call this GeePS. Same phases as CopyToHost.
+  Status EnqueueHostWork(std::function<void()> work);
+  // Blocks until everything enqueued on compute_stream() has run; returns
+  // the first error of the worker's own operations there, if any.
+  Status SynchronizeComputeStream();
 
   // ---- Phase 1: the virtual iteration -------------------------------------
   // Records a read of `rows` of shared table `table` with staleness at most

@@ -43,6 +43,16 @@ Status GeePS::Update(UpdateHandle h) { return impl_->Update(h); }
 StatusOr<float*> GeePS::LocalAccess(LocalHandle h) { return impl_->LocalAccess(h); }
 Status GeePS::PostLocalAccess(LocalHandle h) { return impl_->PostLocalAccess(h); }
 Status GeePS::Clock() { return impl_->Clock(); }
+Status GeePS::CopyToHost(float* host, const float* device_buffer, size_t floats) {
+  return impl_->CopyToHost(host, device_buffer, floats);
+}
+Status GeePS::CopyFromHost(float* device_buffer, const float* host, size_t floats) {
+  return impl_->CopyFromHost(device_buffer, host, floats);
+}
+Status GeePS::EnqueueHostWork(std::function<void()> work) {
+  return impl_->EnqueueHostWork(std::move(work));
+}
+Status GeePS::SynchronizeComputeStream() { return impl_->SynchronizeComputeStream(); }
 Status GeePS::Sync() { return impl_->Sync(); }
 Status GeePS::CopyRows(TableId table, const std::vector<RowIndex>& rows, float* out) {
   return impl_->CopyRows(table, rows, out);

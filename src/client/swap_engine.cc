@@ -28,6 +28,12 @@ SwapEngine::~SwapEngine() { Stop(); }
 Status SwapEngine::Start() {
   GEEPS_ASSIGN_OR_RETURN(in_stream_, device_->CreateStream());
   GEEPS_ASSIGN_OR_RETURN(out_stream_, device_->CreateStream());
+  GEEPS_ASSIGN_OR_RETURN(released_, device_->CreateEvent());
+  close_events_.resize(accesses_.size());
+  for (size_t h = 0; h < accesses_.size(); ++h) {
+    if (!accesses_[h].swapped) continue;
+    GEEPS_ASSIGN_OR_RETURN(close_events_[h], device_->CreateEvent());
+  }
   alloc_thread_ = std::thread([this] { AllocLoop(); });
   reclaim_thread_ = std::thread([this] { ReclaimLoop(); });
   return Status::OK();
@@ -56,6 +62,9 @@ Status SwapEngine::CopyIn(const Access& a, float* buffer) {
                   a.width * sizeof(float));
     src = a.staging;
   }
+  // The buffer came from the pool: the application's work on its previous
+  // contents must be done before it is overwritten.
+  GEEPS_RETURN_IF_ERROR(device_->StreamWait(in_stream_.get(), released_.get()));
   GEEPS_RETURN_IF_ERROR(device_->Copy(buffer, src, a.bytes(), device::CopyKind::kHostToDevice,
                                       in_stream_.get()));
   GEEPS_RETURN_IF_ERROR(device_->Synchronize(in_stream_.get()));
@@ -63,8 +72,12 @@ Status SwapEngine::CopyIn(const Access& a, float* buffer) {
   return Status::OK();
 }
 
-Status SwapEngine::CopyOut(const Access& a, float* buffer) {
+Status SwapEngine::CopyOut(int handle, float* buffer) {
+  const Access& a = accesses_[handle];
   float* dst = a.host_rows ? a.host_rows : a.staging;
+  // The application's work that wrote the buffer must be done first.
+  GEEPS_RETURN_IF_ERROR(
+      device_->StreamWait(out_stream_.get(), close_events_[handle].get()));
   GEEPS_RETURN_IF_ERROR(device_->Copy(dst, buffer, a.bytes(), device::CopyKind::kDeviceToHost,
                                       out_stream_.get()));
   GEEPS_RETURN_IF_ERROR(device_->Synchronize(out_stream_.get()));
@@ -149,7 +162,7 @@ void SwapEngine::ReclaimLoop() {
       to_reclaim_.pop_front();
     }
     const Access& a = accesses_[job.first];
-    Status st = CopyOut(a, job.second);
+    Status st = CopyOut(job.first, job.second);
     memory_->Release(job.second);
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -184,11 +197,20 @@ StatusOr<float*> SwapEngine::Open(int handle) {
   return r.buffer;
 }
 
-Status SwapEngine::Close(int handle, float* buffer) {
+Status SwapEngine::NoteRelease(device::Stream* compute) {
+  return device_->Record(released_.get(), compute);
+}
+
+Status SwapEngine::Close(int handle, float* buffer, device::Stream* compute) {
   const Access& a = accesses_[handle];
   if (!a.keep) {
+    Status st = NoteRelease(compute);
     memory_->Release(buffer);
-    return Status::OK();
+    return st;
+  }
+  if (Status st = device_->Record(close_events_[handle].get(), compute); !st.ok()) {
+    memory_->Release(buffer);
+    return st;
   }
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -10,7 +10,18 @@
 // has finished. The reclaim thread writes kept buffers back (on its own
 // stream) after PostLocalAccess and returns them to the pool.
 //
-// Threads: Open/Close/Drain from the application thread; Stop from any.
+// Stream order with the application: a buffer handed back by the
+// application (Close, or any pool buffer through NoteRelease) may still be in
+// use by the application's work enqueued on its compute stream. Close records
+// the access's own event on that stream and the reclaim thread's stream waits
+// for it before copying the buffer out; NoteRelease records one shared event
+// that the alloc thread's stream waits for before it copies into any buffer
+// it took from the pool (conservative: it waits for all compute enqueued up
+// to the latest release). So no copy here reads a buffer before the
+// application's kernels have written it, nor overwrites one they still read.
+//
+// Threads: Open/Close/NoteRelease/Drain from the application thread; Stop
+// from any.
 #ifndef GEEPS_CLIENT_SWAP_ENGINE_H_
 #define GEEPS_CLIENT_SWAP_ENGINE_H_
 
@@ -62,8 +73,13 @@ class SwapEngine {
   // plan's peak free for the application; once the application waits for
   // it, it waits for any buffer.
   StatusOr<float*> TakeBuffer(uint64_t bytes);
-  // Hands the buffer of `handle` back: written back first if it keeps.
-  Status Close(int handle, float* buffer);
+  // Hands the buffer of `handle` back: written back first if it keeps, in
+  // both cases only after the work enqueued on `compute` so far.
+  Status Close(int handle, float* buffer, device::Stream* compute);
+  // Before the application returns any buffer to the memory manager's pool:
+  // marks the point on `compute` after which the alloc thread may copy into
+  // it.
+  Status NoteRelease(device::Stream* compute);
   // Waits until every write-back handed over so far is done.
   Status Drain();
   void Stop();
@@ -77,7 +93,7 @@ class SwapEngine {
   void AllocLoop();
   void ReclaimLoop();
   Status CopyIn(const Access& a, float* buffer);
-  Status CopyOut(const Access& a, float* buffer);
+  Status CopyOut(int handle, float* buffer);
 
   device::Device* device_;
   MemoryManager* memory_;
@@ -86,6 +102,11 @@ class SwapEngine {
   const int depth_;
   const std::chrono::milliseconds timeout_;
   std::unique_ptr<device::Stream> in_stream_, out_stream_;
+  // Recorded on the application's compute stream: at the latest release of
+  // a pool buffer (released_), and at each access's Close (close_events_,
+  // by handle; the next Close of a handle comes after its write-back).
+  std::unique_ptr<device::Event> released_;
+  std::vector<std::unique_ptr<device::Event>> close_events_;
 
   std::mutex mu_;
   std::condition_variable cv_;

@@ -1,5 +1,7 @@
 #include "client/worker.h"
 
+#include "common/env_flags.h"
+
 #include <algorithm>
 #include <chrono>
 #include <fstream>
@@ -553,6 +555,14 @@ Status Worker::FinishVirtualIteration() {
   device::DeviceOptions options;
   options.memory_budget = config_.device_memory_budget;
   options.emulated_copy_bandwidth = config_.emulated_copy_bandwidth;
+  {
+    StatusOr<bool> async_env = AsyncHostStreamsFromEnvironment();
+    if (!async_env.ok()) return fail(async_env.status());
+    options.async_streams = config_.async_host_streams || *async_env;
+    StatusOr<bool> opaque_env = HostOpaquePointersFromEnvironment();
+    if (!opaque_env.ok()) return fail(opaque_env.status());
+    options.opaque_pointers = config_.host_opaque_device_pointers || *opaque_env;
+  }
   auto device = device::CreateDevice(config_.device, options);
   if (!device.ok()) return fail(device.status());
   device_ = std::move(device).value();
@@ -783,10 +793,14 @@ Status Worker::AcquireBuffer(AccessBuffers& b, uint64_t bytes, MemoryManager::Ac
   return Status::OK();
 }
 
-void Worker::ReleaseBuffer(AccessBuffers& b) {
-  if (!b.pooled || b.buffer == nullptr) return;
+Status Worker::ReleaseBuffer(AccessBuffers& b) {
+  if (!b.pooled || b.buffer == nullptr) return Status::OK();
+  // The application's work on the buffer may still be queued on stream_:
+  // the swap engine's copies into pool buffers wait for this point.
+  Status st = swap_ ? swap_->NoteRelease(stream_.get()) : Status::OK();
   memory_->Release(b.buffer);
   b.buffer = nullptr;
+  return st;
 }
 
 Status Worker::SwapLocal(const RecordedAccess& a, const AccessBuffers& b, bool to_device,
@@ -883,7 +897,7 @@ Status Worker::PostRead(ReadHandle h) {
   std::lock_guard<std::mutex> api_lock(api_mu_);
   GEEPS_RETURN_IF_ERROR(Expect(OpType::kPostRead, h.id, read_bufs_.size(), "PostRead"));
   EmulateCompute();
-  ReleaseBuffer(read_bufs_[h.id]);
+  GEEPS_RETURN_IF_ERROR(ReleaseBuffer(read_bufs_[h.id]));
   return Advance();
 }
 
@@ -914,15 +928,15 @@ Status Worker::Update(UpdateHandle h) {
     Status st = Advance();
     direct_handle_ = -1;
     if (st.ok()) updates_direct_.fetch_add(1);
-    ReleaseBuffer(b);
-    return st;
+    Status released = ReleaseBuffer(b);
+    return st.ok() ? released : st;
   }
   {
     std::lock_guard<std::mutex> lock(t.mu);
     GEEPS_RETURN_IF_ERROR(ScatterToCache(t, b, h.id));
     t.oplog_dirty = true;
   }
-  ReleaseBuffer(b);
+  GEEPS_RETURN_IF_ERROR(ReleaseBuffer(b));
   return Advance();
 }
 
@@ -965,10 +979,10 @@ Status Worker::PostLocalAccess(LocalHandle h) {
   if (b.pooled && swap_) {
     float* buffer = b.buffer;
     b.buffer = nullptr;
-    GEEPS_RETURN_IF_ERROR(swap_->Close(h.id, buffer));
+    GEEPS_RETURN_IF_ERROR(swap_->Close(h.id, buffer, stream_.get()));
   } else if (b.pooled) {
     if (a.keep) GEEPS_RETURN_IF_ERROR(SwapLocal(a, b, /*to_device=*/false, h.id));
-    ReleaseBuffer(b);
+    GEEPS_RETURN_IF_ERROR(ReleaseBuffer(b));
   } else if (!b.contiguous && a.keep) {
     GEEPS_RETURN_IF_ERROR(device_->Scatter(local_tables_[a.table], b.buffer, b.index,
                                            a.rows.size(), config_.tables[a.table].row_width,
@@ -976,6 +990,53 @@ Status Worker::PostLocalAccess(LocalHandle h) {
     GEEPS_RETURN_IF_ERROR(device_->Synchronize(stream_.get()));
   }
   return Advance();
+}
+
+Status Worker::CheckDeviceReady(const char* call) const {
+  if (phase_ == Phase::kShutDown)
+    return FailedPreconditionError(std::string(call) + ": the worker is shut down");
+  if (!device_ || !stream_)
+    return FailedPreconditionError(std::string(call) +
+                                   ": only after FinishVirtualIteration (there is no device yet)");
+  return Status::OK();
+}
+
+Status Worker::CopyBuffer(const char* call, void* dst, const void* src, size_t floats,
+                          bool to_host) {
+  std::lock_guard<std::mutex> api_lock(api_mu_);
+  GEEPS_RETURN_IF_ERROR(CheckDeviceReady(call));
+  if (floats == 0) return Status::OK();
+  if (dst == nullptr || src == nullptr)
+    return InvalidArgumentError(std::string(call) + ": a pointer is null");
+  if (floats > SIZE_MAX / sizeof(float))
+    return InvalidArgumentError(std::string(call) + ": " + std::to_string(floats) +
+                                " floats overflow a byte count");
+  GEEPS_RETURN_IF_ERROR(device_->Copy(
+      dst, src, floats * sizeof(float),
+      to_host ? device::CopyKind::kDeviceToHost : device::CopyKind::kHostToDevice,
+      stream_.get()));
+  return device_->Synchronize(stream_.get());
+}
+
+Status Worker::CopyToHost(float* host, const float* device_buffer, size_t floats) {
+  return CopyBuffer("CopyToHost", host, device_buffer, floats, /*to_host=*/true);
+}
+
+Status Worker::CopyFromHost(float* device_buffer, const float* host, size_t floats) {
+  return CopyBuffer("CopyFromHost", device_buffer, host, floats, /*to_host=*/false);
+}
+
+Status Worker::EnqueueHostWork(std::function<void()> work) {
+  std::lock_guard<std::mutex> api_lock(api_mu_);
+  GEEPS_RETURN_IF_ERROR(CheckDeviceReady("EnqueueHostWork"));
+  if (!work) return InvalidArgumentError("EnqueueHostWork: work is empty");
+  return device_->HostFunction(std::move(work), stream_.get());
+}
+
+Status Worker::SynchronizeComputeStream() {
+  std::lock_guard<std::mutex> api_lock(api_mu_);
+  GEEPS_RETURN_IF_ERROR(CheckDeviceReady("SynchronizeComputeStream"));
+  return device_->Synchronize(stream_.get());
 }
 
 Status Worker::Clock() {

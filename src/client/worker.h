@@ -9,6 +9,7 @@
 #define GEEPS_CLIENT_WORKER_H_
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -62,6 +63,13 @@ class Worker {
   Status PostLocalAccess(LocalHandle h);
   Status Clock();
 
+  // GeePS::CopyToHost / CopyFromHost / EnqueueHostWork /
+  // SynchronizeComputeStream: on stream_, application thread.
+  Status CopyToHost(float* host, const float* device_buffer, size_t floats);
+  Status CopyFromHost(float* device_buffer, const float* host, size_t floats);
+  Status EnqueueHostWork(std::function<void()> work);
+  Status SynchronizeComputeStream();
+
   Status Sync();
   Status CopyRows(TableId table, const std::vector<RowIndex>& rows, float* out);
   WorkerStats GetStats() const;
@@ -113,6 +121,9 @@ class Worker {
   };
 
   Status CheckRecording(const char* call) const;
+  // kFailedPrecondition before FinishVirtualIteration and after Shutdown.
+  Status CheckDeviceReady(const char* call) const;
+  Status CopyBuffer(const char* call, void* dst, const void* src, size_t floats, bool to_host);
   Status Expect(OpType type, int32_t handle, size_t count, const char* call);
   Status Advance();  // after an op: advance table clocks, move the cursor
   Status AdvanceTable(TableId table);
@@ -144,7 +155,7 @@ class Worker {
   uint64_t FixedDeviceBytes() const;
   // Takes / returns the pool buffer of a managed access.
   Status AcquireBuffer(AccessBuffers& b, uint64_t bytes, MemoryManager::AccessRef who);
-  void ReleaseBuffer(AccessBuffers& b);
+  Status ReleaseBuffer(AccessBuffers& b);
   // Copies a managed local access between host memory and its pool buffer.
   Status SwapLocal(const RecordedAccess& a, const AccessBuffers& b, bool to_device, int handle);
   int64_t RequiredAge(int slack) const;

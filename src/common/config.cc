@@ -5,6 +5,8 @@
 
 #include "geeps/config.h"
 
+#include "common/env_flags.h"
+
 namespace geeps {
 namespace {
 
@@ -109,6 +111,22 @@ Status ValidateConfig(const Config& c) {
   return Status::OK();
 }
 
+namespace {
+StatusOr<bool> BoolFlag(const char* name) {
+  const char* text = std::getenv(name);
+  if (text == nullptr || text[0] == '\0') return false;
+  const std::string v = text;
+  if (v == "1") return true;
+  if (v == "0") return false;
+  return InvalidArgumentError(std::string(name) + "='" + v + "': expected 0 or 1");
+}
+}  // namespace
+
+StatusOr<bool> AsyncHostStreamsFromEnvironment() { return BoolFlag("GEEPS_ASYNC_HOST_STREAMS"); }
+StatusOr<bool> HostOpaquePointersFromEnvironment() {
+  return BoolFlag("GEEPS_HOST_OPAQUE_POINTERS");
+}
+
 Status ApplyEnvironment(Config* c) {
   struct IntVar {
     const char* name;
@@ -166,6 +184,10 @@ Status ApplyEnvironment(Config* c) {
                            ParseInt("GEEPS_EMULATED_COMPUTE_US", text, 0, 10000000));
     c->emulated_compute_per_access = std::chrono::microseconds(value);
   }
+  GEEPS_ASSIGN_OR_RETURN(bool async_host, AsyncHostStreamsFromEnvironment());
+  if (async_host) c->async_host_streams = true;
+  GEEPS_ASSIGN_OR_RETURN(bool opaque, HostOpaquePointersFromEnvironment());
+  if (opaque) c->host_opaque_device_pointers = true;
   if (const char* text = std::getenv("GEEPS_STATS_FILE")) c->stats_file = text;
   if (const char* text = std::getenv("GEEPS_CHECKPOINT_DIR")) c->checkpoint_dir = text;
   if (const char* text = std::getenv("GEEPS_CHECKPOINT_EVERY")) {

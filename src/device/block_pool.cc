@@ -7,11 +7,13 @@
 namespace geeps::device {
 
 BlockPool::BlockPool(std::string name, uint64_t budget,
-                     RawAllocate raw_allocate, RawFree raw_free)
+                     RawAllocate raw_allocate, RawFree raw_free,
+                     ClearError clear_error)
     : name_(std::move(name)),
       budget_(budget),
       raw_allocate_(std::move(raw_allocate)),
-      raw_free_(std::move(raw_free)) {}
+      raw_free_(std::move(raw_free)),
+      clear_error_(std::move(clear_error)) {}
 
 BlockPool::~BlockPool() { ReleaseAll(); }
 
@@ -44,11 +46,11 @@ StatusOr<void*> BlockPool::Allocate(size_t bytes) {
     it->second.pop_back();
     cached_ -= class_size;
   } else {
-    StatusOr<void*> raw = raw_allocate_(class_size);
+    StatusOr<void*> raw = RawAllocateLocked(class_size);
     if (!raw.ok() && cached_ > 0) {
       // Cached blocks of other classes may be what is missing.
       ReleaseCachedLocked();
-      raw = raw_allocate_(class_size);
+      raw = RawAllocateLocked(class_size);
     }
     if (!raw.ok()) {
       std::ostringstream os;
@@ -84,6 +86,13 @@ bool BlockPool::Free(void* p) {
     raw_free_(p);  // cannot cache it: give it back
   }
   return true;
+}
+
+StatusOr<void*> BlockPool::RawAllocateLocked(size_t bytes) {
+  StatusOr<void*> raw = raw_allocate_(bytes);
+  // Handled here (retried or returned): nothing of it may stay behind.
+  if (!raw.ok() && clear_error_) clear_error_();
+  return raw;
 }
 
 void BlockPool::ReleaseCachedLocked() {

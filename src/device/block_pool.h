@@ -10,9 +10,15 @@
 // the rounded sizes nor the cached free blocks. When the raw allocator fails,
 // the pool releases its cached free blocks and tries once more.
 //
+// A failed raw allocation is handled by the pool (retried, or returned as a
+// Status), so right after each one the pool calls the `clear_error` hook: on
+// CUDA, cudaGetLastError(), so that the failed cudaMalloc's error does not
+// stay latched in the runtime and turn up later in an unrelated check.
+//
 // It knows nothing of CUDA, so its logic is tested on every machine
-// (tests/device_test.cc). Thread safety: every method may be called from any
-// thread; the raw allocator is called with the pool's mutex held.
+// (tests/block_pool_test.cc). Thread safety: every method may be called from
+// any thread; the raw allocator and the hook are called with the pool's mutex
+// held.
 #ifndef GEEPS_DEVICE_BLOCK_POOL_H_
 #define GEEPS_DEVICE_BLOCK_POOL_H_
 
@@ -35,12 +41,15 @@ class BlockPool {
   // the memory is exhausted; the pool keeps the code and message).
   using RawAllocate = std::function<StatusOr<void*>(size_t bytes)>;
   using RawFree = std::function<void(void* p)>;
+  // Called once after every failed RawAllocate call, before anything else.
+  using ClearError = std::function<void()>;
 
   static constexpr size_t kMinBlock = 256;
 
-  // `name` starts error messages ("cuda device"); `budget` 0 = no limit.
+  // `name` starts error messages ("cuda device"); `budget` 0 = no limit;
+  // `clear_error` may be empty.
   BlockPool(std::string name, uint64_t budget, RawAllocate raw_allocate,
-            RawFree raw_free);
+            RawFree raw_free, ClearError clear_error = nullptr);
   ~BlockPool();  // ReleaseAll()
   BlockPool(const BlockPool&) = delete;
   BlockPool& operator=(const BlockPool&) = delete;
@@ -65,11 +74,14 @@ class BlockPool {
 
  private:
   void ReleaseCachedLocked();
+  // raw_allocate_, then clear_error_ if it failed.
+  StatusOr<void*> RawAllocateLocked(size_t bytes);
 
   const std::string name_;
   const uint64_t budget_;
   const RawAllocate raw_allocate_;
   const RawFree raw_free_;
+  const ClearError clear_error_;
 
   mutable std::mutex mu_;
   struct Live {

@@ -12,7 +12,9 @@
 #define GEEPS_DEVICE_DEVICE_H_
 
 #include <cstddef>
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -44,6 +46,19 @@ struct DeviceOptions {
   // Host backend only, an emulation for benchmarks: host<->device copies
   // take at least bytes / copy_bandwidth seconds (as if over PCIe); 0 = off.
   uint64_t emulated_copy_bandwidth = 0;  // bytes per second
+  // Host backend only, a test mode (Config::async_host_streams): every
+  // stream runs each operation on its own thread after a random delay of up
+  // to async_max_delay, never inline in a caller's Synchronize(), so that
+  // work a caller forgot to order (a missing event or Synchronize) runs late
+  // and gives wrong results, as it would on a GPU.
+  bool async_streams = false;
+  std::chrono::microseconds async_max_delay{200};
+  // Host backend only, a test mode (Config::host_opaque_device_pointers):
+  // Allocate() returns addresses that the host cannot dereference (a fixed
+  // offset puts them outside the canonical address range), as a GPU's are;
+  // the device's own operations translate them back. Code that reads or
+  // writes device memory on the host then crashes here, not first on a GPU.
+  bool opaque_pointers = false;
 };
 
 class Device {
@@ -73,23 +88,42 @@ class Device {
   // ---- Asynchronous operations, run in order on `stream` -------------------
   virtual Status Copy(void* dst, const void* src, size_t bytes, CopyKind kind,
                       Stream* stream) = 0;
+
+  // Aliasing, for the kernels below (on CUDA every element runs at once, on
+  // __restrict__ pointers where the contract allows it): memory an operation
+  // writes must not overlap memory it reads, except where said. Read-only
+  // arguments may overlap each other.
+  //
   // dst[i*width .. +width) = src[index[i]*width .. +width) for i < n.
+  // REQUIRES: dst overlaps neither the rows of src it reads nor index.
+  // Repeated indexes are fine.
   virtual Status Gather(float* dst, const float* src, const uint32_t* index,
                         size_t n, size_t width, Stream* stream) = 0;
-  // dst[index[i]*width + j] += src[i*width + j]. Indexes within one call are
-  // distinct.
+  // dst[index[i]*width + j] += src[i*width + j]. REQUIRES: indexes within one
+  // call are distinct; the rows of dst it writes overlap neither src nor
+  // index.
   virtual Status ScatterAdd(float* dst, const float* src,
                             const uint32_t* index, size_t n, size_t width,
                             Stream* stream) = 0;
   // dst[index[i]*width .. +width) = src[i*width .. +width) (assignment).
+  // REQUIRES: the rows of dst it writes overlap neither src nor index. With a
+  // repeated index one of its source rows lands, which one is unspecified.
   virtual Status Scatter(float* dst, const float* src, const uint32_t* index,
                          size_t n, size_t width, Stream* stream) = 0;
-  // dst[i] += src[i] for i < count.
+  // dst[i] += src[i] for i < count. dst == src is allowed (each element is
+  // doubled); otherwise the two ranges of `count` floats must not overlap at
+  // all: a partial overlap is kInvalidArgument (at once, on every backend).
   virtual Status Add(float* dst, const float* src, size_t count,
                      Stream* stream) = 0;
   // dst[i] = value for i < count.
   virtual Status Fill(float* dst, float value, size_t count,
                       Stream* stream) = 0;
+
+  // Runs `work` on the host in stream order: after everything enqueued on
+  // `stream` before it, before anything enqueued after it. `work` must not
+  // call into the device (on CUDA it is a cudaLaunchHostFunc callback, which
+  // may not call CUDA) and must not throw.
+  virtual Status HostFunction(std::function<void()> work, Stream* stream) = 0;
 
   // ---- Ordering -------------------------------------------------------------
   // Marks the current end of `stream` in `event`.

@@ -4,17 +4,45 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <new>
 #include <string>
 #include <utility>
 
 #include "common/logging.h"
+#include "device/cuda/grid_stride.h"
 #include "device/cuda/kernels.h"
 
 namespace geeps::device::cuda {
 
 namespace {
+
+// Every failed CUDA runtime call also latches its error as the calling
+// thread's "last error" (what cudaGetLastError() returns, and clears), kept
+// by libgeeps' own copy of cudart (static, its symbols hidden: the
+// application's runtime keeps its own). The backend handles every failure
+// where it happens (a Status, a retry, a log line), so it clears the last
+// error right there: a stale error must never surface in a later, unrelated
+// check. Kernel launches do not read the last error at all (kernels.cu
+// returns each launch's own error). Sticky errors (a faulting kernel) cannot
+// be cleared; every later call reports them anyway.
+cudaError_t Handled(cudaError_t error) {
+  if (error != cudaSuccess) cudaGetLastError();
+  return error;
+}
+
+// A call whose failure can only be logged (destructors, Free). Silent while
+// the runtime is being unloaded at process exit (objects destroyed after it
+// have nothing left to give back).
+void LogIfFailed(const char* what, cudaError_t error) {
+  if (Handled(error) == cudaSuccess || error == cudaErrorCudartUnloading) {
+    return;
+  }
+  GEEPS_LOG(Warning) << "cuda device: " << what << ": "
+                     << cudaGetErrorName(error) << ": "
+                     << cudaGetErrorString(error);
+}
 
 // "<what>: <cudaErrorName>: <error string>"; out of memory is
 // kResourceExhausted, everything else kDeviceError.
@@ -27,12 +55,13 @@ Status CudaStatus(const std::string& what, cudaError_t error) {
   return DeviceError(std::move(message));
 }
 
-#define GEEPS_CUDA_RETURN_IF_ERROR(what, expr)         \
-  do {                                                 \
-    const cudaError_t geeps_cuda_error = (expr);       \
-    if (geeps_cuda_error != cudaSuccess) {             \
-      return CudaStatus((what), geeps_cuda_error);     \
-    }                                                  \
+// Returns the CUDA error of `expr` as a Status, cleared from the last error.
+#define GEEPS_CUDA_RETURN_IF_ERROR(what, expr)          \
+  do {                                                  \
+    const cudaError_t geeps_cuda_error = Handled(expr); \
+    if (geeps_cuda_error != cudaSuccess) {              \
+      return CudaStatus((what), geeps_cuda_error);      \
+    }                                                   \
   } while (0)
 
 class CudaStream final : public Stream {
@@ -41,13 +70,10 @@ class CudaStream final : public Stream {
       : stream_(stream), ordinal_(ordinal) {}
   // Waits for the queued work (device.h: destroying a stream drains it).
   ~CudaStream() override {
-    cudaSetDevice(ordinal_);
-    cudaError_t error = cudaStreamSynchronize(stream_);
-    if (error != cudaSuccess) {
-      GEEPS_LOG(Warning) << "cuda device: stream destroyed with an error: "
-                         << cudaGetErrorString(error);
-    }
-    cudaStreamDestroy(stream_);
+    LogIfFailed("cudaSetDevice", cudaSetDevice(ordinal_));
+    LogIfFailed("stream destroyed with an error: cudaStreamSynchronize",
+                cudaStreamSynchronize(stream_));
+    LogIfFailed("cudaStreamDestroy", cudaStreamDestroy(stream_));
   }
   void* native_handle() const override { return stream_; }
   cudaStream_t get() const { return stream_; }
@@ -60,7 +86,9 @@ class CudaStream final : public Stream {
 class CudaEvent final : public Event {
  public:
   explicit CudaEvent(cudaEvent_t event) : event_(event) {}
-  ~CudaEvent() override { cudaEventDestroy(event_); }
+  ~CudaEvent() override {
+    LogIfFailed("cudaEventDestroy", cudaEventDestroy(event_));
+  }
   cudaEvent_t get() const { return event_; }
 
  private:
@@ -102,16 +130,10 @@ Status CheckSize(const char* op, size_t n, size_t width) {
   return Status::OK();
 }
 
-struct HostCopy {
-  void* dst;
-  const void* src;
-  size_t bytes;
-};
-
-void CUDART_CB RunHostCopy(void* arg) {
-  auto* copy = static_cast<HostCopy*>(arg);
-  std::memmove(copy->dst, copy->src, copy->bytes);
-  delete copy;
+void CUDART_CB RunHostWork(void* arg) {
+  auto* work = static_cast<std::function<void()>*>(arg);
+  (*work)();
+  delete work;
 }
 
 }  // namespace
@@ -119,9 +141,8 @@ void CUDART_CB RunHostCopy(void* arg) {
 Status CudaAvailable() {
   static const Status* const available = [] {
     int count = 0;
-    const cudaError_t error = cudaGetDeviceCount(&count);
+    const cudaError_t error = Handled(cudaGetDeviceCount(&count));
     if (error != cudaSuccess) {
-      cudaGetLastError();  // do not leave it for an unrelated later check
       return new Status(UnavailableError(
           std::string("no CUDA device: cudaGetDeviceCount failed: ") +
           cudaGetErrorName(error) + ": " + cudaGetErrorString(error)));
@@ -146,7 +167,7 @@ StatusOr<std::unique_ptr<Device>> CudaDevice::Create(
   const std::string name = "cuda:" + std::to_string(ordinal) + " (" +
                            prop.name + ", sm_" + std::to_string(prop.major) +
                            std::to_string(prop.minor) + ")";
-  const int max_blocks = std::max(1, prop.multiProcessorCount) * 8;
+  const int max_blocks = MaxBlocks(prop.multiProcessorCount);
   try {
     return std::unique_ptr<Device>(
         new CudaDevice(ordinal, name, max_blocks, options));
@@ -170,8 +191,10 @@ CudaDevice::CudaDevice(int ordinal, std::string name, int max_blocks,
           },
           [this](void* p) {
             MakeCurrent().ok();
-            cudaFree(p);
-          }),
+            LogIfFailed("cudaFree", cudaFree(p));
+          },
+          // A failed cudaMalloc that the pool handled (device/block_pool.h).
+          [] { cudaGetLastError(); }),
       pinned_pool_(
           "cuda device (pinned)", 0,
           [this](size_t bytes) -> StatusOr<void*> {
@@ -182,19 +205,20 @@ CudaDevice::CudaDevice(int ordinal, std::string name, int max_blocks,
                 cudaHostAlloc(&p, bytes, cudaHostAllocPortable));
             return p;
           },
-          [](void* p) { cudaFreeHost(p); }) {}
+          [](void* p) { LogIfFailed("cudaFreeHost", cudaFreeHost(p)); },
+          [] { cudaGetLastError(); }) {}
 
 CudaDevice::~CudaDevice() {
   // Memory may still be used by queued work of streams the user leaked.
   MakeCurrent().ok();
-  cudaDeviceSynchronize();
+  LogIfFailed("cudaDeviceSynchronize", cudaDeviceSynchronize());
   device_pool_.ReleaseAll();
   pinned_pool_.ReleaseAll();
 }
 
 Status CudaDevice::MakeCurrent() const {
   int current = -1;
-  if (cudaGetDevice(&current) == cudaSuccess && current == ordinal_) {
+  if (Handled(cudaGetDevice(&current)) == cudaSuccess && current == ordinal_) {
     return Status::OK();
   }
   GEEPS_CUDA_RETURN_IF_ERROR("cudaSetDevice", cudaSetDevice(ordinal_));
@@ -264,19 +288,11 @@ Status CudaDevice::Copy(void* dst, const void* src, size_t bytes,
   GEEPS_ASSIGN_OR_RETURN(cudaStream_t s, AsCuda(stream));
   GEEPS_RETURN_IF_ERROR(CheckNotNull(kOp, "dst", dst));
   GEEPS_RETURN_IF_ERROR(CheckNotNull(kOp, "src", src));
-  cudaMemcpyKind cuda_kind;
   switch (kind) {
     case CopyKind::kHostToDevice:
-      cuda_kind = cudaMemcpyHostToDevice;
-      break;
     case CopyKind::kDeviceToHost:
-      cuda_kind = cudaMemcpyDeviceToHost;
-      break;
     case CopyKind::kDeviceToDevice:
-      cuda_kind = cudaMemcpyDeviceToDevice;
-      break;
     case CopyKind::kHostToHost:
-      cuda_kind = cudaMemcpyHostToHost;
       break;
     default:
       return InvalidArgumentError("Copy: unknown CopyKind " +
@@ -284,19 +300,34 @@ Status CudaDevice::Copy(void* dst, const void* src, size_t bytes,
   }
   if (bytes == 0) return Status::OK();
   GEEPS_RETURN_IF_ERROR(MakeCurrent());
-  if (cuda_kind == cudaMemcpyHostToHost) {
+  if (kind == CopyKind::kHostToHost) {
     // cudaMemcpyAsync would copy host to host at once, out of stream order.
-    auto* copy = new (std::nothrow) HostCopy{dst, src, bytes};
-    if (copy == nullptr) return ResourceExhaustedError("Copy: out of memory");
-    const cudaError_t error = cudaLaunchHostFunc(s, RunHostCopy, copy);
-    if (error != cudaSuccess) {
-      delete copy;
-      return CudaStatus("Copy: cudaLaunchHostFunc", error);
-    }
-    return Status::OK();
+    return HostFunction([dst, src, bytes] { std::memmove(dst, src, bytes); },
+                        stream);
   }
-  GEEPS_CUDA_RETURN_IF_ERROR("Copy: cudaMemcpyAsync",
-                             cudaMemcpyAsync(dst, src, bytes, cuda_kind, s));
+  // cudaMemcpyDefault: the runtime tells device, pinned and pageable memory
+  // apart by address (unified virtual addressing, every 64-bit platform), so
+  // a pointer of the application's own runtime or allocator, or a host-side
+  // pointer that is in fact device memory, still copies correctly, where an
+  // explicit kind that disagrees with a pointer is an error. Whether `kind`
+  // matches the pointers is the host backend's to check (it does, in tests).
+  GEEPS_CUDA_RETURN_IF_ERROR(
+      "Copy: cudaMemcpyAsync",
+      cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s));
+  return Status::OK();
+}
+
+Status CudaDevice::HostFunction(std::function<void()> work, Stream* stream) {
+  GEEPS_ASSIGN_OR_RETURN(cudaStream_t s, AsCuda(stream));
+  if (!work) return InvalidArgumentError("HostFunction: work is empty");
+  auto* heap = new (std::nothrow) std::function<void()>(std::move(work));
+  if (heap == nullptr) return ResourceExhaustedError("HostFunction: out of memory");
+  GEEPS_RETURN_IF_ERROR(MakeCurrent());
+  const cudaError_t error = Handled(cudaLaunchHostFunc(s, RunHostWork, heap));
+  if (error != cudaSuccess) {
+    delete heap;
+    return CudaStatus("HostFunction: cudaLaunchHostFunc", error);
+  }
   return Status::OK();
 }
 
@@ -342,6 +373,17 @@ Status CudaDevice::Add(float* dst, const float* src, size_t count,
   GEEPS_RETURN_IF_ERROR(CheckNotNull("Add", "dst", dst));
   GEEPS_RETURN_IF_ERROR(CheckNotNull("Add", "src", src));
   GEEPS_RETURN_IF_ERROR(CheckSize("Add", count, 1));
+  // device.h: dst == src (AddKernel has no __restrict__) or disjoint ranges;
+  // a partial overlap would race between threads. Two compares: checked.
+  const uintptr_t dst_at = reinterpret_cast<uintptr_t>(dst);
+  const uintptr_t src_at = reinterpret_cast<uintptr_t>(src);
+  if (dst_at != src_at &&
+      (dst_at < src_at ? src_at - dst_at : dst_at - src_at) <
+          count * sizeof(float)) {
+    return InvalidArgumentError(
+        "Add: dst and src overlap partially (" + std::to_string(count) +
+        " floats each); only dst == src or disjoint ranges are allowed");
+  }
   if (count == 0) return Status::OK();
   GEEPS_RETURN_IF_ERROR(MakeCurrent());
   GEEPS_CUDA_RETURN_IF_ERROR("Add: kernel launch",
@@ -400,9 +442,17 @@ bool CudaDevice::EventDone(Event* event) {
   MakeCurrent().ok();
   const cudaError_t error = cudaEventQuery(*e);
   if (error == cudaSuccess) return true;
-  if (error == cudaErrorNotReady) return false;
-  GEEPS_LOG(Warning) << "cuda device: cudaEventQuery: "
-                     << cudaGetErrorString(error);
+  if (error == cudaErrorNotReady) {
+    // "Not ready" is an answer, not a failure, but the runtime may still
+    // record it as this thread's last error; left there, the next
+    // cudaGetLastError() check (ours or any code's that reads it after a
+    // <<<...>>> launch) would report a kernel launch as failed with
+    // cudaErrorNotReady. Clear it only if it is what is latched: peeking first
+    // leaves any other error where it is.
+    if (cudaPeekAtLastError() == cudaErrorNotReady) cudaGetLastError();
+    return false;
+  }
+  LogIfFailed("cudaEventQuery", error);
   return true;
 }
 

@@ -76,6 +76,8 @@ class CudaDevice final : public Device {
              Stream* stream) override;
   Status Fill(float* dst, float value, size_t count, Stream* stream) override;
 
+  Status HostFunction(std::function<void()> work, Stream* stream) override;
+
   Status Record(Event* event, Stream* stream) override;
   Status StreamWait(Stream* stream, Event* event) override;
   Status Synchronize(Stream* stream) override;

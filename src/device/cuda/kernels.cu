@@ -2,13 +2,13 @@
 // compiles for the library, and CI compiles it on two cores.
 #include "device/cuda/kernels.h"
 
-#include <algorithm>
+#include <utility>
+
+#include "device/cuda/grid_stride.h"
 
 namespace geeps::device::cuda {
 
 namespace {
-
-constexpr int kThreads = 256;
 
 // One element (a float or a float4) of a row operation.
 template <RowOp Op, typename V>
@@ -53,14 +53,17 @@ __device__ __forceinline__ void RowElement<RowOp::kScatterAdd, float4>(
 }
 
 // Flat grid-stride loop over n * width elements (width in units of V). The
-// indexed side is src for kGather, dst otherwise. I is the offset type.
+// indexed side is src for kGather, dst otherwise. I is the offset type: the
+// launcher picks uint32_t only where the loop counter cannot wrap
+// (grid_stride.h, tested on the host by tests/grid_stride_test.cc).
+// __restrict__ holds by contract (device.h): dst overlaps neither src's rows
+// nor index.
 template <RowOp Op, typename V, typename I>
 __global__ void RowKernel(V* __restrict__ dst, const V* __restrict__ src,
                           const uint32_t* __restrict__ index, I n, I width) {
-  const I total = n * width;
-  const I stride = static_cast<I>(gridDim.x) * blockDim.x;
-  for (I e = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
-       e += stride) {
+  const GridStride<I> loop{n * width, static_cast<I>(gridDim.x) * blockDim.x};
+  for (I e = loop.First(blockIdx.x, blockDim.x, threadIdx.x); loop.Within(e);
+       e = loop.Next(e)) {
     const I row = e / width;
     const I col = e - row * width;
     const size_t indexed = static_cast<size_t>(index[row]) * width + col;
@@ -72,8 +75,10 @@ __global__ void RowKernel(V* __restrict__ dst, const V* __restrict__ src,
   }
 }
 
-__global__ void AddKernel(float* __restrict__ dst,
-                          const float* __restrict__ src, size_t count,
+// No __restrict__: Add's contract (device.h) allows dst == src (each element
+// is then doubled; a thread reads both operands of an element before it
+// writes it, and no two threads touch the same element).
+__global__ void AddKernel(float* dst, const float* src, size_t count,
                           bool vector) {
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
   const size_t first = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -121,10 +126,23 @@ bool Aligned16(const void* p) {
   return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }
 
-int Blocks(size_t elements, int max_blocks) {
-  const size_t wanted = (elements + kThreads - 1) / kThreads;
-  return static_cast<int>(
-      std::max<size_t>(1, std::min<size_t>(wanted, std::max(max_blocks, 1))));
+// Launches `kernel` with `blocks` x `threads` threads on `stream` and
+// returns this launch's own error. cudaLaunchKernelEx returns it directly, so
+// an older error still latched in the runtime's per-thread "last error"
+// (cudaGetLastError) is never taken for a launch failure, as it would be
+// after a <<<...>>> launch. A failed launch is handled here (the caller gets
+// its error), so it is cleared from the last error too.
+template <typename... Params, typename... Args>
+cudaError_t Launch(int blocks, int threads, cudaStream_t stream,
+                   void (*kernel)(Params...), Args&&... args) {
+  cudaLaunchConfig_t config = {};  // no attributes, no dynamic shared memory
+  config.gridDim = dim3(static_cast<unsigned>(blocks));
+  config.blockDim = dim3(static_cast<unsigned>(threads));
+  config.stream = stream;
+  const cudaError_t error =
+      cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+  if (error != cudaSuccess) cudaGetLastError();
+  return error;
 }
 
 template <RowOp Op, typename V>
@@ -132,16 +150,14 @@ cudaError_t LaunchRowsAs(V* dst, const V* src, const uint32_t* index,
                          size_t n, size_t width, int max_blocks,
                          cudaStream_t stream) {
   const size_t total = n * width;  // the caller checked for overflow
-  const int blocks = Blocks(total, max_blocks);
-  if (total < (size_t{1} << 32)) {
-    RowKernel<Op, V, uint32_t><<<blocks, kThreads, 0, stream>>>(
-        dst, src, index, static_cast<uint32_t>(n),
-        static_cast<uint32_t>(width));
-  } else {
-    RowKernel<Op, V, size_t><<<blocks, kThreads, 0, stream>>>(dst, src, index,
-                                                              n, width);
+  const GridStrideLaunch plan = PlanGridStride(total, max_blocks);
+  if (plan.narrow) {
+    return Launch(plan.blocks, kThreadsPerBlock, stream,
+                  RowKernel<Op, V, uint32_t>, dst, src, index,
+                  static_cast<uint32_t>(n), static_cast<uint32_t>(width));
   }
-  return cudaGetLastError();
+  return Launch(plan.blocks, kThreadsPerBlock, stream, RowKernel<Op, V, size_t>,
+                dst, src, index, n, width);
 }
 
 template <RowOp Op>
@@ -179,22 +195,20 @@ cudaError_t LaunchRows(RowOp op, float* dst, const float* src,
 cudaError_t LaunchAdd(float* dst, const float* src, size_t count,
                       int max_blocks, cudaStream_t stream) {
   const bool vector = Aligned16(dst) && Aligned16(src);
-  AddKernel<<<Blocks(vector ? count / 4 + 3 : count, max_blocks), kThreads, 0,
-              stream>>>(dst, src, count, vector);
-  return cudaGetLastError();
+  return Launch(GridBlocks(vector ? count / 4 + 3 : count, max_blocks),
+                kThreadsPerBlock, stream, AddKernel, dst, src, count, vector);
 }
 
 cudaError_t LaunchFill(float* dst, float value, size_t count, int max_blocks,
                        cudaStream_t stream) {
   const bool vector = Aligned16(dst);
-  FillKernel<<<Blocks(vector ? count / 4 + 3 : count, max_blocks), kThreads, 0,
-               stream>>>(dst, value, count, vector);
-  return cudaGetLastError();
+  return Launch(GridBlocks(vector ? count / 4 + 3 : count, max_blocks),
+                kThreadsPerBlock, stream, FillKernel, dst, value, count,
+                vector);
 }
 
 cudaError_t LaunchSpin(long long cycles, cudaStream_t stream) {
-  SpinKernel<<<1, 1, 0, stream>>>(cycles);
-  return cudaGetLastError();
+  return Launch(1, 1, stream, SpinKernel, cycles);
 }
 
 }  // namespace geeps::device::cuda

@@ -1,13 +1,15 @@
 // Launchers of the CUDA backend's kernels (kernels.cu). Each enqueues one
-// kernel on `stream` and returns the launch error (cudaSuccess when it was
-// queued); the caller has checked the arguments and skips empty operations.
+// kernel on `stream` and returns that launch's own error (cudaSuccess when it
+// was queued), never an older error left in cudaGetLastError(); a failed
+// launch is cleared from it. The caller has checked the arguments and skips
+// empty operations.
 //
 // Rows move as 16-byte vectors (float4) when the row width is a multiple of
 // four floats and both row arrays are 16-byte aligned; otherwise one float at
 // a time, which handles any width and any float alignment. Add and Fill
 // likewise vectorise when their pointers are 16-byte aligned (with a scalar
-// tail). Offsets use 32-bit arithmetic when the operation has fewer than 2^32
-// elements, else 64-bit.
+// tail). The grid-stride loops count in 32 bits when no thread's counter can
+// wrap (elements + grid threads <= 2^32), else in 64 bits (grid_stride.h).
 //
 // `max_blocks` caps the grid (the kernels loop over what is left).
 #ifndef GEEPS_DEVICE_CUDA_KERNELS_H_
@@ -30,7 +32,8 @@ cudaError_t LaunchRows(RowOp op, float* dst, const float* src,
                        const uint32_t* index, size_t n, size_t width,
                        int max_blocks, cudaStream_t stream);
 
-// dst[i] += src[i] for i < count. REQUIRES: count > 0.
+// dst[i] += src[i] for i < count. REQUIRES: count > 0; dst == src or the
+// two ranges are disjoint (device.h).
 cudaError_t LaunchAdd(float* dst, const float* src, size_t count,
                       int max_blocks, cudaStream_t stream);
 

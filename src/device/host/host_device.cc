@@ -11,6 +11,7 @@
 #include <mutex>
 #include <new>
 #include <optional>
+#include <random>
 #include <sstream>
 #include <system_error>
 #include <thread>
@@ -42,10 +43,24 @@ std::string Describe(const char* op, const char* arg, const void* p,
 // Device blocks (by address, for range look-ups) and pinned blocks. Shared
 // between the device and the tasks it queues, so that a task can check its
 // pointers when it runs.
+//
+// Device blocks are known by the address the caller sees: the block's host
+// address plus `offset` (0, or kOpaqueOffset in the opaque-pointer mode).
+// Range checks take caller addresses; ToHost() turns a checked one back into
+// the address the kernels use. Pinned blocks are always plain host memory.
 class AllocationTable {
  public:
-  explicit AllocationTable(uint64_t budget) : budget_(budget) {}
+  AllocationTable(uint64_t budget, uintptr_t offset)
+      : budget_(budget), offset_(offset) {}
   ~AllocationTable() { FreeAll(); }
+
+  // The host address of device address `p` (any address inside or just past
+  // a block; the translation is a fixed offset, so no lock is needed).
+  template <typename T>
+  T* ToHost(T* p) const {
+    if (offset_ == 0) return p;
+    return reinterpret_cast<T*>(reinterpret_cast<uintptr_t>(p) - offset_);
+  }
 
   StatusOr<void*> Allocate(size_t bytes) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -58,14 +73,15 @@ class AllocationTable {
       return ResourceExhaustedError(os.str());
     }
     GEEPS_ASSIGN_OR_RETURN(void* p, AlignedAlloc(bytes));
+    void* device_address = ToDevice(p);
     try {
-      device_.emplace(static_cast<const char*>(p), bytes);
+      device_.emplace(static_cast<const char*>(device_address), bytes);
     } catch (const std::bad_alloc&) {
       std::free(p);
       return ResourceExhaustedError("host device: out of host memory");
     }
     in_use_ += bytes;
-    return p;
+    return device_address;
   }
 
   // False when `p` is not a live device block.
@@ -75,7 +91,7 @@ class AllocationTable {
     if (it == device_.end()) return false;
     in_use_ -= it->second;
     device_.erase(it);
-    std::free(p);
+    std::free(ToHost(p));
     return true;
   }
 
@@ -101,7 +117,7 @@ class AllocationTable {
   void FreeAll() {
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& [block, bytes] : device_) {
-      std::free(const_cast<char*>(block));
+      std::free(ToHost(const_cast<char*>(block)));
     }
     for (void* p : pinned_) std::free(p);
     device_.clear();
@@ -144,6 +160,10 @@ class AllocationTable {
   }
 
  private:
+  void* ToDevice(void* p) const {
+    return reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(p) + offset_);
+  }
+
   // Rounds up to kAlignment; a 0-byte block still gets a distinct address.
   static StatusOr<void*> AlignedAlloc(size_t bytes) {
     constexpr size_t kAlign = HostDevice::kAlignment;
@@ -164,8 +184,10 @@ class AllocationTable {
   }
 
   const uint64_t budget_;
+  const uintptr_t offset_;  // device address - host address
   mutable std::mutex mu_;
-  // GUARDED_BY(mu_); block -> bytes. std::less<> orders any two pointers.
+  // GUARDED_BY(mu_); block (device address) -> bytes. std::less<> orders any
+  // two pointers.
   std::map<const char*, size_t, std::less<>> device_;
   std::unordered_set<void*> pinned_;  // GUARDED_BY(mu_)
   uint64_t in_use_ = 0;               // GUARDED_BY(mu_)
@@ -176,10 +198,14 @@ class HostStream final : public Stream {
  public:
   using Task = std::function<Status()>;
 
-  static StatusOr<std::unique_ptr<HostStream>> Create() {
+  // `async`: the asynchronous host mode (DeviceOptions::async_streams):
+  // each task runs on the stream's thread after a random delay of up to
+  // `max_delay`, and Synchronize() never runs tasks inline.
+  static StatusOr<std::unique_ptr<HostStream>> Create(
+      bool async, std::chrono::microseconds max_delay) {
     std::unique_ptr<HostStream> stream;
     try {
-      stream.reset(new HostStream());
+      stream.reset(new HostStream(async, max_delay));
       stream->thread_ = std::thread([s = stream.get()] { s->Run(); });
     } catch (const std::bad_alloc&) {
       return ResourceExhaustedError("host device: out of memory");
@@ -228,7 +254,7 @@ class HostStream final : public Stream {
     std::unique_lock<std::mutex> lock(mu_);
     const uint64_t target = enqueued_;
     while (completed_ < target) {
-      if (!running_ && !queue_.empty()) {
+      if (!async_ && !running_ && !queue_.empty()) {
         RunFront(lock);
         continue;
       }
@@ -240,13 +266,26 @@ class HostStream final : public Stream {
   }
 
  private:
-  HostStream() = default;
+  HostStream(bool async, std::chrono::microseconds max_delay)
+      : async_(async),
+        max_delay_us_(std::max<int64_t>(0, max_delay.count())),
+        random_(static_cast<uint32_t>(reinterpret_cast<uintptr_t>(this) >> 4) ^
+                static_cast<uint32_t>(
+                    std::chrono::steady_clock::now().time_since_epoch().count())) {}
 
   void Run() {
     std::unique_lock<std::mutex> lock(mu_);
     for (;;) {
       work_cv_.wait(lock, [&] { return !running_ && (stopping_ || !queue_.empty()); });
       if (queue_.empty()) return;  // stopping_ and drained
+      if (async_ && max_delay_us_ > 0) {
+        // Only this thread runs tasks in the asynchronous mode, so the
+        // queue is still non-empty after the delay.
+        const int64_t delay = static_cast<int64_t>(random_() % (max_delay_us_ + 1));
+        lock.unlock();
+        std::this_thread::sleep_for(std::chrono::microseconds(delay));
+        lock.lock();
+      }
       RunFront(lock);
     }
   }
@@ -279,6 +318,9 @@ class HostStream final : public Stream {
     }
   }
 
+  const bool async_;
+  const int64_t max_delay_us_;
+  std::minstd_rand random_;  // the stream thread's only
   std::mutex mu_;
   std::condition_variable work_cv_;  // queue_ non-empty or stopping_
   std::condition_variable done_cv_;  // completed_ advanced
@@ -377,7 +419,11 @@ StatusOr<size_t> FloatBytes(const char* op, size_t n, size_t width) {
 HostDevice::HostDevice(const DeviceOptions& options)
     : memory_budget_(options.memory_budget),
       copy_bandwidth_(options.emulated_copy_bandwidth),
-      table_(std::make_shared<AllocationTable>(options.memory_budget)) {}
+      async_streams_(options.async_streams),
+      async_max_delay_(options.async_max_delay),
+      table_(std::make_shared<AllocationTable>(
+          options.memory_budget,
+          options.opaque_pointers ? kOpaqueOffset : 0)) {}
 
 HostDevice::~HostDevice() { table_->FreeAll(); }
 
@@ -411,7 +457,7 @@ uint64_t HostDevice::memory_budget() const { return memory_budget_; }
 
 StatusOr<std::unique_ptr<Stream>> HostDevice::CreateStream() {
   GEEPS_ASSIGN_OR_RETURN(std::unique_ptr<HostStream> stream,
-                         HostStream::Create());
+                         HostStream::Create(async_streams_, async_max_delay_));
   return std::unique_ptr<Stream>(std::move(stream));
 }
 
@@ -465,11 +511,23 @@ Status HostDevice::Copy(void* dst, const void* src, size_t bytes, CopyKind kind,
       crosses && copy_bandwidth_ > 0
           ? static_cast<int64_t>(static_cast<double>(bytes) * 1e9 / copy_bandwidth_)
           : 0);
-  return host_stream->Enqueue([check, dst, src, bytes, min_time]() -> Status {
+  void* host_dst = dst_on_device ? table_->ToHost(dst) : dst;
+  const void* host_src = src_on_device ? table_->ToHost(src) : src;
+  return host_stream->Enqueue([check, host_dst, host_src, bytes,
+                               min_time]() -> Status {
     GEEPS_RETURN_IF_ERROR(check(true));
     const auto start = std::chrono::steady_clock::now();
-    std::memmove(dst, src, bytes);
+    std::memmove(host_dst, host_src, bytes);
     if (min_time.count() > 0) std::this_thread::sleep_until(start + min_time);
+    return Status::OK();
+  });
+}
+
+Status HostDevice::HostFunction(std::function<void()> work, Stream* stream) {
+  GEEPS_ASSIGN_OR_RETURN(HostStream * host_stream, AsHostStream(stream));
+  if (!work) return InvalidArgumentError("HostFunction: work is empty");
+  return host_stream->Enqueue([work = std::move(work)]() -> Status {
+    work();
     return Status::OK();
   });
 }
@@ -477,7 +535,7 @@ Status HostDevice::Copy(void* dst, const void* src, size_t bytes, CopyKind kind,
 Status HostDevice::EnqueueIndexed(const char* op, float* dst, const float* src,
                                   const uint32_t* index, size_t n, size_t width,
                                   IndexedSide indexed, Stream* stream,
-                                  std::function<void()> kernel) {
+                                  RowKernel kernel) {
   GEEPS_ASSIGN_OR_RETURN(HostStream * host_stream, AsHostStream(stream));
   GEEPS_RETURN_IF_ERROR(CheckNotNull(op, "dst", dst));
   GEEPS_RETURN_IF_ERROR(CheckNotNull(op, "src", src));
@@ -502,23 +560,24 @@ Status HostDevice::EnqueueIndexed(const char* op, float* dst, const float* src,
   };
   GEEPS_RETURN_IF_ERROR(check(false));
   return host_stream->Enqueue([check, table = table_, op, indexed_name, rows,
-                               index, n, width,
-                               kernel = std::move(kernel)]() -> Status {
+                               dst, src, index, n, width,
+                               kernel]() -> Status {
     GEEPS_RETURN_IF_ERROR(check(true));
     if (n == 0) return Status::OK();
-    const uint32_t* max_index = std::max_element(index, index + n);
+    const uint32_t* host_index = table->ToHost(index);
+    const uint32_t* max_index = std::max_element(host_index, host_index + n);
     size_t needed;
     if (!CheckedProduct(static_cast<size_t>(*max_index) + 1, width,
                         sizeof(float), &needed) ||
         table->Available(rows).value_or(0) < needed) {
       std::ostringstream os;
-      os << op << ": index[" << (max_index - index) << "] = " << *max_index
+      os << op << ": index[" << (max_index - host_index) << "] = " << *max_index
          << " with width " << width << " reaches past the end of the "
          << indexed_name << " allocation ("
          << table->Available(rows).value_or(0) << " bytes from " << rows << ")";
       return OutOfRangeError(os.str());
     }
-    kernel();
+    kernel(table->ToHost(dst), table->ToHost(src), host_index, n, width);
     return Status::OK();
   });
 }
@@ -526,23 +585,20 @@ Status HostDevice::EnqueueIndexed(const char* op, float* dst, const float* src,
 Status HostDevice::Gather(float* dst, const float* src, const uint32_t* index,
                           size_t n, size_t width, Stream* stream) {
   return EnqueueIndexed("Gather", dst, src, index, n, width,
-                        IndexedSide::kSource, stream,
-                        [=] { GatherRows(dst, src, index, n, width); });
+                        IndexedSide::kSource, stream, &GatherRows);
 }
 
 Status HostDevice::ScatterAdd(float* dst, const float* src,
                               const uint32_t* index, size_t n, size_t width,
                               Stream* stream) {
   return EnqueueIndexed("ScatterAdd", dst, src, index, n, width,
-                        IndexedSide::kDestination, stream,
-                        [=] { ScatterAddRows(dst, src, index, n, width); });
+                        IndexedSide::kDestination, stream, &ScatterAddRows);
 }
 
 Status HostDevice::Scatter(float* dst, const float* src, const uint32_t* index,
                            size_t n, size_t width, Stream* stream) {
   return EnqueueIndexed("Scatter", dst, src, index, n, width,
-                        IndexedSide::kDestination, stream,
-                        [=] { ScatterRows(dst, src, index, n, width); });
+                        IndexedSide::kDestination, stream, &ScatterRows);
 }
 
 Status HostDevice::Add(float* dst, const float* src, size_t count,
@@ -552,14 +608,29 @@ Status HostDevice::Add(float* dst, const float* src, size_t count,
   GEEPS_RETURN_IF_ERROR(CheckNotNull(kOp, "dst", dst));
   GEEPS_RETURN_IF_ERROR(CheckNotNull(kOp, "src", src));
   GEEPS_ASSIGN_OR_RETURN(size_t bytes, FloatBytes(kOp, count, 1));
+  // device.h: dst == src or disjoint ranges. A partial overlap would race on
+  // a GPU (its threads read and write the ranges at once); both backends
+  // reject it.
+  const uintptr_t dst_at = reinterpret_cast<uintptr_t>(dst);
+  const uintptr_t src_at = reinterpret_cast<uintptr_t>(src);
+  if (dst_at != src_at &&
+      (dst_at < src_at ? src_at - dst_at : dst_at - src_at) < bytes) {
+    std::ostringstream os;
+    os << "Add: dst " << dst << " and src " << src << " (" << count
+       << " floats each) overlap partially; only dst == src or disjoint "
+          "ranges are allowed";
+    return InvalidArgumentError(os.str());
+  }
   auto check = [table = table_, dst, src, bytes](bool running) -> Status {
     GEEPS_RETURN_IF_ERROR(table->CheckRange(kOp, "dst", dst, bytes, running));
     return table->CheckRange(kOp, "src", src, bytes, running);
   };
   GEEPS_RETURN_IF_ERROR(check(false));
-  return host_stream->Enqueue([check, dst, src, count]() -> Status {
+  return host_stream->Enqueue([check, host_dst = table_->ToHost(dst),
+                               host_src = table_->ToHost(src),
+                               count]() -> Status {
     GEEPS_RETURN_IF_ERROR(check(true));
-    for (size_t i = 0; i < count; ++i) dst[i] += src[i];
+    for (size_t i = 0; i < count; ++i) host_dst[i] += host_src[i];
     return Status::OK();
   });
 }
@@ -574,7 +645,8 @@ Status HostDevice::Fill(float* dst, float value, size_t count, Stream* stream) {
       [table = table_, dst, value, count, bytes]() -> Status {
         GEEPS_RETURN_IF_ERROR(
             table->CheckRange(kOp, "dst", dst, bytes, /*running=*/true));
-        std::fill(dst, dst + count, value);
+        float* host_dst = table->ToHost(dst);
+        std::fill(host_dst, host_dst + count, value);
         return Status::OK();
       });
 }

@@ -14,6 +14,21 @@
 //   (kOutOfRange). A failing operation does nothing; the error is reported by
 //   the next Synchronize() of its stream, and later operations still run.
 //
+// The asynchronous host mode (DeviceOptions::async_streams) delays every
+// operation by a random time on its stream's thread and never runs one
+// inline in Synchronize(): missing stream ordering then shows up here as
+// wrong results, as it would on a GPU.
+//
+// The opaque-pointer mode (DeviceOptions::opaque_pointers): Allocate()
+// returns the block's host address plus kOpaqueOffset, an address the host
+// cannot dereference (non-canonical on x86-64; outside the user address range
+// on AArch64, even with its top-byte-ignore), so that host code touching
+// device memory crashes (SIGSEGV) as it would on a GPU, while pointer
+// arithmetic on it still works. Every operation translates the device
+// pointers it gets back to host addresses before it runs; the checks above,
+// and their error messages, use the caller's pointers. Pinned memory stays
+// ordinary host memory.
+//
 // Thread safety: every method may be called from any thread at the same time,
 // including several threads enqueuing on one stream. Streams and events may
 // outlive the device; memory the device still owns is freed with it.
@@ -37,6 +52,13 @@ class HostDevice final : public Device {
  public:
   // Alignment of every block Allocate() and AllocatePinned() return.
   static constexpr size_t kAlignment = 64;
+  // Device address - host address of a block in the opaque-pointer mode.
+  // User addresses are below 2^56, so the sum has bit 62 set and bit 63
+  // clear: non-canonical on x86-64 (#GP, SIGSEGV). On AArch64 (user
+  // addresses below 2^52, top byte ignored) bit 54 puts it outside the user
+  // range. Subtracting it gives the host address back exactly.
+  static constexpr uintptr_t kOpaqueOffset =
+      (uintptr_t{1} << 62) | (uintptr_t{1} << 54);
 
   explicit HostDevice(const DeviceOptions& options);
   ~HostDevice() override;
@@ -77,6 +99,8 @@ class HostDevice final : public Device {
              Stream* stream) override;
   Status Fill(float* dst, float value, size_t count, Stream* stream) override;
 
+  Status HostFunction(std::function<void()> work, Stream* stream) override;
+
   Status Record(Event* event, Stream* stream) override;
   // The stream waits for the event's latest Record() as of this call; later
   // re-recording does not extend the wait.
@@ -90,17 +114,22 @@ class HostDevice final : public Device {
 
  private:
   enum class IndexedSide { kSource, kDestination };
+  // A row kernel on host addresses: (dst, src, index, n, width).
+  using RowKernel = void (*)(float*, const float*, const uint32_t*, size_t,
+                             size_t);
 
   // Shared by Gather, ScatterAdd and Scatter: checks the arguments, then
   // enqueues `kernel` behind a run-time check of all ranges, including the
-  // indexed side (`indexed`) up to the largest index.
+  // indexed side (`indexed`) up to the largest index; the kernel gets the
+  // pointers translated to host addresses.
   Status EnqueueIndexed(const char* op, float* dst, const float* src,
                         const uint32_t* index, size_t n, size_t width,
-                        IndexedSide indexed, Stream* stream,
-                        std::function<void()> kernel);
+                        IndexedSide indexed, Stream* stream, RowKernel kernel);
 
   const uint64_t memory_budget_;
   const uint64_t copy_bandwidth_;  // DeviceOptions::emulated_copy_bandwidth
+  const bool async_streams_;       // DeviceOptions::async_streams
+  const std::chrono::microseconds async_max_delay_;
   const std::shared_ptr<AllocationTable> table_;
 };
 

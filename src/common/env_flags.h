@@ -1,0 +1,19 @@
+// Environment variables that libgeeps reads by itself, without the
+// application calling ApplyEnvironment (test modes that must reach every
+// worker of a test suite unchanged).
+#ifndef GEEPS_COMMON_ENV_FLAGS_H_
+#define GEEPS_COMMON_ENV_FLAGS_H_
+
+#include "geeps/status.h"
+
+namespace geeps {
+
+// GEEPS_ASYNC_HOST_STREAMS: unset, empty or "0" = false, "1" = true, anything
+// else kInvalidArgument naming the variable (Config::async_host_streams).
+StatusOr<bool> AsyncHostStreamsFromEnvironment();
+// GEEPS_HOST_OPAQUE_POINTERS, the same way (Config::host_opaque_device_pointers).
+StatusOr<bool> HostOpaquePointersFromEnvironment();
+
+}  // namespace geeps
+
+#endif  // GEEPS_COMMON_ENV_FLAGS_H_
