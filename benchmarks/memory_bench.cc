@@ -69,18 +69,22 @@ Status Train(geeps::GeePS& ps, const Options& o, Result* r) {
     GEEPS_RETURN_IF_ERROR(ps.PostRead(read));
     for (auto h : fwd) {
       GEEPS_ASSIGN_OR_RETURN(float* a, ps.LocalAccess(h));
-      a[0] = static_cast<float>(i);  // touch; the "layer" is the sleep
+      const float mark = static_cast<float>(i);
+      GEEPS_RETURN_IF_ERROR(ps.CopyFromHost(a, &mark, 1));  // touch; the "layer" is the sleep
       std::this_thread::sleep_for(compute);
       GEEPS_RETURN_IF_ERROR(ps.PostLocalAccess(h));
     }
     for (auto h : bwd) {
       GEEPS_ASSIGN_OR_RETURN(float* a, ps.LocalAccess(h));
-      if (a[0] != static_cast<float>(i)) return geeps::InternalError("activation lost");
+      float mark = -1;
+      GEEPS_RETURN_IF_ERROR(ps.CopyToHost(&mark, a, 1));
+      if (mark != static_cast<float>(i)) return geeps::InternalError("activation lost");
       std::this_thread::sleep_for(compute);
       GEEPS_RETURN_IF_ERROR(ps.PostLocalAccess(h));
     }
     GEEPS_ASSIGN_OR_RETURN(float* d, ps.PreUpdate(upd));
-    d[0] = 1;
+    const float one = 1;
+    GEEPS_RETURN_IF_ERROR(ps.CopyFromHost(d, &one, 1));
     GEEPS_RETURN_IF_ERROR(ps.Update(upd));
     return ps.Clock();
   };

@@ -134,15 +134,17 @@ int GeepsChild(const Options& o) {
       GEEPS_RETURN_IF_ERROR(ps->StartIterations());
       const size_t floats = rows.size() * kWidth;
       const int iters = IterationsFor(o.bytes, o.seconds), warm = iters / 5 + 2;
-      std::vector<float> mine(floats);
+      std::vector<float> mine(floats), ones(floats, 1.0f);
       Clock::time_point start;
       for (int i = 0; i < warm + iters; ++i) {
         if (i == warm) start = Clock::now();
+        // The buffers are device memory: the application's side of the
+        // traffic crosses through the worker's copies, as on a GPU.
         GEEPS_ASSIGN_OR_RETURN(const float* v, ps->Read(rh));
-        std::memcpy(mine.data(), v, floats * sizeof(float));
+        GEEPS_RETURN_IF_ERROR(ps->CopyToHost(mine.data(), v, floats));
         GEEPS_RETURN_IF_ERROR(ps->PostRead(rh));
         GEEPS_ASSIGN_OR_RETURN(float* d, ps->PreUpdate(uh));
-        std::fill(d, d + floats, 1.0f);
+        GEEPS_RETURN_IF_ERROR(ps->CopyFromHost(d, ones.data(), floats));
         GEEPS_RETURN_IF_ERROR(ps->Update(uh));
         GEEPS_RETURN_IF_ERROR(ps->Clock());
       }

@@ -25,6 +25,9 @@ using geeps::StatusOr;
 using Clock = std::chrono::steady_clock;
 using Open = Stepper::Open;
 
+// A Status as the layer backend's error text: empty when OK.
+std::string ErrorText(const Status& s) { return s.ok() ? std::string() : s.ToString(); }
+
 constexpr int kImageSide = 28;
 constexpr int kClasses = 10;
 
@@ -348,7 +351,15 @@ Status TrainNetWorker(const NetOptions& opt, const nn::Network& net,
                       "MakeCudaBackend");
     }
   } else {
-    be = nn::MakeHostBackend();
+    // The host layers run on the worker's compute stream, as the CUDA ones
+    // do: ordered with libgeeps' copies the same way (and delayed in the
+    // asynchronous host mode, which then shows any missing ordering).
+    be = nn::MakeQueuedBackend(
+        nn::MakeHostBackend(),
+        [&ps](std::function<void()> kernel) {
+          return ErrorText(ps.EnqueueHostWork(std::move(kernel)));
+        },
+        [&ps] { return ErrorText(ps.SynchronizeComputeStream()); });
   }
   auto backend_status = [&](const char* call) {
     return be->ok() ? Status::OK()

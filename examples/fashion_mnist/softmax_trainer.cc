@@ -167,7 +167,9 @@ Status TrainWorker(const TrainOptions& opt, const Dataset& train,
     params = InitialParams(opt, train.dim, train.num_classes);
     out->initial_test = Evaluate(params.data(), test);
     EX_ASSIGN(float* buffer, ps.PreUpdate(init), "PreUpdate (prologue)");
-    std::copy(params.begin(), params.end(), buffer);
+    // Device memory (GPU memory on CUDA): filled through the worker.
+    EX_CHECK(ps.CopyFromHost(buffer, params.data(), params.size()),
+             "CopyFromHost (prologue)");
     EX_CHECK(ps.Update(init), "Update (prologue)");
   }
 
@@ -186,6 +188,10 @@ Status TrainWorker(const TrainOptions& opt, const Dataset& train,
 
   std::vector<float> grad(num_params);
   std::vector<float> velocity(num_params, 0.0f);
+  // This model computes on the host: the read parameters and the deltas
+  // cross between host and device memory (a GPU's, on CUDA) through the
+  // worker's copies.
+  std::vector<float> current(num_params), delta(num_params);
   for (int epoch = 0; epoch < opt.epochs; ++epoch) {
     std::shuffle(shard.begin(), shard.end(), rng);
     const float lr =
@@ -200,16 +206,18 @@ Status TrainWorker(const TrainOptions& opt, const Dataset& train,
                               ? static_cast<int64_t>(shard.size())
                               : begin + opt.batch_size;
       const size_t n = static_cast<size_t>(end - begin);
-      EX_ASSIGN(const float* current, ps.Read(read), "Read");
-      loss_sum += n * LossAndGradient(current, train, shard.data() + begin, n,
+      EX_ASSIGN(const float* read_rows, ps.Read(read), "Read");
+      EX_CHECK(ps.CopyToHost(current.data(), read_rows, num_params), "CopyToHost");
+      loss_sum += n * LossAndGradient(current.data(), train, shard.data() + begin, n,
                                       grad.data());
       samples += static_cast<int64_t>(n);
       EX_CHECK(ps.PostRead(read), "PostRead");
       for (size_t j = 0; j < num_params; ++j) {
         velocity[j] = opt.momentum * velocity[j] + grad[j];
       }
-      EX_ASSIGN(float* delta, ps.PreUpdate(update), "PreUpdate");
+      EX_ASSIGN(float* delta_rows, ps.PreUpdate(update), "PreUpdate");
       for (size_t j = 0; j < num_params; ++j) delta[j] = scale * velocity[j];
+      EX_CHECK(ps.CopyFromHost(delta_rows, delta.data(), num_params), "CopyFromHost");
       EX_CHECK(ps.Update(update), "Update");
       EX_CHECK(ps.Clock(), "Clock");
     }

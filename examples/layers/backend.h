@@ -23,6 +23,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -164,6 +165,26 @@ size_t ConvScratchFloats(int batch, const Window& w, int out_channels);
 // The host backend: GEMMs through the CPU BLAS (OpenBLAS), the rest plain
 // loops; convolutions by Backend's default im2col + GEMM.
 std::unique_ptr<Backend> MakeHostBackend();
+
+// Runs a kernel later, in order (libgeeps: GeePS::EnqueueHostWork on the
+// worker's compute stream); returns an error message, empty when queued.
+using EnqueueFn = std::function<std::string(std::function<void()>)>;
+// Waits until every queued kernel has run; an error message, empty if none.
+using SyncFn = std::function<std::string()>;
+
+// A backend that runs each kernel of `inner` (a host backend) as one queued
+// item through `enqueue`, in call order, the way a GPU backend's kernels run
+// on its stream: the application's compute is then ordered with libgeeps'
+// own copies exactly as on a GPU, and libgeeps' asynchronous host mode
+// (Config::async_host_streams) runs it late, so a missing ordering shows up
+// as wrong results on a machine without a GPU. CopyFromHost copies the host
+// data before it returns; SoftmaxCrossEntropy and CopyToHost wait for the
+// queue (`sync`) and run at once. A failed enqueue or sync, or an error of
+// `inner`, becomes this backend's sticky error. Null if an argument is
+// empty. The queued kernels use `inner`, so destroying the backend waits
+// for them.
+std::unique_ptr<Backend> MakeQueuedBackend(std::unique_ptr<Backend> inner,
+                                           EnqueueFn enqueue, SyncFn sync);
 
 // The CUDA backend, all on `stream` (a cudaStream_t; null = the legacy
 // default stream) of the current device: GEMMs through cuBLAS; where cuDNN
