@@ -18,22 +18,6 @@
 #include "test_util.h"
 
 namespace geeps {
-// Names the device in test output and CTest's test properties (internal
-// linkage: a test-only helper, found by argument-dependent lookup).
-static void PrintTo(DeviceKind kind, std::ostream* os) {
-  switch (kind) {
-    case DeviceKind::kAuto:
-      *os << "kAuto";
-      return;
-    case DeviceKind::kHost:
-      *os << "kHost";
-      return;
-    case DeviceKind::kCuda:
-      *os << "kCuda";
-      return;
-  }
-  *os << "DeviceKind(" << static_cast<int>(kind) << ")";
-}
 
 namespace {
 

@@ -19,33 +19,10 @@
 #include <utility>
 #include <vector>
 
-namespace geeps {
-// Names the parameter in test output and CTest names (internal linkage: a
-// test-only helper).
-static void PrintTo(DeviceKind kind, std::ostream* os) {
-  switch (kind) {
-    case DeviceKind::kAuto:
-      *os << "kAuto";
-      return;
-    case DeviceKind::kHost:
-      *os << "kHost";
-      return;
-    case DeviceKind::kCuda:
-      *os << "kCuda";
-      return;
-  }
-  *os << "DeviceKind(" << static_cast<int>(kind) << ")";
-}
-}  // namespace geeps
+#include "test_util.h"
 
 namespace geeps::device {
 namespace {
-
-#define ASSERT_OK(expr)                                     \
-  do {                                                      \
-    const ::geeps::Status assert_ok_status = (expr);        \
-    ASSERT_TRUE(assert_ok_status.ok()) << assert_ok_status; \
-  } while (0)
 
 // Floats that are small integers, so that sums in tests are exact.
 std::vector<float> RandomFloats(size_t count, uint32_t seed) {

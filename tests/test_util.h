@@ -3,9 +3,30 @@
 #define GEEPS_TESTS_TEST_UTIL_H_
 
 #include <fstream>
+#include <ostream>
 #include <string>
 
+#include "geeps/config.h"
 #include "geeps/status.h"
+
+namespace geeps {
+// Names a DeviceKind in test output and CTest's test names (GoogleTest finds
+// it by argument-dependent lookup).
+inline void PrintTo(DeviceKind kind, std::ostream* os) {
+  switch (kind) {
+    case DeviceKind::kAuto:
+      *os << "kAuto";
+      return;
+    case DeviceKind::kHost:
+      *os << "kHost";
+      return;
+    case DeviceKind::kCuda:
+      *os << "kCuda";
+      return;
+  }
+  *os << "DeviceKind(" << static_cast<int>(kind) << ")";
+}
+}  // namespace geeps
 
 namespace geeps::testing {
 
