@@ -236,7 +236,7 @@ TEST(FailureTest, CoordinatorPortInUseIsAClearError) {
 // Random bytes and truncated frames sent to a live shard's TCP port from a
 // foreign socket are dropped and counted; the sums stay exact.
 TEST(FailureTest, ForeignFramesOnAShardPortAreDropped) {
-  const int base = 20000 + static_cast<int>(getpid() % 20000);
+  const int base = FreePortRange(4);
   std::vector<Child> children;
   std::thread injector;
   {

@@ -38,6 +38,40 @@ inline int FreePort() {
   return ntohs(a.sin_port);
 }
 
+// The first of `n` consecutive TCP ports on 127.0.0.1 that were all free a
+// moment ago, below Linux's ephemeral range (32768 and up: ports other
+// tests' connections take at random), probed from a per-process start.
+inline int FreePortRange(int n) {
+  auto bindable = [](int port) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return false;
+    const int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+    close(fd);
+    return ok;
+  };
+  // Slots of kSlot ports: test processes running at the same time (their
+  // pids differ by less than the slot count) start in different slots.
+  constexpr int kLow = 12000, kHigh = 32000, kSlot = 16;
+  constexpr int kSlots = (kHigh - kLow) / kSlot;
+  const int slots_needed = (n + kSlot - 1) / kSlot;
+  int slot = static_cast<int>(getpid() % kSlots);
+  for (int tries = 0; tries < 200; ++tries) {
+    if (slot + slots_needed > kSlots) slot = 0;
+    const int base = kLow + slot * kSlot;
+    bool all = true;
+    for (int k = 0; k < n && all; ++k) all = bindable(base + k);
+    if (all) return base;
+    slot = (slot + 997) % kSlots;  // far from neighbouring pids' slots
+  }
+  return kLow + slot * kSlot;
+}
+
 inline std::string TempFile(const std::string& tag) {
   char path[] = "/tmp/geeps-test-XXXXXX";
   const int fd = mkstemp(path);

@@ -542,7 +542,7 @@ TEST(CurveJobTest, IntrudersCannotReadOrUpdate) {
   TempDir dir;
   const std::string key = NewKeyFile(dir, "job.key");
   const CurveKeys job = *geeps::transport::ReadCurveKeyFile(key);
-  const int base = 20000 + static_cast<int>(getpid() % 20000);
+  const int base = FreePortRange(4);
   const int coordinator = FreePort();
   std::vector<Child> children =
       StartJob(dir, {key, key}, {{"GEEPS_BASE_PORT", std::to_string(base)}},
