@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Runs the test suite again in the host backend's two test modes, which make
+# GPU-only bugs visible on a machine without a GPU (docs/api.md, "Device
+# buffers and the compute stream"). Needs a build folder with the tests
+# (scripts/test.sh makes one); builds nothing.
+#   async   GEEPS_ASYNC_HOST_STREAMS=1: every host stream op runs late, on its
+#           own thread; every test except label 'slow'.
+#   opaque  GEEPS_HOST_OPAQUE_POINTERS=1: device addresses the host cannot
+#           dereference; every test except labels 'slow' and 'examples' (the
+#           example layers' host kernels read device memory by design: they
+#           stand for GPU kernels), plus the softmax example's tests, whose
+#           trainer computes on the host and must copy through the worker.
+#   GEEPS_TEST_MODES  which modes (default "async opaque")
+#   GEEPS_BUILD_DIR   build folder (default: build)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+build_dir="${GEEPS_BUILD_DIR:-build}"
+modes="${GEEPS_TEST_MODES:-async opaque}"
+run() {  # run <VAR=value> <ctest args>...
+  local setting="$1"
+  shift
+  echo "test-modes.sh: $setting ctest $*"
+  env "$setting" ctest --test-dir "$build_dir" --output-on-failure -j2 --no-tests=error "$@"
+}
+for mode in $modes; do
+  case "$mode" in
+    async) run GEEPS_ASYNC_HOST_STREAMS=1 -LE slow ;;
+    opaque)
+      run GEEPS_HOST_OPAQUE_POINTERS=1 -LE 'slow|examples'
+      run GEEPS_HOST_OPAQUE_POINTERS=1 -R '^(TrainSoftmax|Shapes/TrainSoftmaxExact|ProcessMode)'
+      ;;
+    *)
+      echo "test-modes.sh: unknown mode '$mode' (expected async, opaque)" >&2
+      exit 2
+      ;;
+  esac
+done
