@@ -9,7 +9,18 @@
 //   2. Pinned host <-> device copy bandwidth, both directions.
 //   3. Overlap: a copy on one stream and a compute kernel on another;
 //      time(copy) + time(kernel) against time(both at once).
-// Usage: gpu_bench [--out file.json] [--quick]
+// Then the checked figures (scripts/gpu-check.sh, docs/cuda.md):
+//   * gather and scatter-add, each at least --min-indexed-ratio (0.5) of the
+//     device-to-device copy's bandwidth, taken as the lowest ratio over the
+//     widths of at least 32 floats (128-byte rows) at the largest row count
+//     measured for that width. Narrower rows are reported, not checked: a
+//     random 4- or 12-byte row uses a fraction of each 32-byte memory
+//     sector, whatever the kernel;
+//   * copy/compute overlap at least --min-overlap (0.8).
+// They go to the JSON's "checks" and to one line, "gpu_bench: check: ...:
+// PASS|MISS"; with --check a miss makes the exit status 3.
+// Usage: gpu_bench [--out file.json] [--quick] [--check]
+//                  [--min-indexed-ratio R] [--min-overlap F]
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -22,6 +33,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "device/device.h"
@@ -92,13 +104,24 @@ double GBps(double bytes, double ms) { return bytes / (ms * 1e-3) / 1e9; }
 int main(int argc, char** argv) {
   std::string out_path = "gpu_bench.json";
   bool quick = false;
+  bool check = false;
+  double min_indexed_ratio = 0.5;
+  double min_overlap = 0.8;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--out") == 0 && i + 1 < argc) {
       out_path = argv[++i];
     } else if (std::strcmp(argv[i], "--quick") == 0) {
       quick = true;
+    } else if (std::strcmp(argv[i], "--check") == 0) {
+      check = true;
+    } else if (std::strcmp(argv[i], "--min-indexed-ratio") == 0 && i + 1 < argc) {
+      min_indexed_ratio = std::atof(argv[++i]);
+    } else if (std::strcmp(argv[i], "--min-overlap") == 0 && i + 1 < argc) {
+      min_overlap = std::atof(argv[++i]);
     } else {
-      std::fprintf(stderr, "usage: gpu_bench [--out file.json] [--quick]\n");
+      std::fprintf(stderr,
+                   "usage: gpu_bench [--out file.json] [--quick] [--check] "
+                   "[--min-indexed-ratio R] [--min-overlap F]\n");
       return 2;
     }
   }
@@ -118,6 +141,14 @@ int main(int argc, char** argv) {
   std::printf("%-10s %6s %9s %12s %12s %12s\n", "op", "width", "rows",
               "GB/s", "copy GB/s", "vs copy");
   bool first = true;
+  // The checked figures: per width >= kCheckedWidth, the ratios at the
+  // largest row count measured (later row counts are larger).
+  constexpr size_t kCheckedWidth = 32;
+  struct Largest {
+    size_t rows = 0;
+    double gather = 0, scatter = 0;
+  };
+  std::vector<std::pair<size_t, Largest>> largest;
   const std::vector<size_t> widths = {1, 3, 32, 128, 129, 1024};
   const std::vector<size_t> row_counts = quick
                                              ? std::vector<size_t>{1 << 16}
@@ -155,6 +186,13 @@ int main(int argc, char** argv) {
       const double copy_gbps = GBps(2.0 * bytes, copy_ms);
       const double gather_gbps = GBps(2.0 * bytes + rows * 4.0, gather_ms);
       const double scatter_gbps = GBps(3.0 * bytes + rows * 4.0, scatter_ms);
+      if (width >= kCheckedWidth) {
+        if (largest.empty() || largest.back().first != width) {
+          largest.push_back({width, Largest()});
+        }
+        largest.back().second = {rows, gather_gbps / copy_gbps,
+                                 scatter_gbps / copy_gbps};
+      }
       for (int k = 0; k < 2; ++k) {
         const char* op = k == 0 ? "gather" : "scatter_add";
         const double gbps = k == 0 ? gather_gbps : scatter_gbps;
@@ -238,7 +276,33 @@ int main(int argc, char** argv) {
   json << "  \"overlap\": {\"copy_ms\": " << copy_ms
        << ", \"kernel_ms\": " << kernel_ms << ", \"serial_ms\": " << serial_ms
        << ", \"concurrent_ms\": " << both_ms << ", \"overlap_fraction\": "
-       << overlap << "}\n}\n";
+       << overlap << "},\n";
+
+  // ---- The checked figures --------------------------------------------------
+  double gather_min = 0, scatter_min = 0;
+  std::ostringstream checked;
+  for (size_t i = 0; i < largest.size(); ++i) {
+    const Largest& l = largest[i].second;
+    gather_min = i == 0 ? l.gather : std::min(gather_min, l.gather);
+    scatter_min = i == 0 ? l.scatter : std::min(scatter_min, l.scatter);
+    checked << (i == 0 ? "" : ", ") << "{\"width\": " << largest[i].first
+            << ", \"rows\": " << l.rows << ", \"gather_ratio\": " << l.gather
+            << ", \"scatter_add_ratio\": " << l.scatter << "}";
+  }
+  const bool indexed_ok = !largest.empty() && gather_min >= min_indexed_ratio &&
+                          scatter_min >= min_indexed_ratio;
+  const bool overlap_ok = overlap >= min_overlap;
+  const bool pass = indexed_ok && overlap_ok;
+  json << "  \"checks\": {\"indexed_min_width\": " << kCheckedWidth
+       << ", \"indexed\": [" << checked.str() << "], "
+       << "\"gather_min_ratio\": " << gather_min
+       << ", \"scatter_add_min_ratio\": " << scatter_min
+       << ", \"min_indexed_ratio\": " << min_indexed_ratio
+       << ", \"overlap_fraction\": " << overlap
+       << ", \"min_overlap\": " << min_overlap
+       << ", \"indexed_pass\": " << (indexed_ok ? "true" : "false")
+       << ", \"overlap_pass\": " << (overlap_ok ? "true" : "false")
+       << ", \"pass\": " << (pass ? "true" : "false") << "}\n}\n";
 
   dev->FreePinned(pinned);
   dev->Free(on_device);
@@ -246,5 +310,10 @@ int main(int argc, char** argv) {
   stream_b.reset();
   std::ofstream(out_path) << json.str();
   std::printf("gpu_bench: wrote %s\n", out_path.c_str());
-  return 0;
+  std::printf(
+      "gpu_bench: check: gather_min_ratio=%.3f scatter_add_min_ratio=%.3f "
+      "(>= %.2f, widths >= %zu) overlap_fraction=%.3f (>= %.2f): %s\n",
+      gather_min, scatter_min, min_indexed_ratio, kCheckedWidth, overlap,
+      min_overlap, pass ? "PASS" : "MISS");
+  return check && !pass ? 3 : 0;
 }

@@ -17,6 +17,7 @@ PACKAGES=(
   openmpi-bin                       # mpirun, one way to launch multi-process jobs
   libopenmpi-dev                    # MPI_Allreduce, the scaling benchmark's baseline
   clang-14 libclang-rt-14-dev       # libFuzzer targets (scripts/fuzz.sh)
+  patchelf xz-utils                 # scripts/gpu-bundle.sh (RUNPATHs, compressed libraries)
 )
 
 if ! command -v dpkg-query >/dev/null 2>&1; then

@@ -27,6 +27,7 @@ Status RunOnce(const BigNetOptions& o, const Dataset& train,
   n.momentum = o.momentum;
   n.seed = o.seed;
   n.device_memory_budget = budget;
+  n.device = o.device;
   n.emulated_copy_bandwidth = static_cast<uint64_t>(o.copy_gbs * 1e9);
   n.reread_params = true;        // the small peak that lets a budget of 1/4 work
   n.deterministic_bsp = true;    // bitwise comparable with several workers

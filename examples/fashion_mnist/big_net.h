@@ -11,6 +11,7 @@
 #include <ostream>
 #include <string>
 
+#include "geeps/config.h"  // DeviceKind
 #include "geeps/status.h"
 #include "net_trainer.h"
 
@@ -23,6 +24,12 @@ struct BigNetOptions {
   int workers = 1;
   double oversubscription = 4;  // (parameter + local bytes) / budget
   double copy_gbs = 12;         // emulated host<->device bandwidth, 0 = off
+                                // (host backend only: a GPU copies for real)
+  // The workers' device (NetOptions::device): kCuda trains with the CUDA
+  // layer backend on libgeeps' compute stream (TrainNetWorker picks it from
+  // the worker's device), and fails at start where there is no GPU; kAuto
+  // takes the GPU where there is one.
+  geeps::DeviceKind device = geeps::DeviceKind::kHost;
   float learning_rate = 0.01f;
   float momentum = 0.9f;
   int test_size = 512;          // synthetic examples evaluated before and after

@@ -4,7 +4,12 @@
 // device").
 //
 //   big_net [--iterations 60] [--batch-size 256] [--oversubscription 4]
-//           [--copy-gbs 12] [--workers 1] [--lr 0.01] [--seed 1] [--out F.json]
+//           [--copy-gbs 12] [--workers 1] [--lr 0.01] [--seed 1]
+//           [--device host|cuda|auto] [--out F.json]
+//
+// --device cuda trains with the CUDA layer backend on the GPU (and fails at
+// start without one); the emulated copy bandwidth (--copy-gbs) applies to
+// the host backend only.
 //
 // Prints the model's parameter and local-data bytes, the budget and the
 // oversubscription factor, samples/s with and without the budget, the
@@ -24,11 +29,20 @@ namespace {
 int Usage(const std::string& message) {
   std::cerr << "big_net: " << message << "\n"
             << "flags: --iterations N --batch-size N --oversubscription F "
-               "--copy-gbs G --workers N --lr X --seed N --out F.json\n";
+               "--copy-gbs G --workers N --lr X --seed N "
+               "--device host|cuda|auto --out F.json\n";
   return 2;
 }
 
 double MB(uint64_t bytes) { return static_cast<double>(bytes) / 1e6; }
+
+const char* DeviceName(geeps::DeviceKind d) {
+  switch (d) {
+    case geeps::DeviceKind::kHost: return "host";
+    case geeps::DeviceKind::kCuda: return "cuda";
+    default: return "auto";
+  }
+}
 
 }  // namespace
 
@@ -52,7 +66,13 @@ int main(int argc, char** argv) {
     else if (f == "--lr") o.learning_rate = static_cast<float>(std::atof(v));
     else if (f == "--seed") o.seed = std::strtoull(v, nullptr, 10);
     else if (f == "--out") out = v;
-    else return Usage("unknown flag " + f);
+    else if (f == "--device") {
+      const std::string d = v;
+      if (d == "host") o.device = geeps::DeviceKind::kHost;
+      else if (d == "cuda") o.device = geeps::DeviceKind::kCuda;
+      else if (d == "auto") o.device = geeps::DeviceKind::kAuto;
+      else return Usage("--device must be host, cuda or auto");
+    } else return Usage("unknown flag " + f);
   }
   o.log = &std::cout;
   fmnist::BigNetResult r;
@@ -66,7 +86,7 @@ int main(int argc, char** argv) {
   const fmnist::BigNetRun& u = r.unbudgeted;
   std::printf(
       "model %s (%zu parameters), synthetic data, %d worker(s), batch %d, "
-      "%d iterations\n"
+      "%d iterations, device %s\n"
       "parameter bytes:  %12llu (%.1f MB)\n"
       "local data bytes: %12llu (%.1f MB per worker: activations+gradients "
       "%.1f, weight gradients+momentum %.1f, scratch %.1f)\n"
@@ -80,6 +100,7 @@ int main(int argc, char** argv) {
       "test loss: %.4f -> %.4f (budget), %.4f -> %.4f (none)\n"
       "weights bitwise identical to the run without a budget: %s\n",
       r.model.c_str(), r.num_params, o.workers, o.batch_size, o.iterations,
+      DeviceName(o.device),
       static_cast<unsigned long long>(r.param_bytes), MB(r.param_bytes),
       static_cast<unsigned long long>(r.local_bytes), MB(r.local_bytes),
       MB(r.activation_bytes), MB(r.optimizer_bytes), MB(r.scratch_bytes),
@@ -93,6 +114,7 @@ int main(int argc, char** argv) {
   if (!out.empty()) {
     std::ofstream f(out);
     f << "{\"benchmark\":\"big_net\",\"model\":\"" << r.model
+      << "\",\"device\":\"" << DeviceName(o.device)
       << "\",\"parameters\":" << r.num_params << ",\"workers\":" << o.workers
       << ",\"batch_size\":" << o.batch_size << ",\"iterations\":" << o.iterations
       << ",\"param_bytes\":" << r.param_bytes << ",\"local_bytes\":" << r.local_bytes

@@ -1,12 +1,25 @@
 // CudaBackend: the kernels of backend.h on a GPU. GEMMs go to cuBLAS. Where
-// cuDNN was found at configure time (NN_WITH_CUDNN), convolution (forward,
-// backward data, filter and bias), max pooling and ReLU go to cuDNN (its
-// descriptor API); otherwise, and for everything else, plain CUDA kernels
-// written to match host_backend.cc (the same loops, one thread per output
-// element; where the host sums in a fixed order, so does the kernel, except
-// BiasGrad's block reduction), and convolution is Backend's default im2col +
-// GEMM. Every call enqueues on the stream given at construction; errors are
-// sticky (Backend::error()) and never abort. Compiled, not yet run on a GPU.
+// cuDNN was found at configure time (NN_WITH_CUDNN) and the cuDNN found at
+// run time is usable (CheckLibraries below), convolution (forward, backward
+// data, filter and bias), max pooling and ReLU go to cuDNN (its descriptor
+// API); otherwise, and for everything else, plain CUDA kernels written to
+// match host_backend.cc (the same loops, one thread per output element; where
+// the host sums in a fixed order, so does the kernel, except BiasGrad's block
+// reduction), and convolution is Backend's default im2col + GEMM. Every call
+// enqueues on the stream given at construction; errors are sticky
+// (Backend::error()) and never abort. Compiled, not yet run on a GPU.
+//
+// Version skew (docs/cuda.md, "Library versions"): the first MakeCudaBackend
+// of a process compares the cuBLAS and cuDNN it runs with against the
+// headers it was built with, and prints one line on stderr saying what it
+// found and whether cuDNN is used. cuDNN older than the build's major.minor
+// (cuDNN only promises that a newer minor release runs an older build), or
+// one whose parts do not load, is not used: the backend's own kernels run
+// instead. NN_CUDNN=off never uses it; NN_CUDNN=force uses an older one
+// anyway (then a cuDNN that cannot start is an error). An older cuBLAS 13.x
+// is reported and used: the backend calls only cublasCreate, SetStream,
+// SetMathMode, Sgemm and Destroy, in every release of the soname
+// libcublas.so.13.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #if NN_WITH_CUDNN
@@ -16,8 +29,12 @@
 #include <array>
 #include <climits>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -142,7 +159,7 @@ __global__ void ReluBackwardKernel(const float* y, const float* dy, size_t n,
   GRID_LOOP(i, n) dx[i] = y[i] > 0 ? dy[i] : 0.0f;
 }
 
-#if !NN_WITH_CUDNN  // with cuDNN, max pooling is cudnnPooling*
+// Max pooling without cuDNN (not built in, or not usable at run time).
 __global__ void MaxPoolForwardKernel(const float* __restrict__ x, size_t planes,
                                      Window w, float* __restrict__ y) {
   const int oh = OutH(w), ow = OutW(w);
@@ -200,7 +217,6 @@ __global__ void MaxPoolBackwardKernel(const float* __restrict__ x,
   }
 }
 
-#endif  // !NN_WITH_CUDNN
 
 // One thread per row, in double like the host; loss[b] is row b's loss.
 __global__ void SoftmaxKernel(const float* __restrict__ logits,
@@ -250,6 +266,145 @@ const char* CublasName(cublasStatus_t s) {
     case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
     default: return "cuBLAS error";
   }
+}
+
+// ---- Library versions (docs/cuda.md, "Library versions") -----------------
+
+struct Version {
+  int major = 0, minor = 0, patch = 0;
+  std::string str() const {
+    return std::to_string(major) + "." + std::to_string(minor) + "." +
+           std::to_string(patch);
+  }
+  // Older than `built` in major.minor (a patch release never matters).
+  bool OlderThan(const Version& built) const {
+    return major < built.major || (major == built.major && minor < built.minor);
+  }
+};
+
+// What the first MakeCudaBackend of the process found (CheckLibraries).
+struct LibraryCheck {
+  std::string blas_error;   // non-empty: cuBLAS cannot be used
+  bool dnn_wanted = false;  // start cuDNN in each backend (it may still fail)
+  bool dnn_forced = false;  // NN_CUDNN=force: a failed start is an error
+};
+
+#if NN_WITH_CUDNN
+enum class DnnPolicy { kAuto, kOff, kForce };
+
+// NN_CUDNN: auto (default), off (never cuDNN), force (an older cuDNN too).
+DnnPolicy ReadDnnPolicy(std::string* note) {
+  const char* v = std::getenv("NN_CUDNN");
+  if (v == nullptr || *v == '\0' || std::strcmp(v, "auto") == 0) {
+    return DnnPolicy::kAuto;
+  }
+  for (const char* off : {"off", "0", "no", "false"}) {
+    if (std::strcmp(v, off) == 0) return DnnPolicy::kOff;
+  }
+  for (const char* on : {"force", "on", "1", "yes", "true"}) {
+    if (std::strcmp(v, on) == 0) return DnnPolicy::kForce;
+  }
+  *note = std::string("NN_CUDNN=") + v + " is not auto, off or force: auto";
+  return DnnPolicy::kAuto;
+}
+
+// A status as a name, without cudnnGetErrorString: when cuDNN's parts do not
+// load, that function may not be reachable either.
+std::string DnnStatusName(cudnnStatus_t s) {
+  switch (s) {
+    case CUDNN_STATUS_SUCCESS: return "CUDNN_STATUS_SUCCESS";
+    case CUDNN_STATUS_NOT_INITIALIZED: return "CUDNN_STATUS_NOT_INITIALIZED";
+    case CUDNN_STATUS_SUBLIBRARY_VERSION_MISMATCH:
+      return "CUDNN_STATUS_SUBLIBRARY_VERSION_MISMATCH";
+    case CUDNN_STATUS_SUBLIBRARY_LOADING_FAILED:
+      return "CUDNN_STATUS_SUBLIBRARY_LOADING_FAILED";
+    default: return "cuDNN status " + std::to_string(static_cast<int>(s));
+  }
+}
+#endif  // NN_WITH_CUDNN
+
+// Compares the cuBLAS and cuDNN this process runs with against the headers
+// it was built with, decides whether cuDNN is used, and prints one line on
+// stderr saying so (scripts/gpu-check.sh reads it). Once per process: every
+// later backend shares the decision.
+const LibraryCheck& CheckLibraries() {
+  static const LibraryCheck check = [] {
+    LibraryCheck c;
+    std::string line = "nn: CUDA layer backend: ";
+    const Version blas_built{CUBLAS_VER_MAJOR, CUBLAS_VER_MINOR,
+                             CUBLAS_VER_PATCH};
+    Version blas;
+    if (cublasGetProperty(MAJOR_VERSION, &blas.major) != CUBLAS_STATUS_SUCCESS ||
+        cublasGetProperty(MINOR_VERSION, &blas.minor) != CUBLAS_STATUS_SUCCESS ||
+        cublasGetProperty(PATCH_LEVEL, &blas.patch) != CUBLAS_STATUS_SUCCESS) {
+      line += "cuBLAS of unknown version (cublasGetProperty failed; built with " +
+              blas_built.str() + ")";
+    } else {
+      line += "cuBLAS " + blas.str() + " (built with " + blas_built.str() + ")";
+      if (blas.major != blas_built.major) {
+        c.blas_error = "cuBLAS " + blas.str() + " is not of major version " +
+                       std::to_string(blas_built.major) +
+                       ", which this backend was built with";
+        line += ": NOT usable";
+      } else if (blas.OlderThan(blas_built)) {
+        line += ": older than the build, used (the calls made here are in "
+                "every " + std::to_string(blas_built.major) + ".x)";
+      }
+    }
+    line += "; ";
+#if NN_WITH_CUDNN
+    std::string note;
+    const DnnPolicy policy = ReadDnnPolicy(&note);
+    const Version dnn_built{CUDNN_MAJOR, CUDNN_MINOR, CUDNN_PATCHLEVEL};
+    const size_t v = cudnnGetVersion();
+    const Version dnn{static_cast<int>(v / 10000),
+                      static_cast<int>(v % 10000 / 100),
+                      static_cast<int>(v % 100)};
+    line += "cuDNN " + (v == 0 ? std::string("of unknown version") : dnn.str()) +
+            " (built with " + dnn_built.str() + ")";
+    std::string why_not;
+    if (policy == DnnPolicy::kOff) {
+      why_not = "NN_CUDNN=off";
+    } else if (v == 0) {
+      // scripts/gpu-bundle.sh's stand-in libcudnn.so.9, where a machine has
+      // no cuDNN: it exists only so that the binaries start.
+      why_not = "not available (cudnnGetVersion() returned 0)";
+    } else if (dnn.major != dnn_built.major) {
+      why_not = "not of major version " + std::to_string(dnn_built.major);
+    } else if (dnn.OlderThan(dnn_built) && policy != DnnPolicy::kForce) {
+      why_not = "older than the build's " + std::to_string(dnn_built.major) +
+                "." + std::to_string(dnn_built.minor) +
+                " (cuDNN promises only that a newer minor release runs an "
+                "older build; NN_CUDNN=force uses it anyway)";
+    } else {
+      cudnnStatus_t s = cudnnOpsVersionCheck();
+      if (s == CUDNN_STATUS_SUCCESS) s = cudnnCnnVersionCheck();
+      if (s != CUDNN_STATUS_SUCCESS) {
+        why_not = "its parts do not load or do not match (" +
+                  DnnStatusName(s) + ")";
+      }
+    }
+    c.dnn_wanted = why_not.empty();
+    c.dnn_forced = policy == DnnPolicy::kForce;
+    if (c.dnn_wanted) {
+      line += dnn.OlderThan(dnn_built)
+                  ? ": used (NN_CUDNN=force, although older than the build)"
+                  : ": used";
+    } else {
+      line += ": NOT used, " + why_not +
+              "; convolution, max pooling and ReLU run on the backend's own "
+              "kernels";
+    }
+    if (!note.empty()) line += " (" + note + ")";
+#else
+    line += "cuDNN: not built in (not found at configure time): NOT used; "
+            "convolution, max pooling and ReLU run on the backend's own "
+            "kernels";
+#endif
+    std::fprintf(stderr, "%s\n", line.c_str());
+    return c;
+  }();
+  return check;
 }
 
 #if NN_WITH_CUDNN
@@ -317,12 +472,7 @@ class CudaBackend final : public Backend {
   ~CudaBackend() override {
 #if NN_WITH_CUDNN
     plans_.clear();
-    if (pool_ != nullptr) cudnnDestroyPoolingDescriptor(pool_);
-    if (relu_ != nullptr) cudnnDestroyActivationDescriptor(relu_);
-    if (pool_x_ != nullptr) cudnnDestroyTensorDescriptor(pool_x_);
-    if (pool_y_ != nullptr) cudnnDestroyTensorDescriptor(pool_y_);
-    if (vector_ != nullptr) cudnnDestroyTensorDescriptor(vector_);
-    if (dnn_ != nullptr) cudnnDestroy(dnn_);
+    StopDnn();
     cudaFree(workspace_);
 #endif
     cudaFree(labels_);
@@ -332,24 +482,52 @@ class CudaBackend final : public Backend {
 
 #if NN_WITH_CUDNN
   // Creates the cuDNN handle (on stream_) and the descriptors that the
-  // pooling and ReLU calls re-set each time (host-only calls). False, with
-  // error(), when cuDNN cannot start.
-  bool StartDnn() {
-    return Dnn(cudnnCreate(&dnn_), "cudnnCreate") &&
-           Dnn(cudnnSetStream(dnn_, stream_), "cudnnSetStream") &&
-           Dnn(cudnnCreatePoolingDescriptor(&pool_),
-               "cudnnCreatePoolingDescriptor") &&
-           Dnn(cudnnCreateActivationDescriptor(&relu_),
-               "cudnnCreateActivationDescriptor") &&
-           Dnn(cudnnSetActivationDescriptor(relu_, CUDNN_ACTIVATION_RELU,
-                                            CUDNN_NOT_PROPAGATE_NAN, 0.0),
-               "cudnnSetActivationDescriptor") &&
-           Dnn(cudnnCreateTensorDescriptor(&pool_x_),
-               "cudnnCreateTensorDescriptor") &&
-           Dnn(cudnnCreateTensorDescriptor(&pool_y_),
-               "cudnnCreateTensorDescriptor") &&
-           Dnn(cudnnCreateTensorDescriptor(&vector_),
-               "cudnnCreateTensorDescriptor");
+  // pooling and ReLU calls re-set each time (host-only calls). On failure it
+  // releases what it made and returns why: dnn_ stays null and the backend's
+  // own kernels run (not recorded in error(): the backend stays usable).
+  std::string StartDnn() {
+    std::string why;
+    auto step = [&why](cudnnStatus_t s, const char* what) {
+      if (s != CUDNN_STATUS_SUCCESS && why.empty()) {
+        why = std::string(what) + ": " + DnnStatusName(s);
+      }
+      return why.empty();
+    };
+    cudnnHandle_t handle = nullptr;
+    if (!step(cudnnCreate(&handle), "cudnnCreate")) return why;
+    dnn_ = handle;
+    if (step(cudnnSetStream(dnn_, stream_), "cudnnSetStream") &&
+        step(cudnnCreatePoolingDescriptor(&pool_),
+             "cudnnCreatePoolingDescriptor") &&
+        step(cudnnCreateActivationDescriptor(&relu_),
+             "cudnnCreateActivationDescriptor") &&
+        step(cudnnSetActivationDescriptor(relu_, CUDNN_ACTIVATION_RELU,
+                                          CUDNN_NOT_PROPAGATE_NAN, 0.0),
+             "cudnnSetActivationDescriptor") &&
+        step(cudnnCreateTensorDescriptor(&pool_x_),
+             "cudnnCreateTensorDescriptor") &&
+        step(cudnnCreateTensorDescriptor(&pool_y_),
+             "cudnnCreateTensorDescriptor") &&
+        step(cudnnCreateTensorDescriptor(&vector_),
+             "cudnnCreateTensorDescriptor")) {
+      return "";
+    }
+    StopDnn();
+    return why;
+  }
+
+  // Releases the handle and the descriptors (dnn_ null afterwards).
+  void StopDnn() {
+    if (pool_ != nullptr) cudnnDestroyPoolingDescriptor(pool_);
+    if (relu_ != nullptr) cudnnDestroyActivationDescriptor(relu_);
+    if (pool_x_ != nullptr) cudnnDestroyTensorDescriptor(pool_x_);
+    if (pool_y_ != nullptr) cudnnDestroyTensorDescriptor(pool_y_);
+    if (vector_ != nullptr) cudnnDestroyTensorDescriptor(vector_);
+    if (dnn_ != nullptr) cudnnDestroy(dnn_);
+    pool_ = nullptr;
+    relu_ = nullptr;
+    pool_x_ = pool_y_ = vector_ = nullptr;
+    dnn_ = nullptr;
   }
 #endif
 
@@ -438,7 +616,8 @@ class CudaBackend final : public Backend {
   void ReluForward(const float* x, size_t n, float* y) override {
     if (!ok() || n == 0) return;
 #if NN_WITH_CUDNN
-    if (n <= static_cast<size_t>(INT_MAX)) {  // cuDNN's dimensions are ints
+    // cuDNN's dimensions are ints.
+    if (dnn_ != nullptr && n <= static_cast<size_t>(INT_MAX)) {
       const float one = 1.0f, zero = 0.0f;
       if (SetVector(n)) {
         Dnn(cudnnActivationForward(dnn_, relu_, &one, vector_, x, &zero,
@@ -456,7 +635,7 @@ class CudaBackend final : public Backend {
                     float* dx) override {
     if (!ok() || n == 0) return;
 #if NN_WITH_CUDNN
-    if (n <= static_cast<size_t>(INT_MAX)) {
+    if (dnn_ != nullptr && n <= static_cast<size_t>(INT_MAX)) {
       // ReLU's gradient depends only on the sign of x, which is y's: y
       // stands in for x. dx may be dy (cuDNN allows it in place with one
       // descriptor for both).
@@ -480,15 +659,18 @@ class CudaBackend final : public Backend {
     const size_t n = planes * OutH(w) * OutW(w);
     if (n == 0) return;
 #if NN_WITH_CUDNN
-    if (SetPool(batch, w)) {
-      const float one = 1.0f, zero = 0.0f;
-      Dnn(cudnnPoolingForward(dnn_, pool_, &one, pool_x_, x, &zero, pool_y_, y),
-          "cudnnPoolingForward");
+    if (dnn_ != nullptr) {
+      if (SetPool(batch, w)) {
+        const float one = 1.0f, zero = 0.0f;
+        Dnn(cudnnPoolingForward(dnn_, pool_, &one, pool_x_, x, &zero, pool_y_,
+                                y),
+            "cudnnPoolingForward");
+      }
+      return;
     }
-#else
+#endif
     MaxPoolForwardKernel<<<Blocks(n), kThreads, 0, stream_>>>(x, planes, w, y);
     Launched("MaxPoolForward");
-#endif
   }
 
   void MaxPoolBackward(const float* x, const float* y, const float* dy,
@@ -498,25 +680,33 @@ class CudaBackend final : public Backend {
     const size_t n = planes * w.height * w.width;
     if (n == 0) return;
 #if NN_WITH_CUDNN
-    if (SetPool(batch, w)) {
-      const float one = 1.0f, zero = 0.0f;
-      Dnn(cudnnPoolingBackward(dnn_, pool_, &one, pool_y_, y, pool_y_, dy,
-                               pool_x_, x, &zero, pool_x_, dx),
-          "cudnnPoolingBackward");
+    if (dnn_ != nullptr) {
+      if (SetPool(batch, w)) {
+        const float one = 1.0f, zero = 0.0f;
+        Dnn(cudnnPoolingBackward(dnn_, pool_, &one, pool_y_, y, pool_y_, dy,
+                                 pool_x_, x, &zero, pool_x_, dx),
+            "cudnnPoolingBackward");
+      }
+      return;
     }
-#else
+#endif
     MaxPoolBackwardKernel<<<Blocks(n), kThreads, 0, stream_>>>(x, y, dy, planes,
                                                                w, dx);
     Launched("MaxPoolBackward");
-#endif
   }
 
 #if NN_WITH_CUDNN
   // cuDNN computes the convolution itself (scratch is not used): forward,
-  // then the bias added by cudnnAddTensor.
+  // then the bias added by cudnnAddTensor. Without a usable cuDNN: Backend's
+  // im2col + GEMM on scratch.
   void ConvForward(const float* x, int batch, const Window& w, int out_channels,
                    const float* weights, const float* bias, float* y,
-                   float* /*scratch*/) override {
+                   float* scratch) override {
+    if (dnn_ == nullptr) {
+      Backend::ConvForward(x, batch, w, out_channels, weights, bias, y,
+                           scratch);
+      return;
+    }
     if (!ok() || batch <= 0 || out_channels <= 0) return;
     ConvPlan* p = Plan(batch, w, out_channels);
     if (p == nullptr || !ChooseForward(*p) ||
@@ -536,8 +726,12 @@ class CudaBackend final : public Backend {
 
   void ConvBackward(const float* x, const float* dy, int batch, const Window& w,
                     int out_channels, const float* weights, float* dx,
-                    float* dweights, float* dbias,
-                    float* /*scratch*/) override {
+                    float* dweights, float* dbias, float* scratch) override {
+    if (dnn_ == nullptr) {
+      Backend::ConvBackward(x, dy, batch, w, out_channels, weights, dx,
+                            dweights, dbias, scratch);
+      return;
+    }
     if (!ok() || batch <= 0 || out_channels <= 0) return;
     ConvPlan* p = Plan(batch, w, out_channels);
     if (p == nullptr || !ChooseBackwardFilter(*p) ||
@@ -906,6 +1100,8 @@ std::unique_ptr<Backend> MakeCudaBackend(void* stream, std::string* error) {
     return fail(std::string("no CUDA device: ") +
                 (e != cudaSuccess ? cudaGetErrorString(e) : "none visible"));
   }
+  const LibraryCheck& libraries = CheckLibraries();
+  if (!libraries.blas_error.empty()) return fail(libraries.blas_error);
   cublasHandle_t blas = nullptr;
   cublasStatus_t s = cublasCreate(&blas);
   if (s != CUBLAS_STATUS_SUCCESS) {
@@ -920,9 +1116,25 @@ std::unique_ptr<Backend> MakeCudaBackend(void* stream, std::string* error) {
   }
   auto backend = std::make_unique<CudaBackend>(cuda_stream, blas);
 #if NN_WITH_CUDNN
-  if (!backend->StartDnn()) return fail(backend->error());
+  if (libraries.dnn_wanted) {
+    const std::string why = backend->StartDnn();
+    if (!why.empty()) {
+      if (libraries.dnn_forced) {
+        return fail("cuDNN cannot start (NN_CUDNN=force): " + why);
+      }
+      static std::once_flag said;
+      std::call_once(said, [&why] {
+        std::fprintf(stderr,
+                     "nn: CUDA layer backend: cuDNN cannot start (%s): NOT "
+                     "used; convolution, max pooling and ReLU run on the "
+                     "backend's own kernels\n",
+                     why.c_str());
+      });
+    }
+  }
 #endif
   return backend;
+
 }
 
 }  // namespace nn
