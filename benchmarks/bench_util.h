@@ -18,7 +18,10 @@ using geeps::testing::Child;
 
 // Seconds per iteration from each child's "RESULT" line (the mean over the
 // children that print one); < 0 on a failure (the logs go to stderr).
-inline double Collect(std::vector<Child>& children, const char* what) {
+// `lines`, when given, receives the children's other report lines (those
+// starting with PASSES, CLOCKBYTES or SHARDBYTES), before the logs go.
+inline double Collect(std::vector<Child>& children, const char* what,
+                      std::vector<std::string>* lines = nullptr) {
   const bool ok = geeps::testing::WaitAll(children, std::chrono::minutes(3));
   double sum = 0;
   int n = 0;
@@ -30,6 +33,10 @@ inline double Collect(std::vector<Child>& children, const char* what) {
       if (line.rfind("RESULT ", 0) == 0) {
         sum += std::stod(line.substr(7));
         ++n;
+      } else if (lines != nullptr && (line.rfind("PASSES ", 0) == 0 ||
+                                      line.rfind("CLOCKBYTES ", 0) == 0 ||
+                                      line.rfind("SHARDBYTES ", 0) == 0)) {
+        lines->push_back(line);
       }
     }
   }

@@ -155,6 +155,14 @@ int GeepsChild(const Options& o) {
         return geeps::InternalError("read " + std::to_string(mine[0]) + ", expected " +
                                     std::to_string(expect));
       std::printf("RESULT %.9f\n", t);
+      // Bytes per stage over this worker's V bytes per clock: passes.
+      const geeps::DataPathBytes& b = ps->GetStats().data_path;
+      const double per = static_cast<double>(floats * sizeof(float)) * (warm + iters);
+      std::printf("PASSES gather=%.3f zero=%.3f scatter_add=%.3f to_slot=%.3f pack=%.3f "
+                  "install=%.3f app_copies=%.3f\n",
+                  b.gather / per, b.zero / per, b.scatter_add / per, b.to_slot / per,
+                  b.pack / per, b.install / per, b.app_copies / per);
+      std::printf("CLOCKBYTES %.0f\n", per);
       return geeps::Status::OK();
     };
     geeps::Status st = run();
@@ -168,6 +176,12 @@ int GeepsChild(const Options& o) {
   if (!st.ok()) {
     std::fprintf(stderr, "shutdown: %s\n", st.ToString().c_str());
     return 1;
+  }
+  if (ps == nullptr) {  // a server: its stages' bytes (the driver divides)
+    const geeps::ShardStats s = (*p)->GetShardStats();
+    std::printf("SHARDBYTES apply=%lld fold=%lld push_copy=%lld\n",
+                static_cast<long long>(s.apply_bytes), static_cast<long long>(s.fold_bytes),
+                static_cast<long long>(s.push_copy_bytes));
   }
   return 0;
 }
@@ -187,7 +201,64 @@ double RunZmq(const Options& o, uint64_t bytes) {
   return Collect(children, "zeromq pair");
 }
 
-double RunGeeps(const Options& o, uint64_t bytes) {
+// Passes over the bytes per stage (docs/architecture.md, "Passes over the
+// bytes"), from the library's counters: the workers' stages averaged, the
+// shards' bytes over all workers' bytes per clock.
+struct Passes {
+  std::vector<std::pair<std::string, double>> worker, shard;
+  double total = 0;
+  std::string Json() const {
+    std::ostringstream o;
+    auto obj = [&o](const std::vector<std::pair<std::string, double>>& kv) {
+      o << "{";
+      for (size_t i = 0; i < kv.size(); ++i)
+        o << (i ? "," : "") << "\"" << kv[i].first << "\":" << kv[i].second;
+      o << "}";
+    };
+    o << "{\"worker\":";
+    obj(worker);
+    o << ",\"shard\":";
+    obj(shard);
+    o << ",\"total\":" << total << "}";
+    return o.str();
+  }
+};
+
+Passes ParsePasses(const std::vector<std::string>& lines) {
+  std::vector<std::pair<std::string, double>> worker, shard_bytes;
+  int workers = 0;
+  double clock_bytes = 0;
+  auto fields = [](const std::string& rest, std::vector<std::pair<std::string, double>>* acc) {
+    std::istringstream in(rest);
+    size_t i = 0;
+    for (std::string kv; in >> kv; ++i) {
+      const size_t eq = kv.find('=');
+      if (eq == std::string::npos) continue;
+      const std::string k = kv.substr(0, eq);
+      const double v = std::stod(kv.substr(eq + 1));
+      if (i < acc->size()) acc->at(i).second += v;
+      else acc->emplace_back(k, v);
+    }
+  };
+  for (const std::string& line : lines) {
+    if (line.rfind("PASSES ", 0) == 0) {
+      fields(line.substr(7), &worker);
+      ++workers;
+    } else if (line.rfind("CLOCKBYTES ", 0) == 0) {
+      clock_bytes += std::stod(line.substr(11));
+    } else if (line.rfind("SHARDBYTES ", 0) == 0) {
+      fields(line.substr(11), &shard_bytes);
+    }
+  }
+  Passes p;
+  for (auto& [k, v] : worker) p.worker.emplace_back(k, workers ? v / workers : 0);
+  for (auto& [k, v] : shard_bytes) p.shard.emplace_back(k, clock_bytes > 0 ? v / clock_bytes : 0);
+  for (auto& kv : p.worker) p.total += kv.second;
+  for (auto& kv : p.shard) p.total += kv.second;
+  return p;
+}
+
+double RunGeeps(const Options& o, uint64_t bytes, Passes* passes) {
   std::vector<Child> children;
   const int world = 2 * o.pairs;
   const std::string coord = "127.0.0.1:" + std::to_string(geeps::testing::FreePort());
@@ -201,7 +272,10 @@ double RunGeeps(const Options& o, uint64_t bytes) {
          std::to_string(o.seconds), "--pairs", std::to_string(o.pairs)},
         env));
   }
-  return Collect(children, "libgeeps job");
+  std::vector<std::string> lines;
+  const double t = Collect(children, "libgeeps job", &lines);
+  *passes = ParsePasses(lines);
+  return t;
 }
 
 int Usage(const char* why) {
@@ -249,7 +323,8 @@ int main(int argc, char** argv) {
   bool failed = false;
   for (size_t k = 0; k < o.sizes.size(); ++k) {
     const uint64_t v = o.sizes[k];
-    const double z = RunZmq(o, v), g = RunGeeps(o, v);
+    Passes passes;
+    const double z = RunZmq(o, v), g = RunGeeps(o, v, &passes);
     if (z <= 0 || g <= 0) {
       failed = true;
       continue;
@@ -261,7 +336,9 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     json << (k ? "," : "") << "{\"bytes\":" << v << ",\"zmq_seconds_per_iteration\":" << z
          << ",\"geeps_seconds_per_iteration\":" << g << ",\"zmq_gbs\":" << zg
-         << ",\"geeps_gbs\":" << gg << ",\"fraction_of_zmq\":" << z / g << "}";
+         << ",\"geeps_gbs\":" << gg << ",\"fraction_of_zmq\":" << z / g
+         << ",\"passes\":" << passes.Json() << "}";
+    std::printf("%10s passes over V per clock: %s\n", "", passes.Json().c_str());
     csv << v << "," << z * 1e6 << "," << g * 1e6 << "," << zg << "," << gg << "," << z / g
         << "\n";
   }

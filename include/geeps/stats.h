@@ -7,6 +7,21 @@
 
 namespace geeps {
 
+// Bytes each stage of a worker's data path moved (docs/architecture.md,
+// "Passes over the bytes"). Divided by the bytes of the rows read (or
+// updated) per clock, each is that stage's number of passes over them.
+struct DataPathBytes {
+  int64_t gather = 0;       // Read: cache rows -> the read buffer
+  int64_t zero = 0;         // PreUpdate buffers and oplogs set to zero
+  int64_t scatter_add = 0;  // Update: buffer -> oplog (and cache, read-my-writes)
+  int64_t to_slot = 0;      // the oplog, or a direct Update's buffer -> the send slot
+  int64_t pack = 0;         // non-consecutive updated rows packed into a message
+  int64_t install = 0;      // a push's rows -> the cache (parts staged, own deltas re-added)
+  int64_t app_copies = 0;   // CopyToHost / CopyFromHost
+
+  std::string ToJson() const;
+};
+
 struct WorkerStats {
   int rank = 0;
   int64_t clock = 0;             // clocks completed (the prologue is clock 0)
@@ -27,6 +42,7 @@ struct WorkerStats {
   // not advance while they are open).
   int64_t reads_in_place = 0;
   int64_t frames_dropped = 0;     // malformed or unexpected frames dropped
+  DataPathBytes data_path;        // bytes moved per stage
   uint64_t device_bytes_in_use = 0;
   // The memory manager (zero without a device memory budget).
   double memory_stall_seconds = 0;   // the application waited for buffers or copies
@@ -49,6 +65,11 @@ struct ShardStats {
   int64_t bytes_received = 0;
   int64_t bytes_sent = 0;
   int64_t frames_dropped = 0;    // malformed or unexpected frames dropped
+  // Bytes each stage of the shard's data path moved (docs/architecture.md,
+  // "Passes over the bytes").
+  int64_t apply_bytes = 0;       // update rows added into the rows (or a clock's buffer)
+  int64_t fold_bytes = 0;        // a finished clock's buffer folded into the rows
+  int64_t push_copy_bytes = 0;   // rows copied into push messages
 
   // Adds the counters of `other` (e.g. of another channel of the shard).
   void Add(const ShardStats& other);

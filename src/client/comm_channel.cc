@@ -261,6 +261,7 @@ void CommChannel::SendUpdate(TableCache& t, const PartitionSlice& s, OplogSlot& 
     payload.refs = &slot.zmq_refs;
   } else {
     payload.fill = [&](char* out, uint64_t first, uint64_t n) {
+      ClientCounters::Count(ctx_.counters->pack_bytes, n * row_bytes);
       for (uint64_t i = 0; i < n; ++i) {
         std::memcpy(out + i * row_bytes,
                     slot.host + static_cast<size_t>(s.update_pos[first + i]) * t.width,
@@ -327,6 +328,8 @@ void CommChannel::HandlePush(int shard, std::vector<zmq::message_t>& frames) {
     return Drop("push part out of sequence");
   }
   if (!direct) {
+    ClientCounters::Count(ctx_.counters->install_bytes,
+                          m.header.row_count * t.width * sizeof(float));
     std::memcpy(partial.rows.data() + m.header.offset * t.width, m.payload,
                 m.header.row_count * t.width * sizeof(float));
     partial.received += m.header.row_count;
@@ -347,9 +350,12 @@ void CommChannel::HandlePush(int shard, std::vector<zmq::message_t>& frames) {
     std::lock_guard<std::mutex> lock(t.mu);
     if (m.header.clock <= s.age || m.header.aux < s.included)
       return Drop("stale or repeated push");
+    // Installing: one pass over the rows, plus one per own delta re-added.
+    ClientCounters::Count(ctx_.counters->install_bytes, floats * sizeof(float));
     if (rmw) {
       for (const OplogSlot* slot : t.retained) {
         if (slot->clock < m.header.aux) continue;
+        ClientCounters::Count(ctx_.counters->install_bytes, floats * sizeof(float));
         const float* d = slot->host + offset;
         for (size_t i = 0; i < floats; ++i) staging[i] += d[i];
       }

@@ -33,6 +33,12 @@ namespace geeps::client {
 struct ClientCounters {
   std::atomic<int64_t> messages_sent{0}, messages_received{0}, bytes_sent{0},
       bytes_received{0}, pushes_installed{0}, frames_dropped{0};
+  // WorkerStats::data_path, by stage (relaxed: statistics only).
+  std::atomic<int64_t> gather_bytes{0}, zero_bytes{0}, scatter_add_bytes{0}, to_slot_bytes{0},
+      pack_bytes{0}, install_bytes{0}, app_copy_bytes{0};
+  static void Count(std::atomic<int64_t>& c, size_t bytes) {
+    c.fetch_add(static_cast<int64_t>(bytes), std::memory_order_relaxed);
+  }
 };
 
 // What the channel needs of its worker. Everything outlives the channel.

@@ -301,6 +301,8 @@ Status Worker::BuildCacheAccess(const RecordedAccess& a, const TableCache& t,
 Status Worker::GatherFromCache(TableCache& t, AccessBuffers& b,
                                int handle) {
   const size_t w = t.width;
+  for (const AccessRun& r : b.runs)
+    ClientCounters::Count(counters_.gather_bytes, r.count * w * sizeof(float));
   for (const AccessRun& r : b.runs) {
     if (!r.on_device) continue;
     GEEPS_RETURN_IF_ERROR(device_->Gather(b.buffer + r.out * w, t.cache, b.index + r.index_at,
@@ -332,6 +334,9 @@ Status Worker::ScatterToCache(TableCache& t, AccessBuffers& b,
   // A resumed job's prologue updates are discarded (not applied anywhere).
   const bool rmw = config_.read_my_writes && !DiscardingPrologue();
   const auto start = SteadyClock::now();
+  for (const AccessRun& r : b.runs)
+    ClientCounters::Count(counters_.scatter_add_bytes,
+                          (rmw ? 2 : 1) * r.count * w * sizeof(float));
   for (const AccessRun& r : b.runs) {
     if (r.on_device) {
       for (float* dst : {t.oplog, rmw ? t.cache : nullptr}) {
@@ -665,6 +670,7 @@ void Worker::EmulateCompute() const {
 
 Status Worker::ClearOplog(TableCache& t) {
   const size_t w = t.width;
+  ClientCounters::Count(counters_.zero_bytes, (t.device_rows + t.host_rows) * w * sizeof(float));
   if (t.device_rows > 0)
     GEEPS_RETURN_IF_ERROR(device_->Fill(t.oplog, 0.0f, t.device_rows * w, stream_.get()));
   if (t.host_rows > 0) std::memset(t.host_oplog, 0, t.host_rows * w * sizeof(float));
@@ -724,9 +730,11 @@ Status Worker::AdvanceTable(TableId id) {
           update_bufs_[direct_handle_].buffer, direct->rows.size() * w * sizeof(float),
           device::CopyKind::kDeviceToHost, stream_.get()));
       GEEPS_RETURN_IF_ERROR(device_->Synchronize(stream_.get()));
+      ClientCounters::Count(counters_.to_slot_bytes, direct->rows.size() * w * sizeof(float));
     } else if (t.oplog_dirty) {
       // The slot holds the deltas by cached position, whichever side.
       const size_t w = t.width;
+      ClientCounters::Count(counters_.to_slot_bytes, t.floats() * sizeof(float));
       for (const CacheRun& r : t.runs) {
         if (r.on_device) {
           GEEPS_RETURN_IF_ERROR(device_->Copy(slot->host + r.begin * w, t.oplog + r.at * w,
@@ -910,6 +918,7 @@ StatusOr<float*> Worker::PreUpdate(UpdateHandle h) {
   GEEPS_RETURN_IF_ERROR(AcquireBuffer(b, floats * sizeof(float), {MemoryManager::Kind::kUpdate, h.id}));
   GEEPS_RETURN_IF_ERROR(device_->Fill(b.buffer, 0.0f, floats, stream_.get()));
   GEEPS_RETURN_IF_ERROR(device_->Synchronize(stream_.get()));
+  ClientCounters::Count(counters_.zero_bytes, floats * sizeof(float));
   GEEPS_RETURN_IF_ERROR(Advance());
   return b.buffer;
 }
@@ -1015,6 +1024,7 @@ Status Worker::CopyBuffer(const char* call, void* dst, const void* src, size_t f
       dst, src, floats * sizeof(float),
       to_host ? device::CopyKind::kDeviceToHost : device::CopyKind::kHostToDevice,
       stream_.get()));
+  ClientCounters::Count(counters_.app_copy_bytes, floats * sizeof(float));
   return device_->Synchronize(stream_.get());
 }
 
@@ -1150,6 +1160,13 @@ WorkerStats Worker::GetStats() const {
   s.updates_direct = updates_direct_.load();
   s.reads_in_place = reads_in_place_.load();
   s.frames_dropped = counters_.frames_dropped.load();
+  s.data_path.gather = counters_.gather_bytes.load();
+  s.data_path.zero = counters_.zero_bytes.load();
+  s.data_path.scatter_add = counters_.scatter_add_bytes.load();
+  s.data_path.to_slot = counters_.to_slot_bytes.load();
+  s.data_path.pack = counters_.pack_bytes.load();
+  s.data_path.install = counters_.install_bytes.load();
+  s.data_path.app_copies = counters_.app_copy_bytes.load();
   s.device_bytes_in_use = device_bytes_.load();
   if (tables_ready_.load(std::memory_order_acquire) && memory_) memory_->FillStats(&s);
   return s;

@@ -4,6 +4,14 @@
 
 namespace geeps {
 
+std::string DataPathBytes::ToJson() const {
+  std::ostringstream o;
+  o << "{\"gather\":" << gather << ",\"zero\":" << zero << ",\"scatter_add\":" << scatter_add
+    << ",\"to_slot\":" << to_slot << ",\"pack\":" << pack << ",\"install\":" << install
+    << ",\"app_copies\":" << app_copies << "}";
+  return o.str();
+}
+
 std::string WorkerStats::ToJson() const {
   std::ostringstream o;
   o << "{\"rank\":" << rank << ",\"clock\":" << clock
@@ -18,6 +26,7 @@ std::string WorkerStats::ToJson() const {
     << ",\"updates_direct\":" << updates_direct
     << ",\"reads_in_place\":" << reads_in_place
     << ",\"frames_dropped\":" << frames_dropped
+    << ",\"data_path_bytes\":" << data_path.ToJson()
     << ",\"device_bytes_in_use\":" << device_bytes_in_use
     << ",\"memory_stall_seconds\":" << memory_stall_seconds
     << ",\"bytes_host_to_device\":" << bytes_host_to_device
@@ -36,6 +45,9 @@ void ShardStats::Add(const ShardStats& o) {
   bytes_received += o.bytes_received;
   bytes_sent += o.bytes_sent;
   frames_dropped += o.frames_dropped;
+  apply_bytes += o.apply_bytes;
+  fold_bytes += o.fold_bytes;
+  push_copy_bytes += o.push_copy_bytes;
 }
 
 std::string ShardStats::ToJson() const {
@@ -45,7 +57,9 @@ std::string ShardStats::ToJson() const {
     << ",\"pushes_sent\":" << pushes_sent
     << ",\"bytes_received\":" << bytes_received
     << ",\"bytes_sent\":" << bytes_sent
-    << ",\"frames_dropped\":" << frames_dropped << "}";
+    << ",\"frames_dropped\":" << frames_dropped
+    << ",\"apply_bytes\":" << apply_bytes << ",\"fold_bytes\":" << fold_bytes
+    << ",\"push_copy_bytes\":" << push_copy_bytes << "}";
   return o.str();
 }
 

@@ -216,6 +216,9 @@ ShardStats ShardChannel::GetStats() const {
   s.updates_applied = updates_applied_.load();
   s.rows_applied = rows_applied_.load();
   s.pushes_sent = pushes_sent_.load();
+  s.apply_bytes = apply_bytes_.load();
+  s.fold_bytes = fold_bytes_.load();
+  s.push_copy_bytes = push_copy_bytes_.load();
   s.bytes_received = bytes_received_.load();
   s.bytes_sent = bytes_sent_.load();
   s.frames_dropped = frames_dropped_.load();
@@ -378,6 +381,8 @@ void ShardChannel::HandleUpdate(int worker, const DecodedMessage& m) {
       AddRow(acc.data() + (m.RowAt(i) - t.span.begin) * w, m.payload + i * w * sizeof(float), w);
   }
   rows_applied_.fetch_add(static_cast<int64_t>(m.header.row_count));
+  apply_bytes_.fetch_add(static_cast<int64_t>(m.header.row_count * w * sizeof(float)),
+                         std::memory_order_relaxed);
   if (m.header.flags & transport::kFlagMore) return;  // the clock ends with the last part
   updates_applied_.fetch_add(1);
   t.clocks[worker] = m.header.clock + 1;
@@ -387,6 +392,8 @@ void ShardChannel::HandleUpdate(int worker, const DecodedMessage& m) {
   while (!t.pending.empty() && t.pending.begin()->first / config_.num_workers < new_min) {
     std::vector<float>& acc = t.pending.begin()->second;
     FoldAndClear(t.data.data(), acc.data(), acc.size());
+    fold_bytes_.fetch_add(static_cast<int64_t>(acc.size() * sizeof(float)),
+                          std::memory_order_relaxed);
     if (t.spare.size() < 4) t.spare.push_back(std::move(acc));
     t.pending.erase(t.pending.begin());
   }
@@ -417,6 +424,7 @@ void ShardChannel::PushTo(const std::vector<int>& workers, TableId table, TableS
     transport::EncodeHeader(h, header.data());
     zmq::message_t payload(n * row_bytes);
     char* out = static_cast<char*>(payload.data());
+    push_copy_bytes_.fetch_add(static_cast<int64_t>(n * row_bytes), std::memory_order_relaxed);
     // Subscribed rows are sorted; copy runs of consecutive rows at once.
     uint64_t i = first;
     while (i < first + n) {

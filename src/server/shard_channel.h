@@ -171,6 +171,8 @@ class ShardChannel {
   bool writer_stop_ = false;
   std::atomic<int64_t> checkpoints_written_{0}, last_checkpoint_clock_{0};
 
+  // ShardStats' data-path stages (relaxed: statistics only).
+  std::atomic<int64_t> apply_bytes_{0}, fold_bytes_{0}, push_copy_bytes_{0};
   std::atomic<int64_t> updates_applied_{0}, rows_applied_{0}, pushes_sent_{0},
       bytes_received_{0}, bytes_sent_{0}, frames_dropped_{0};
   uint32_t logged_drop_reasons_ = 0;  // thread-owned

@@ -1,0 +1,99 @@
+// The data path's per-stage byte counters (WorkerStats::data_path,
+// ShardStats' apply/fold/push_copy bytes): for a worker that reads and
+// updates the same V bytes every clock, each counter divided by V is that
+// stage's number of passes, which docs/architecture.md ("Passes over the
+// bytes") states per path.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "geeps/embedded_cluster.h"
+#include "test_util.h"
+
+namespace geeps {
+namespace {
+
+constexpr uint64_t kRows = 32;
+constexpr uint32_t kWidth = 16;
+constexpr int64_t kV = kRows * kWidth * sizeof(float);
+constexpr int kIterations = 6;
+
+struct JobStats {
+  WorkerStats worker;
+  ShardStats shard;
+};
+
+JobStats RunOne(bool read_my_writes) {
+  Config c;
+  c.num_workers = 1;
+  c.tables = {{"W", kRows, kWidth}};
+  c.read_my_writes = read_my_writes;
+  c.timeout = std::chrono::milliseconds(10000);
+  auto cluster = EmbeddedCluster::Start(c);
+  EXPECT_TRUE(cluster.ok()) << cluster.status();
+  JobStats out;
+  if (!cluster.ok()) return out;
+  Status st = (*cluster)->RunWorkers([&](GeePS& ps) -> Status {
+    const auto rows = RowRange(0, kRows);
+    GEEPS_ASSIGN_OR_RETURN(ReadHandle r, ps.VirtualRead(0, rows));
+    GEEPS_RETURN_IF_ERROR(ps.VirtualPostRead(r));
+    GEEPS_ASSIGN_OR_RETURN(UpdateHandle u, ps.VirtualPreUpdate(0, rows));
+    GEEPS_RETURN_IF_ERROR(ps.VirtualUpdate(u));
+    GEEPS_RETURN_IF_ERROR(ps.VirtualClock());
+    GEEPS_RETURN_IF_ERROR(ps.FinishVirtualIteration());
+    GEEPS_RETURN_IF_ERROR(ps.StartIterations());
+    const std::vector<float> ones(kRows * kWidth, 1.0f);
+    for (int i = 0; i < kIterations; ++i) {
+      GEEPS_ASSIGN_OR_RETURN(const float* w, ps.Read(r));
+      (void)w;
+      GEEPS_RETURN_IF_ERROR(ps.PostRead(r));
+      GEEPS_ASSIGN_OR_RETURN(float* d, ps.PreUpdate(u));
+      GEEPS_RETURN_IF_ERROR(ps.CopyFromHost(d, ones.data(), ones.size()));
+      GEEPS_RETURN_IF_ERROR(ps.Update(u));
+      GEEPS_RETURN_IF_ERROR(ps.Clock());
+    }
+    GEEPS_RETURN_IF_ERROR(ps.Sync());
+    out.worker = ps.GetStats();
+    return Status::OK();
+  });
+  EXPECT_TRUE(st.ok()) << st;
+  out.shard = (*cluster)->GetShardStats(0);
+  return out;
+}
+
+TEST(DataPathStatsTest, DirectUpdatesAndReadsInPlaceSkipTheirPasses) {
+  const JobStats run = RunOne(/*read_my_writes=*/false);
+  const DataPathBytes& p = run.worker.data_path;
+  ASSERT_EQ(run.worker.updates_direct, kIterations);
+  ASSERT_EQ(run.worker.reads_in_place, kIterations);
+  EXPECT_EQ(p.gather, 0);
+  EXPECT_EQ(p.scatter_add, 0);
+  EXPECT_EQ(p.zero, kIterations * kV);     // PreUpdate's buffer; the oplog stays clean
+  EXPECT_EQ(p.to_slot, kIterations * kV);  // the buffer straight into the slot
+  EXPECT_EQ(p.pack, 0);                    // consecutive rows leave from the slot
+  EXPECT_EQ(p.app_copies, kIterations * kV);
+  // Every push installs V once (one part, no own deltas to re-add).
+  EXPECT_EQ(p.install, run.worker.pushes_installed * kV);
+  EXPECT_GE(run.worker.pushes_installed, kIterations);
+  // The shard adds each update once (straight into the rows, or into the
+  // clock's buffer and folded later) and copies V into every push.
+  EXPECT_EQ(run.shard.apply_bytes, kIterations * kV);
+  EXPECT_LE(run.shard.fold_bytes, kIterations * kV);
+  EXPECT_EQ(run.shard.push_copy_bytes, run.shard.pushes_sent * kV);
+}
+
+TEST(DataPathStatsTest, ReadMyWritesGathersAndGoesThroughTheOplog) {
+  const JobStats run = RunOne(/*read_my_writes=*/true);
+  const DataPathBytes& p = run.worker.data_path;
+  ASSERT_EQ(run.worker.updates_direct, 0);
+  ASSERT_EQ(run.worker.reads_in_place, 0);
+  EXPECT_EQ(p.gather, kIterations * kV);
+  EXPECT_EQ(p.scatter_add, 2 * kIterations * kV);  // into the oplog and the cache
+  EXPECT_EQ(p.to_slot, kIterations * kV);
+  EXPECT_EQ(p.zero, 2 * kIterations * kV);  // PreUpdate's buffer and the oplog
+  EXPECT_GE(p.install, run.worker.pushes_installed * kV);
+  EXPECT_EQ(run.shard.apply_bytes, kIterations * kV);
+}
+
+}  // namespace
+}  // namespace geeps
