@@ -69,7 +69,9 @@ struct ShardStats {
   // "Passes over the bytes").
   int64_t apply_bytes = 0;       // update rows added into the rows (or a clock's buffer)
   int64_t fold_bytes = 0;        // a finished clock's buffer folded into the rows
-  int64_t push_copy_bytes = 0;   // rows copied into push messages
+  int64_t push_copy_bytes = 0;   // rows copied into push messages (or copied
+                                 // aside because a push still held them)
+  int64_t push_zero_copy_bytes = 0;  // rows sent in pushes straight from the rows
 
   // Adds the counters of `other` (e.g. of another channel of the shard).
   void Add(const ShardStats& other);

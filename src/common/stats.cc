@@ -48,6 +48,7 @@ void ShardStats::Add(const ShardStats& o) {
   apply_bytes += o.apply_bytes;
   fold_bytes += o.fold_bytes;
   push_copy_bytes += o.push_copy_bytes;
+  push_zero_copy_bytes += o.push_zero_copy_bytes;
 }
 
 std::string ShardStats::ToJson() const {
@@ -59,7 +60,8 @@ std::string ShardStats::ToJson() const {
     << ",\"bytes_sent\":" << bytes_sent
     << ",\"frames_dropped\":" << frames_dropped
     << ",\"apply_bytes\":" << apply_bytes << ",\"fold_bytes\":" << fold_bytes
-    << ",\"push_copy_bytes\":" << push_copy_bytes << "}";
+    << ",\"push_copy_bytes\":" << push_copy_bytes
+    << ",\"push_zero_copy_bytes\":" << push_zero_copy_bytes << "}";
   return o.str();
 }
 

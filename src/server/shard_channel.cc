@@ -40,7 +40,7 @@ ShardChannel::ShardChannel(zmq::context_t* context, const Config& config,
     auto t = std::make_unique<TableState>();
     t->span = common::PartitionRows(spec.num_rows, partition_, num_partitions);
     t->width = spec.row_width;
-    t->data.assign(t->span.size() * spec.row_width, 0.0f);
+    t->rows->values.assign(t->span.size() * spec.row_width, 0.0f);
     t->clocks.assign(config_.num_workers, 0);
     t->subscriptions.resize(config_.num_workers);
     t->subscribed.assign(config_.num_workers, false);
@@ -83,7 +83,9 @@ Status ShardChannel::Restore(int64_t clock) {
   for (size_t i = 0; i < tables_.size(); ++i) {
     if (!by_table[i]) continue;
     TableState& t = *tables_[i];
-    t.data = by_table[i]->data;
+    // Fresh rows: pushes of the old ones (if any) keep those alive.
+    t.rows = std::make_shared<SharedRows>();
+    t.rows->values = by_table[i]->data;
     std::fill(t.clocks.begin(), t.clocks.end(), clock);
     t.min_clock = clock;
     t.start_clock = clock;
@@ -190,7 +192,7 @@ void ShardChannel::MaybeSnapshot(TableId table, const TableState& t, int64_t clo
   e.width = t.width;
   e.first_row = t.span.begin;
   e.row_count = t.span.size();
-  e.data = t.data;  // the rows hold exactly the updates of clocks < clock
+  e.data = t.data();  // the rows hold exactly the updates of clocks < clock
   d.tables.push_back(std::move(e));
   if (static_cast<int>(d.tables.size()) < checkpoint_tables_) return;
   d.fingerprint = fingerprint_;
@@ -219,6 +221,7 @@ ShardStats ShardChannel::GetStats() const {
   s.apply_bytes = apply_bytes_.load();
   s.fold_bytes = fold_bytes_.load();
   s.push_copy_bytes = push_copy_bytes_.load();
+  s.push_zero_copy_bytes = push_zero_copy_bytes_.load();
   s.bytes_received = bytes_received_.load();
   s.bytes_sent = bytes_sent_.load();
   s.frames_dropped = frames_dropped_.load();
@@ -227,7 +230,7 @@ ShardStats ShardChannel::GetStats() const {
 
 std::vector<float> ShardChannel::RowsForTesting(TableId table) const {
   if (table >= tables_.size() || !tables_[table]) return {};
-  return tables_[table]->data;
+  return tables_[table]->data();
 }
 
 void ShardChannel::Run() {
@@ -360,9 +363,9 @@ void ShardChannel::HandleUpdate(int worker, const DecodedMessage& m) {
   const bool direct = !config_.deterministic_bsp && m.header.clock == t.min_clock &&
                       t.min_clock > t.start_clock;
   if (direct) {
+    float* rows = Writable(t).data();
     for (uint64_t i = 0; i < m.header.row_count; ++i)
-      AddRow(t.data.data() + (m.RowAt(i) - t.span.begin) * w, m.payload + i * w * sizeof(float),
-             w);
+      AddRow(rows + (m.RowAt(i) - t.span.begin) * w, m.payload + i * w * sizeof(float), w);
   } else if (m.header.row_count > 0) {
     // Deterministic mode keeps each worker's deltas apart, so that they are
     // added in rank order whatever order they arrived in.
@@ -374,7 +377,7 @@ void ShardChannel::HandleUpdate(int worker, const DecodedMessage& m) {
         acc = std::move(t.spare.back());
         t.spare.pop_back();
       } else {
-        acc.assign(t.data.size(), 0.0f);
+        acc.assign(t.data().size(), 0.0f);
       }
     }
     for (uint64_t i = 0; i < m.header.row_count; ++i)
@@ -391,7 +394,7 @@ void ShardChannel::HandleUpdate(int worker, const DecodedMessage& m) {
   // Fold in the deltas of the clocks the minimum passed.
   while (!t.pending.empty() && t.pending.begin()->first / config_.num_workers < new_min) {
     std::vector<float>& acc = t.pending.begin()->second;
-    FoldAndClear(t.data.data(), acc.data(), acc.size());
+    FoldAndClear(Writable(t).data(), acc.data(), acc.size());
     fold_bytes_.fetch_add(static_cast<int64_t>(acc.size() * sizeof(float)),
                           std::memory_order_relaxed);
     if (t.spare.size() < 4) t.spare.push_back(std::move(acc));
@@ -400,6 +403,31 @@ void ShardChannel::HandleUpdate(int worker, const DecodedMessage& m) {
   t.min_clock = new_min;
   MaybeSnapshot(m.header.table, t, new_min);
   for (const std::vector<int>& group : t.push_groups) PushTo(group, m.header.table, t);
+}
+
+void ShardChannel::ReleaseRows(void* /*data*/, void* hint) {
+  auto* hold = static_cast<std::shared_ptr<SharedRows>*>(hint);
+  (*hold)->in_flight.fetch_sub(1, std::memory_order_release);
+  delete hold;
+}
+
+std::vector<float>& ShardChannel::TableState::MutableRows(size_t* copied) {
+  *copied = 0;
+  if (rows->in_flight.load(std::memory_order_acquire) != 0) {
+    // A push still reads the rows: write a copy; the push keeps the old.
+    auto fresh = std::make_shared<SharedRows>();
+    fresh->values = rows->values;
+    *copied = fresh->values.size() * sizeof(float);
+    rows = std::move(fresh);
+  }
+  return rows->values;
+}
+
+std::vector<float>& ShardChannel::Writable(TableState& t) {
+  size_t copied = 0;
+  std::vector<float>& rows = t.MutableRows(&copied);
+  if (copied > 0) push_copy_bytes_.fetch_add(static_cast<int64_t>(copied), std::memory_order_relaxed);
+  return rows;
 }
 
 void ShardChannel::PushTo(const std::vector<int>& workers, TableId table, TableState& t) {
@@ -422,28 +450,45 @@ void ShardChannel::PushTo(const std::vector<int>& workers, TableId table, TableS
     h.flags = first + n < rows.size() ? transport::kFlagMore : 0;
     zmq::message_t header(transport::kHeaderBytes);
     transport::EncodeHeader(h, header.data());
-    zmq::message_t payload(n * row_bytes);
-    char* out = static_cast<char*>(payload.data());
-    push_copy_bytes_.fetch_add(static_cast<int64_t>(n * row_bytes), std::memory_order_relaxed);
-    // Subscribed rows are sorted; copy runs of consecutive rows at once.
-    uint64_t i = first;
-    while (i < first + n) {
-      uint64_t j = i + 1;
-      while (j < first + n && rows[j] == rows[j - 1] + 1) ++j;
-      std::memcpy(out + (i - first) * row_bytes,
-                  t.data.data() + (rows[i] - t.span.begin) * t.width, (j - i) * row_bytes);
-      i = j;
+    zmq::message_t payload;
+    // Subscribed rows are sorted and distinct: consecutive iff they span n.
+    // Then every receiver gets a message over the rows themselves (each its
+    // own, so that each release goes through ReleaseRows rather than
+    // ZeroMQ's internal reference count, which ThreadSanitizer cannot see).
+    const bool zero_copy = n > 0 && rows[first + n - 1] - rows[first] == n - 1;
+    float* const from = t.rows->values.data() + (rows[first] - t.span.begin) * t.width;
+    if (zero_copy) {
+      push_zero_copy_bytes_.fetch_add(static_cast<int64_t>(n * row_bytes),
+                                      std::memory_order_relaxed);
+    } else {
+      payload.rebuild(n * row_bytes);
+      char* out = static_cast<char*>(payload.data());
+      push_copy_bytes_.fetch_add(static_cast<int64_t>(n * row_bytes), std::memory_order_relaxed);
+      // Copy runs of consecutive rows at once.
+      uint64_t i = first;
+      while (i < first + n) {
+        uint64_t j = i + 1;
+        while (j < first + n && rows[j] == rows[j - 1] + 1) ++j;
+        std::memcpy(out + (i - first) * row_bytes,
+                    t.data().data() + (rows[i] - t.span.begin) * t.width, (j - i) * row_bytes);
+        i = j;
+      }
     }
     transport::ReleaseBeforeSend(context_);
     for (size_t k = 0; k < workers.size(); ++k) {
       if (failed[k]) continue;
       // The last receiver takes the messages; the others get copies that
-      // share the payload's buffer.
+      // share the payload's buffer. Zero-copy: a message over the rows per
+      // receiver, each holding them (and `t.rows` alive) until ReleaseRows.
       const bool last = k + 1 == workers.size();
       zmq::message_t header_copy, payload_copy;
-      if (!last) {
-        header_copy.copy(header);
-        if (n > 0) payload_copy.copy(payload);
+      if (!last) header_copy.copy(header);
+      if (zero_copy) {
+        t.rows->in_flight.fetch_add(1, std::memory_order_relaxed);
+        (last ? payload : payload_copy)
+            .rebuild(from, n * row_bytes, ReleaseRows, new std::shared_ptr<SharedRows>(t.rows));
+      } else if (!last && n > 0) {
+        payload_copy.copy(payload);
       }
       zmq::message_t& hdr = last ? header : header_copy;
       zmq::message_t& pay = last ? payload : payload_copy;

@@ -89,10 +89,26 @@ class ShardChannel {
     uint64_t next = 0;      // expected offset of the next part
     uint64_t last_row = 0;  // last row of the previous part
   };
+  // A partition's rows of a table, shared with the zero-copy pushes still
+  // being sent from them: ZeroMQ holds a reference per push part until it
+  // has sent it (or the receiver, over inproc, has closed it). The shard
+  // thread writes the rows only through TableState::MutableRows, which
+  // first copies them (copy-on-write) while any push holds them.
+  struct SharedRows {
+    std::vector<float> values;
+    // Zero-copy push parts of `values` not yet released. Incremented by the
+    // shard thread; decremented (release) by ZeroMQ's free function, on its
+    // I/O thread or the receiver's; read (acquire) before writing.
+    std::atomic<int64_t> in_flight{0};
+  };
   struct TableState {
     common::RowSpan span;
     uint32_t width = 0;
-    std::vector<float> data;           // span.size() * width
+    std::shared_ptr<SharedRows> rows = std::make_shared<SharedRows>();  // span.size() * width
+    const std::vector<float>& data() const { return rows->values; }
+    // The rows to write: copied into a fresh buffer first while a push
+    // still holds them (*copied = the bytes copied, else 0).
+    std::vector<float>& MutableRows(size_t* copied);
     std::vector<int64_t> clocks;       // per worker: clocks completed
     int64_t min_clock = 0;
     // The clock the partition started at (0, or a checkpoint's). Once the
@@ -172,7 +188,14 @@ class ShardChannel {
   std::atomic<int64_t> checkpoints_written_{0}, last_checkpoint_clock_{0};
 
   // ShardStats' data-path stages (relaxed: statistics only).
-  std::atomic<int64_t> apply_bytes_{0}, fold_bytes_{0}, push_copy_bytes_{0};
+  std::atomic<int64_t> apply_bytes_{0}, fold_bytes_{0}, push_copy_bytes_{0},
+      push_zero_copy_bytes_{0};
+  // The rows to write (TableState::MutableRows), counting a copy-on-write
+  // as push-copy bytes: it is what a push from the rows costs then.
+  std::vector<float>& Writable(TableState& t);
+  // ZeroMQ's free function of a zero-copy push part: drops its hold on the
+  // rows (after every read of them by ZeroMQ or, over inproc, the receiver).
+  static void ReleaseRows(void* data, void* hint);
   std::atomic<int64_t> updates_applied_{0}, rows_applied_{0}, pushes_sent_{0},
       bytes_received_{0}, bytes_sent_{0}, frames_dropped_{0};
   uint32_t logged_drop_reasons_ = 0;  // thread-owned
