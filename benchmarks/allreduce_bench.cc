@@ -7,6 +7,9 @@
 // update applied on every rank.
 //   mpirun -np N allreduce_bench [--params 2000000] [--tables 4]
 //          [--compute-ms 200] [--iterations 20]
+// `scale_bench --netns` runs it with each rank in a network namespace of
+// its own (mpirun's daemons started there by scale_bench as its rsh agent,
+// TCP between ranks over the rate-limited links).
 #include <mpi.h>
 
 #include <chrono>

@@ -2,21 +2,41 @@
 # Runs the benchmark suite on this machine and writes, under OUT (default
 # benchmarks/results/latest): each benchmark's JSON and CSV, summary.md (the
 # tables quoted in docs/performance.md) and, where gnuplot is installed,
-# scaling.png and swap.png. About 6 minutes on 2 cores.
+# scaling.png, scaling_netns.png and swap.png. About 9 minutes on 2 cores
+# (scale, its 8-worker BSP point 5 times: 1 min 45 s; scale-netns, each
+# process a network namespace limited to 1 Gbit/s, as root: 1 min 45 s,
+# skipped elsewhere with its reason in summary.md).
 #   bash benchmarks/run_all.sh [OUT]
-# Uses build/ (bash scripts/build.sh builds the benchmarks); builds it first
-# if a benchmark is missing.
+# Uses build/ (GEEPS_BUILD_DIR names another; bash scripts/build.sh builds
+# the benchmarks); builds it first if a benchmark is missing.
+# GEEPS_BENCHMARKS="scale scale-netns" runs only those stages (of: micro rw
+# rw-2x2 scale scale-netns memory training); the summary covers every CSV
+# in OUT.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:-benchmarks/results/latest}"
-bin=build/benchmarks
+build_dir="${GEEPS_BUILD_DIR:-build}"
+bin="$build_dir/benchmarks"
+only="${GEEPS_BENCHMARKS:-}"
 mkdir -p "$out"
 
-need=(micro_bench rw_bench scale_bench memory_bench)
+wanted() {  # wanted <stage>...: whether any of these stages runs
+  local name
+  for name in "$@"; do
+    if [[ -z "$only" || " $only " == *" $name "* ]]; then return 0; fi
+  done
+  return 1
+}
+
+need=()
+if wanted micro; then need+=(micro_bench); fi
+if wanted rw rw-2x2; then need+=(rw_bench); fi
+if wanted scale scale-netns; then need+=(scale_bench); fi
+if wanted memory; then need+=(memory_bench); fi
 for b in "${need[@]}"; do
   if [[ ! -x "$bin/$b" ]]; then
-    bash scripts/build.sh -DGEEPS_BUILD_BENCHMARKS=ON
-    ninja -C build -j2 benchmarks/all 2>/dev/null || ninja -C build -j2
+    GEEPS_BUILD_DIR="$build_dir" bash scripts/build.sh -DGEEPS_BUILD_BENCHMARKS=ON
+    ninja -C "$build_dir" -j2 benchmarks/all 2>/dev/null || ninja -C "$build_dir" -j2
     break
   fi
 done
@@ -24,6 +44,7 @@ done
 stage() {  # stage <name> <command>...
   local name="$1" start=$SECONDS
   shift
+  if ! wanted "$name"; then return 0; fi
   echo "==== run_all: $name"
   "$@"
   echo "==== run_all: $name took $((SECONDS - start)) s"
@@ -33,14 +54,22 @@ stage micro "$bin/micro_bench" --benchmark_min_time=0.2 \
   --benchmark_out="$out/micro_bench.json" --benchmark_out_format=json
 stage rw "$bin/rw_bench" --out "$out/rw_bench.json" --csv "$out/rw_bench.csv"
 stage rw-2x2 "$bin/rw_bench" --pairs 2 --out "$out/rw_bench_2x2.json" --csv "$out/rw_bench_2x2.csv"
-stage scale "$bin/scale_bench" --out "$out/scale_bench.json" --csv "$out/scale_bench.csv"
+stage scale "$bin/scale_bench" --repeat 5 --out "$out/scale_bench.json" --csv "$out/scale_bench.csv"
+# Each process in a network namespace of its own, 1 Gbit/s per machine each
+# way (needs root; otherwise it prints why and writes only the JSON).
+stage scale-netns "$bin/scale_bench" --netns --rate 1gbit --repeat 3 --out "$out/scale_bench_netns.json" \
+  --csv "$out/scale_bench_netns.csv"
 stage memory "$bin/memory_bench" --out "$out/memory_bench.json" --csv "$out/memory_bench.csv"
-if [[ -x build/examples/fashion_mnist/fmnist_throughput ]]; then
-  stage training build/examples/fashion_mnist/fmnist_throughput --out "$out/training.json" \
+if [[ -x "$build_dir/examples/fashion_mnist/fmnist_throughput" ]]; then
+  stage training "$build_dir/examples/fashion_mnist/fmnist_throughput" --out "$out/training.json" \
     --csv "$out/training.csv"
 fi
 
+# A number from a one-line JSON file: json_number FILE KEY.
+json_number() { sed -n "s/.*\"$2\":\([-0-9.e+]*\).*/\1/p" "$1" | head -n1; }
+
 # The summary: each CSV as a Markdown table, with the machine described.
+shopt -s nullglob
 {
   echo "# Benchmark summary ($(date -u +%Y-%m-%d), $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -r))"
   for csv in "$out"/*.csv; do
@@ -49,27 +78,89 @@ fi
     echo
     awk -F, 'NR == 1 { h = "|"; s = "|"; for (i = 1; i <= NF; i++) { h = h " " $i " |"; s = s " --- |" } print h; print s; next }
              { r = "|"; for (i = 1; i <= NF; i++) { v = $i; if (v ~ /^[0-9.e+-]+$/ && v ~ /\./) v = sprintf("%.4g", v); r = r " " v " |" } print r }' "$csv"
+    case "$(basename "$csv")" in
+      scale_bench.csv | scale_bench_netns.csv)
+        repeated=$(awk -F, 'NR > 1 && $7 != "" { k = $1 " slack " $2 ", " $3 " workers"; if ($7 == "median") m[k] = $6; else e[k] = e[k] (e[k] == "" ? "" : ", ") sprintf("%.3f", $6) }
+                            END { for (k in m) printf "* %s: %s; median **%.3f**\n", k, e[k], m[k] }' "$csv" | sort)
+        if [[ -n "$repeated" ]]; then
+          echo
+          echo "Repeated points (efficiency of each repetition against the 1-worker run above; median):"
+          echo
+          echo "$repeated"
+        fi
+        ;;
+    esac
+    if [[ "$(basename "$csv")" == scale_bench_netns.csv ]]; then
+      echo
+      echo "Each process in its own network namespace, $(sed -n 's/.*"rate":"\([^"]*\)".*/\1/p' "${csv%.csv}.json") per machine each way (tc tbf);" \
+        "one TCP stream measured $(awk -v b="$(json_number "${csv%.csv}.json" link_goodput_bytes_per_s)" 'BEGIN { printf "%.1f", b / 1e6 }') MB/s." \
+        "allreduce-computed: ring allreduce at that rate, computed (2(N-1)/N x model bytes / rate + compute), not measured;" \
+        "bsp-bound-computed: the least BSP time when a table is sent whole (compute + 2(N-1)/N x one table's bytes / rate: the update, then the push, of the table read first), not measured."
+    fi
   done
+  netns_json="$out/scale_bench_netns.json"
+  if [[ -f "$netns_json" ]] && grep -q '"skipped"' "$netns_json"; then
+    echo
+    echo "## scale_bench_netns"
+    echo
+    echo "Skipped: $(sed -n 's/.*"skipped":"\([^"]*\)".*/\1/p' "$netns_json")"
+  fi
 } > "$out/summary.md"
 cat "$out/summary.md"
 
+# One curve of a scale_bench CSV: curve CSV SYSTEM SLACK; a repeated point
+# as its median.
+curve() {
+  awk -F, -v sys="$2" -v slack="$3" 'NR == FNR { if ($7 == "median") m[$1 "," $2 "," $3] = 1; next }
+    FNR > 1 && $1 == sys && $2 == slack && ($7 == "median" || !(($1 "," $2 "," $3) in m))' "$1" "$1"
+}
+
 if command -v gnuplot >/dev/null 2>&1; then
-  gnuplot <<GP
+  plots=$(mktemp -d)
+  trap 'rm -rf "$plots"' EXIT
+  for f in scale_bench scale_bench_netns; do
+    [[ -f "$out/$f.csv" ]] || continue
+    curve "$out/$f.csv" libgeeps 0 > "$plots/$f-bsp"
+    curve "$out/$f.csv" libgeeps 1 > "$plots/$f-ssp"
+    curve "$out/$f.csv" allreduce 0 > "$plots/$f-allreduce"
+    curve "$out/$f.csv" allreduce-computed 0 > "$plots/$f-computed"
+    curve "$out/$f.csv" bsp-bound-computed 0 > "$plots/$f-bound"
+  done
+  netns_plot=""
+  if [[ -f "$out/scale_bench_netns.csv" ]]; then
+    netns_plot="set output \"$out/scaling_netns.png\"
+set title \"Scaling efficiency, each process a namespace limited to $(sed -n 's/.*"rate":"\([^"]*\)".*/\1/p' "$out/scale_bench_netns.json")\"
+plot \"$plots/scale_bench_netns-bsp\" using 3:6 with linespoints title \"libgeeps BSP\", \\
+     \"$plots/scale_bench_netns-ssp\" using 3:6 with linespoints title \"libgeeps SSP (slack 1)\", \\
+     \"$plots/scale_bench_netns-allreduce\" using 3:6 with linespoints title \"MPI_Allreduce (measured)\", \\
+     \"$plots/scale_bench_netns-computed\" using 3:6 with lines dashtype 2 title \"ring allreduce (computed)\", \\
+     \"$plots/scale_bench_netns-bound\" using 3:6 with lines dashtype 3 lw 2 lc rgb \"black\" title \"BSP ceiling, whole tables (computed)\""
+  fi
+  swap_plot=""
+  if [[ -f "$out/memory_bench.csv" ]]; then
+    swap_plot="set output \"$out/swap.png\"
+set title \"Oversubscribed device memory (host backend, emulated PCIe)\"
+set xlabel \"model size / device budget\"; set ylabel \"fraction\"; set yrange [0:1.1]
+plot \"< awk -F, 'NR>2' $out/memory_bench.csv\" using 1:2 with linespoints title \"throughput vs unconstrained\", \\
+     \"< awk -F, 'NR>2' $out/memory_bench.csv\" using 1:3 with linespoints title \"stall fraction\""
+  fi
+  scaling_plot=""
+  if [[ -f "$out/scale_bench.csv" ]]; then
+    scaling_plot="set output \"$out/scaling.png\"
+set title \"Scaling efficiency with emulated compute (higher is better)\"
+plot \"$plots/scale_bench-bsp\" using 3:6 with linespoints title \"libgeeps BSP\", \\
+     \"$plots/scale_bench-ssp\" using 3:6 with linespoints title \"libgeeps SSP (slack 1)\", \\
+     \"$plots/scale_bench-allreduce\" using 3:6 with linespoints title \"MPI_Allreduce baseline\""
+  fi
+  gnuplot <<GP || echo "(gnuplot failed: some plots are missing)"
 set terminal pngcairo size 800,500 noenhanced
 set datafile separator ","
-set output "$out/scaling.png"
-set title "Scaling efficiency with emulated compute (higher is better)"
 set xlabel "workers"; set ylabel "efficiency vs 1 worker"; set yrange [0:1.2]; set grid
-plot "< awk -F, 'NR>1 && \$1==\"libgeeps\" && \$2==0' $out/scale_bench.csv" using 3:6 with linespoints title "libgeeps BSP", \
-     "< awk -F, 'NR>1 && \$1==\"libgeeps\" && \$2==1' $out/scale_bench.csv" using 3:6 with linespoints title "libgeeps SSP (slack 1)", \
-     "< awk -F, 'NR>1 && \$1==\"allreduce\"' $out/scale_bench.csv" using 3:6 with linespoints title "MPI_Allreduce baseline"
-set output "$out/swap.png"
-set title "Oversubscribed device memory (host backend, emulated PCIe)"
-set xlabel "model size / device budget"; set ylabel "fraction"; set yrange [0:1.1]
-plot "< awk -F, 'NR>2' $out/memory_bench.csv" using 1:2 with linespoints title "throughput vs unconstrained", \
-     "< awk -F, 'NR>2' $out/memory_bench.csv" using 1:3 with linespoints title "stall fraction"
+$scaling_plot
+$netns_plot
+$swap_plot
 GP
-  echo "plots: $out/scaling.png $out/swap.png"
+  echo "plots:${scaling_plot:+ $out/scaling.png}${netns_plot:+ $out/scaling_netns.png}${swap_plot:+ $out/swap.png}"
 else
   echo "(gnuplot not installed: no plots; apt-get install gnuplot-nox)"
 fi

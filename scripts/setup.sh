@@ -16,6 +16,7 @@ PACKAGES=(
   dataset-fashion-mnist             # /usr/share/datasets/fashion-mnist
   openmpi-bin                       # mpirun, one way to launch multi-process jobs
   libopenmpi-dev                    # MPI_Allreduce, the scaling benchmark's baseline
+  iproute2                          # ip, tc: scale_bench --netns (namespaces, veth, bridge, tbf)
   clang-14 libclang-rt-14-dev       # libFuzzer targets (scripts/fuzz.sh)
   patchelf xz-utils                 # scripts/gpu-bundle.sh (RUNPATHs, compressed libraries)
 )
