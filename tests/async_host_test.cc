@@ -171,9 +171,7 @@ TEST(ComputeStreamApiTest, CopiesAndHostWorkFollowTheStream) {
 
 // A malformed GEEPS_ASYNC_HOST_STREAMS is an error naming the variable.
 TEST(ComputeStreamApiTest, MalformedVariableIsAClearError) {
-  const char* was = std::getenv("GEEPS_ASYNC_HOST_STREAMS");
-  const std::string saved = was ? was : "";
-  setenv("GEEPS_ASYNC_HOST_STREAMS", "yes", 1);
+  testing::ScopedEnv env("GEEPS_ASYNC_HOST_STREAMS", "yes");
   auto cluster = EmbeddedCluster::Start(OneTable());
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   Status st = (*cluster)->RunWorkers([](GeePS& ps) -> Status {
@@ -182,11 +180,6 @@ TEST(ComputeStreamApiTest, MalformedVariableIsAClearError) {
     GEEPS_RETURN_IF_ERROR(ps.VirtualClock());
     return ps.FinishVirtualIteration();
   });
-  if (was) {
-    setenv("GEEPS_ASYNC_HOST_STREAMS", saved.c_str(), 1);
-  } else {
-    unsetenv("GEEPS_ASYNC_HOST_STREAMS");
-  }
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st;
   EXPECT_NE(st.message().find("GEEPS_ASYNC_HOST_STREAMS"), std::string::npos) << st;
 }

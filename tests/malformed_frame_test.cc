@@ -37,10 +37,8 @@ TEST(MalformedFrameTest, ShardDropsAndCountsEveryBadFrame) {
   testing::g_context = &ctx;
   server::ShardChannel shard(&ctx, c, 0, "inproc://shard-under-test");
   ASSERT_OK(shard.Start());
-  zmq::socket_t w(ctx, zmq::socket_type::dealer);
-  w.set(zmq::sockopt::routing_id, "w0");
-  w.set(zmq::sockopt::rcvtimeo, 5000);
-  w.connect("inproc://shard-under-test");
+  const auto socket = testing::WorkerSocket(ctx, 0, "inproc://shard-under-test");
+  zmq::socket_t& w = *socket;
 
   int bad = 0;
   const std::vector<float> three(3, 1.0f);
@@ -106,13 +104,9 @@ TEST(MalformedFrameTest, SubscriptionAfterTheFirstClockIsDropped) {
   testing::g_context = &ctx;
   server::ShardChannel shard(&ctx, c, 0, "inproc://shard-late-subscribe");
   ASSERT_OK(shard.Start());
-  zmq::socket_t w0(ctx, zmq::socket_type::dealer), w1(ctx, zmq::socket_type::dealer);
-  w0.set(zmq::sockopt::routing_id, "w0");
-  w1.set(zmq::sockopt::routing_id, "w1");
-  for (zmq::socket_t* w : {&w0, &w1}) {
-    w->set(zmq::sockopt::rcvtimeo, 5000);
-    w->connect("inproc://shard-late-subscribe");
-  }
+  const auto socket0 = testing::WorkerSocket(ctx, 0, "inproc://shard-late-subscribe");
+  const auto socket1 = testing::WorkerSocket(ctx, 1, "inproc://shard-late-subscribe");
+  zmq::socket_t &w0 = *socket0, &w1 = *socket1;
   auto update = [](uint32_t sender, int64_t clock, float v) {
     WireHeader h = Header(MsgType::kUpdate, 0, clock, 1, 2);
     h.sender = sender;

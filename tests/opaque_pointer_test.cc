@@ -313,15 +313,9 @@ TEST_F(OpaquePointerClusterDeathTest, ReturnedBuffersAreOpaqueAndDieOnTheHost) {
 // GEEPS_HOST_OPAQUE_POINTERS=1 turns the mode on without the Config field
 // (so that a whole suite can run in it); without either, buffers are plain.
 TEST(OpaquePointerClusterTest, EnvironmentVariableTurnsTheModeOn) {
-  const char* saved = std::getenv("GEEPS_HOST_OPAQUE_POINTERS");
-  const std::optional<std::string> restore =
-      saved ? std::optional<std::string>(saved) : std::nullopt;
+  testing::ScopedEnv env("GEEPS_HOST_OPAQUE_POINTERS", nullptr);
   for (const bool on : {true, false}) {
-    if (on) {
-      setenv("GEEPS_HOST_OPAQUE_POINTERS", "1", 1);
-    } else {
-      unsetenv("GEEPS_HOST_OPAQUE_POINTERS");
-    }
+    env.Set(on ? "1" : nullptr);
     Config c = OneWorkerConfig();
     c.host_opaque_device_pointers = false;
     auto cluster = EmbeddedCluster::Start(c);
@@ -335,11 +329,6 @@ TEST(OpaquePointerClusterTest, EnvironmentVariableTurnsTheModeOn) {
     ASSERT_OK(read.status());
     EXPECT_EQ(IsOpaque(*read), on);
     ASSERT_OK(ps.Shutdown());
-  }
-  if (restore) {
-    setenv("GEEPS_HOST_OPAQUE_POINTERS", restore->c_str(), 1);
-  } else {
-    unsetenv("GEEPS_HOST_OPAQUE_POINTERS");
   }
 }
 

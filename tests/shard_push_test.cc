@@ -36,12 +36,7 @@ TEST(ShardPushTest, WorkersWithEqualAndDifferentSubscriptionsGetTheirOwnRows) {
   server::ShardChannel shard(&ctx, c, 0, "inproc://shard-push-groups");
   ASSERT_OK(shard.Start());
   std::vector<std::unique_ptr<zmq::socket_t>> w;
-  for (int r = 0; r < 4; ++r) {
-    w.push_back(std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::dealer));
-    w[r]->set(zmq::sockopt::routing_id, "w" + std::to_string(r));
-    w[r]->set(zmq::sockopt::rcvtimeo, 5000);
-    w[r]->connect("inproc://shard-push-groups");
-  }
+  for (int r = 0; r < 4; ++r) w.push_back(testing::WorkerSocket(ctx, r, "inproc://shard-push-groups"));
   // Workers 3 and 1 share rows {0, 1} (3 subscribes first, so the group's
   // first member is not the lowest rank); 0 has {1, 2}; 2 has {0, 1, 3}.
   const std::vector<std::vector<uint64_t>> subs = {{1, 2}, {0, 1}, {0, 1, 3}, {0, 1}};
@@ -86,22 +81,12 @@ TEST(ShardPushTest, UpdatesNeverWriteRowsThatAPushStillHolds) {
   testing::g_context = &ctx;
   server::ShardChannel shard(&ctx, c, 0, "inproc://shard-push-hold");
   ASSERT_OK(shard.Start());
-  zmq::socket_t w(ctx, zmq::socket_type::dealer);
-  w.set(zmq::sockopt::routing_id, "w0");
-  w.set(zmq::sockopt::rcvtimeo, 5000);
-  w.connect("inproc://shard-push-hold");
+  const auto socket = testing::WorkerSocket(ctx, 0, "inproc://shard-push-hold");
+  zmq::socket_t& w = *socket;
   const std::vector<uint64_t> rows = {0, 1, 2, 3};
   Send(w, Frames(From(0, MsgType::kSubscribe, 0, rows.size()), rows, {}));
   auto recv_push = [&w](std::vector<zmq::message_t>* frames) {
-    frames->clear();
-    for (bool more = true; more;) {
-      zmq::message_t m;
-      if (!w.recv(m)) return false;
-      transport::AcquireAfterRecv(testing::g_context);
-      more = m.more();
-      frames->push_back(std::move(m));
-    }
-    return frames->size() == 2;
+    return testing::RecvFrames(w, frames) && frames->size() == 2;
   };
   auto values = [](const zmq::message_t& m) {
     std::vector<float> v(m.size() / 4);

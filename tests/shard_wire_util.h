@@ -4,6 +4,8 @@
 #define GEEPS_TESTS_SHARD_WIRE_UTIL_H_
 
 #include <cstring>
+#include <memory>
+#include <string>
 #include <vector>
 #include <zmq.hpp>
 
@@ -45,16 +47,36 @@ inline WireHeader Header(MsgType type, uint32_t table, int64_t clock, uint64_t r
   return h;
 }
 
+// A DEALER socket connected to a shard's `endpoint` as worker `rank`, with a
+// 5 s receive timeout.
+inline std::unique_ptr<zmq::socket_t> WorkerSocket(zmq::context_t& ctx, int rank,
+                                                   const std::string& endpoint) {
+  auto w = std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::dealer);
+  w->set(zmq::sockopt::routing_id, "w" + std::to_string(rank));
+  w->set(zmq::sockopt::rcvtimeo, 5000);
+  w->connect(endpoint);
+  return w;
+}
+
+// Receives every frame of one message into *frames (the messages stay open:
+// over inproc a push's payload is then still the shard's buffer); false on a
+// timeout.
+inline bool RecvFrames(zmq::socket_t& s, std::vector<zmq::message_t>* frames) {
+  frames->clear();
+  for (bool more = true; more;) {
+    zmq::message_t m;
+    if (!s.recv(m)) return false;
+    transport::AcquireAfterRecv(g_context);
+    more = m.more();
+    frames->push_back(std::move(m));
+  }
+  return true;
+}
+
 // Receives one push; returns its payload.
 inline std::vector<float> RecvPush(zmq::socket_t& s, int64_t* clock) {
   std::vector<zmq::message_t> frames;
-  for (bool more = true; more;) {
-    zmq::message_t m;
-    if (!s.recv(m)) return {};
-    transport::AcquireAfterRecv(g_context);
-    more = m.more();
-    frames.push_back(std::move(m));
-  }
+  if (!RecvFrames(s, &frames)) return {};
   WireHeader h;
   std::memcpy(&h, frames[0].data(), sizeof(h));
   *clock = h.clock;

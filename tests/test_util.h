@@ -2,7 +2,9 @@
 #ifndef GEEPS_TESTS_TEST_UTIL_H_
 #define GEEPS_TESTS_TEST_UTIL_H_
 
+#include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <ostream>
 #include <string>
 
@@ -29,6 +31,30 @@ inline void PrintTo(DeviceKind kind, std::ostream* os) {
 }  // namespace geeps
 
 namespace geeps::testing {
+
+// Sets an environment variable (unsets it for a null value) for its own
+// lifetime, then restores what was there.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) saved_ = old;
+    Set(value);
+  }
+  ~ScopedEnv() { Set(saved_ ? saved_->c_str() : nullptr); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+  void Set(const char* value) {
+    if (value) {
+      setenv(name_.c_str(), value, 1);
+    } else {
+      unsetenv(name_.c_str());
+    }
+  }
+
+ private:
+  std::string name_;
+  std::optional<std::string> saved_;
+};
 
 // Threads of this process, from /proc/self/status (-1 if unavailable).
 inline int ThreadCount() {

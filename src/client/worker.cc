@@ -301,9 +301,8 @@ Status Worker::BuildCacheAccess(const RecordedAccess& a, const TableCache& t,
 Status Worker::GatherFromCache(TableCache& t, AccessBuffers& b,
                                int handle) {
   const size_t w = t.width;
-  for (const AccessRun& r : b.runs)
-    ClientCounters::Count(counters_.gather_bytes, r.count * w * sizeof(float));
   for (const AccessRun& r : b.runs) {
+    ClientCounters::Count(counters_.gather_bytes, r.count * w * sizeof(float));
     if (!r.on_device) continue;
     GEEPS_RETURN_IF_ERROR(device_->Gather(b.buffer + r.out * w, t.cache, b.index + r.index_at,
                                           r.count, w, stream_.get()));
@@ -334,10 +333,9 @@ Status Worker::ScatterToCache(TableCache& t, AccessBuffers& b,
   // A resumed job's prologue updates are discarded (not applied anywhere).
   const bool rmw = config_.read_my_writes && !DiscardingPrologue();
   const auto start = SteadyClock::now();
-  for (const AccessRun& r : b.runs)
+  for (const AccessRun& r : b.runs) {
     ClientCounters::Count(counters_.scatter_add_bytes,
                           (rmw ? 2 : 1) * r.count * w * sizeof(float));
-  for (const AccessRun& r : b.runs) {
     if (r.on_device) {
       for (float* dst : {t.oplog, rmw ? t.cache : nullptr}) {
         if (dst == nullptr) continue;
