@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <iostream>
@@ -80,7 +81,13 @@ class DeviceTest : public ::testing::TestWithParam<DeviceKind> {
     for (void* p : allocations_) device_->Free(p);
   }
 
-  StatusOr<std::unique_ptr<Device>> MakeDevice(const DeviceOptions& options) {
+  // The host backend runs in its asynchronous mode here: by default it runs
+  // an operation on an idle stream inside the call (HostDeviceTest covers
+  // that), which would let this suite's ordering checks pass without any
+  // ordering. Asynchronous, every operation runs later on the stream's
+  // thread, as on a GPU.
+  StatusOr<std::unique_ptr<Device>> MakeDevice(DeviceOptions options) {
+    if (GetParam() == DeviceKind::kHost) options.async_streams = true;
     return CreateDevice(GetParam(), options);
   }
 
@@ -844,6 +851,52 @@ TEST_F(HostDeviceTest, SynchronizeReportsAnOutOfRangeIndexOnce) {
   device_->Free(table);
   device_->Free(rows);
   device_->Free(index);
+}
+
+// By default an operation on an idle stream runs inside the call (no thread
+// hand-off): the event recorded after it is complete at once.
+TEST_F(HostDeviceTest, IdleStreamRunsOperationsInsideTheCall) {
+  float* x = static_cast<float*>(std::move(device_->Allocate(64)).value());
+  std::unique_ptr<Event> event = std::move(device_->CreateEvent()).value();
+  ASSERT_OK(device_->Fill(x, 2.0f, 16, stream_.get()));
+  ASSERT_OK(device_->Record(event.get(), stream_.get()));
+  EXPECT_TRUE(device_->EventDone(event.get()));
+  ASSERT_OK(device_->Synchronize(stream_.get()));
+  device_->Free(x);
+}
+
+// What is queued behind a wait is not run by the caller: it keeps its place
+// after the wait, and a host function never runs inside the call.
+TEST_F(HostDeviceTest, OperationsBehindAWaitOrAHostFunctionKeepTheirOrder) {
+  std::unique_ptr<Stream> other = std::move(device_->CreateStream()).value();
+  std::unique_ptr<Event> gate = std::move(device_->CreateEvent()).value();
+  std::unique_ptr<Event> after = std::move(device_->CreateEvent()).value();
+  float* x = static_cast<float*>(std::move(device_->Allocate(64)).value());
+  std::atomic<bool> open{false};
+  const std::thread::id caller = std::this_thread::get_id();
+  std::thread::id ran_on;
+  // `other` is held by a host function until `open`; the gate follows it.
+  ASSERT_OK(device_->HostFunction(
+      [&] {
+        ran_on = std::this_thread::get_id();
+        while (!open.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      },
+      other.get()));
+  ASSERT_OK(device_->Record(gate.get(), other.get()));
+  ASSERT_OK(device_->StreamWait(stream_.get(), gate.get()));
+  ASSERT_OK(device_->Fill(x, 5.0f, 16, stream_.get()));
+  ASSERT_OK(device_->Record(after.get(), stream_.get()));
+  EXPECT_FALSE(device_->EventDone(after.get())) << "the fill ran before the wait ended";
+  open.store(true);
+  ASSERT_OK(device_->Synchronize(stream_.get()));
+  EXPECT_TRUE(device_->EventDone(after.get()));
+  EXPECT_NE(ran_on, caller);
+  std::vector<float> back(16);
+  ASSERT_OK(device_->Copy(back.data(), x, 64, CopyKind::kDeviceToHost, stream_.get()));
+  ASSERT_OK(device_->Synchronize(stream_.get()));
+  EXPECT_EQ(back, std::vector<float>(16, 5.0f));
+  ASSERT_OK(device_->Synchronize(other.get()));
+  device_->Free(x);
 }
 
 TEST_F(HostDeviceTest, StreamsAndEventsMayOutliveTheDevice) {

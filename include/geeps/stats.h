@@ -33,6 +33,9 @@ struct WorkerStats {
   int64_t bytes_sent = 0;
   int64_t bytes_received = 0;
   int64_t pushes_installed = 0;   // fresh row blocks installed in the cache
+  // Of those, installed by the application thread (while it waited for them
+  // or had just sent): the rest by the channels' threads, in the background.
+  int64_t pushes_installed_by_app = 0;
   // Updates whose buffer went straight to the send slot, bypassing the
   // oplog (the only Update of its table per clock, over consecutive cached
   // rows, without read-my-writes: docs/architecture.md, "Oplogs and slots").

@@ -1,6 +1,12 @@
 #include "client/comm_channel.h"
 
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <functional>
 
@@ -45,35 +51,42 @@ void ReleaseSlots(TableCache& t, bool read_my_writes) {
   }
 }
 
+int64_t WaitState::NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+void WaitState::Wake() const {
+  if (wake_fd < 0) return;
+  const uint64_t one = 1;
+  // Fails only when the counter is about to overflow: it is readable then.
+  (void)!::write(wake_fd, &one, sizeof(one));
+}
+
 CommChannel::CommChannel(const ClientContext& ctx, zmq::context_t* zmq_context,
-                         int channel, std::vector<std::string> endpoints)
+                         int channel, std::vector<std::string> endpoints, WaitState* wait)
     : ctx_(ctx),
       zmq_context_(zmq_context),
       channel_(channel),
       endpoints_(std::move(endpoints)),
-      task_endpoint_("inproc://geeps-w" + std::to_string(ctx.rank) + "-c" +
-                     std::to_string(channel) + "-tasks-" +
-                     std::to_string(reinterpret_cast<uintptr_t>(this))),
-      control_endpoint_("inproc://geeps-w" + std::to_string(ctx.rank) + "-c" +
-                        std::to_string(channel) + "-control-" +
-                        std::to_string(reinterpret_cast<uintptr_t>(this))) {}
+      wait_(wait) {}
 
-CommChannel::~CommChannel() { Stop(); }
+CommChannel::~CommChannel() {
+  Stop();
+  if (wake_fd_ >= 0) ::close(wake_fd_);
+}
 
 Status CommChannel::Start() {
   auto stream = ctx_.device->CreateStream();
   if (!stream.ok()) return stream.status();
   stream_ = std::move(stream).value();
+  wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (wake_fd_ < 0)
+    return UnavailableError("worker " + std::to_string(ctx_.rank) + " channel " +
+                            std::to_string(channel_) +
+                            ": cannot create an eventfd: " + std::strerror(errno));
   try {
-    task_in_ = std::make_unique<zmq::socket_t>(*zmq_context_, zmq::socket_type::pull);
-    task_in_->set(zmq::sockopt::rcvhwm, 0);
-    task_in_->bind(task_endpoint_);
-    task_out_ = std::make_unique<zmq::socket_t>(*zmq_context_, zmq::socket_type::push);
-    task_out_->set(zmq::sockopt::sndhwm, 0);
-    task_out_->set(zmq::sockopt::linger, 1000);
-    task_out_->connect(task_endpoint_);
-    control_ = std::make_unique<zmq::socket_t>(*zmq_context_, zmq::socket_type::pull);
-    control_->bind(control_endpoint_);
     const std::string id = transport::WorkerRoutingId(ctx_.rank);
     for (const std::string& ep : endpoints_) {
       auto s = std::make_unique<zmq::socket_t>(*zmq_context_, zmq::socket_type::dealer);
@@ -83,6 +96,7 @@ Status CommChannel::Start() {
       s->set(zmq::sockopt::linger, 1000);
       if (ep.rfind("inproc://", 0) != 0) transport::ConfigureCurveClient(*s, ctx_.security);
       s->connect(ep);
+      zmq_fds_.push_back(static_cast<int>(s->get(zmq::sockopt::fd)));
       shards_.push_back(std::move(s));
     }
     partial_.resize(shards_.size());
@@ -95,70 +109,120 @@ Status CommChannel::Start() {
   return Status::OK();
 }
 
-Status CommChannel::Enqueue(const CommTask& task) {
-  if (!started_.load() || stop_.load())
+Status CommChannel::Send(const CommTask& task) {
+  std::lock_guard<std::mutex> lock(io_mu_);
+  if (!started_.load() || stop_.load() || shards_.empty())
     return FailedPreconditionError("communication channel is stopped");
   try {
-    transport::ReleaseBeforeSend(zmq_context_);
-    task_out_->send(zmq::buffer(&task, sizeof(task)), zmq::send_flags::none);
+    RunTask(task);
+    // The sends may have taken the sockets' wake-up signal (ZMQ_FD is
+    // edge-triggered): receive what came, or no one would be woken for it.
+    PumpLocked(/*app=*/true);
   } catch (const zmq::error_t& e) {
-    return InternalError(std::string("task queue send failed: ") + e.what());
+    return InternalError(std::string("worker channel send failed: ") + e.what());
   }
   return Status::OK();
+}
+
+void CommChannel::Pump() {
+  std::lock_guard<std::mutex> lock(io_mu_);
+  try {
+    PumpLocked(/*app=*/true);
+  } catch (const zmq::error_t& e) {
+    if (e.num() != ETERM) {
+      GEEPS_LOG(Error) << "worker " << ctx_.rank << " channel " << channel_ << ": " << e.what();
+    }
+  }
+}
+
+int CommChannel::PumpLocked(bool app) {
+  int installed = 0;
+  std::vector<zmq::message_t> frames;
+  for (size_t s = 0; s < shards_.size(); ++s) {
+    // ZMQ_EVENTS also resets the socket's ZMQ_FD: loop until it reports
+    // nothing more to read, so the next arrival signals the descriptor.
+    while (shards_[s]->get(zmq::sockopt::events) & ZMQ_POLLIN) {
+      if (!transport::TryRecvMultipart(*shards_[s], zmq_context_, &frames)) break;
+      if (HandlePush(static_cast<int>(s), frames)) ++installed;
+    }
+  }
+  if (app && installed > 0) ctx_.counters->pushes_installed_by_app.fetch_add(installed);
+  return installed;
+}
+
+void CommChannel::ResumeBackground() {
+  if (sleep_until_ns_.load() > WaitState::NowNs() + kHandOffNs) {
+    const uint64_t one = 1;
+    (void)!::write(wake_fd_, &one, sizeof(one));
+  }
 }
 
 void CommChannel::Stop() {
   std::lock_guard<std::mutex> lock(stop_mu_);
   if (!started_.exchange(false)) return;
   stop_.store(true);
-  transport::WakeUp(zmq_context_, control_endpoint_);
+  const uint64_t one = 1;
+  (void)!::write(wake_fd_, &one, sizeof(one));
   if (thread_.joinable()) thread_.join();
-  task_out_.reset();
+  std::lock_guard<std::mutex> io(io_mu_);
+  shards_.clear();  // linger: what was sent is still delivered
 }
 
 void CommChannel::Run() {
-  const size_t n = shards_.size();
-  std::vector<zmq::pollitem_t> items(n + 2);
-  items[0] = {task_in_->handle(), 0, ZMQ_POLLIN, 0};
-  items[1] = {control_->handle(), 0, ZMQ_POLLIN, 0};
-  for (size_t s = 0; s < n; ++s) items[s + 2] = {shards_[s]->handle(), 0, ZMQ_POLLIN, 0};
-  std::vector<zmq::message_t> frames;
+  std::vector<pollfd> fds;
+  fds.push_back({wake_fd_, POLLIN, 0});
+  for (int fd : zmq_fds_) fds.push_back({fd, POLLIN, 0});
+  constexpr int64_t kSafetyNs = int64_t{kPollSafetyMs} * 1000000;
   while (!stop_.load()) {
-    try {
-      zmq::poll(items.data(), items.size(), std::chrono::milliseconds(kPollSafetyMs));
-      if (items[1].revents & ZMQ_POLLIN) break;
-      if (items[0].revents & ZMQ_POLLIN) DrainTasks();
-      for (size_t s = 0; s < n; ++s) {
-        if (!(items[s + 2].revents & ZMQ_POLLIN)) continue;
-        for (int budget = 0; budget < 64; ++budget) {
-          if (!transport::TryRecvMultipart(*shards_[s], zmq_context_, &frames)) break;
-          HandlePush(static_cast<int>(s), frames);
+    // While an application thread waits for pushes, or waited within the
+    // hand-off, it receives them itself: watch only the wake-up descriptor.
+    // sleep_until_ns_ is published before app_waiting is read (both
+    // sequentially consistent), so an application thread that ends its
+    // wait either is seen here or sees the long sleep and wakes us.
+    int64_t now = WaitState::NowNs();
+    nfds_t watched = static_cast<nfds_t>(fds.size());
+    int64_t until = now + kSafetyNs;
+    if (wait_ != nullptr) {
+      sleep_until_ns_.store(until);
+      if (!wait_->app_waiting.load()) {
+        const int64_t window_end = wait_->last_wait_ns.load() + kHandOffNs;
+        if (window_end > now) {
+          watched = 1;
+          until = window_end;
         }
+      } else {
+        watched = 1;
       }
-    } catch (const zmq::error_t& e) {
-      if (e.num() == ETERM) break;
-      GEEPS_LOG(Error) << "worker " << ctx_.rank << " channel " << channel_ << ": "
-                       << e.what();
+      sleep_until_ns_.store(until);
     }
-  }
-  // Nothing lost on an orderly stop: send every update already queued.
-  try {
-    DrainTasks();
-  } catch (const zmq::error_t&) {
-  }
-  shards_.clear();
-  task_in_.reset();
-  control_.reset();
-}
-
-void CommChannel::DrainTasks() {
-  zmq::message_t msg;
-  while (task_in_->recv(msg, zmq::recv_flags::dontwait)) {
-    transport::AcquireAfterRecv(zmq_context_);
-    CommTask task;
-    if (msg.size() == sizeof(task)) {
-      std::memcpy(&task, msg.data(), sizeof(task));
-      RunTask(task);
+    const int64_t wait_ns = std::max<int64_t>(0, until - now);
+    timespec ts{static_cast<time_t>(wait_ns / 1000000000), static_cast<long>(wait_ns % 1000000000)};
+    const int ready = ::ppoll(fds.data(), watched, &ts, nullptr);
+    if (ready < 0 && errno != EINTR) {
+      GEEPS_LOG(Error) << "worker " << ctx_.rank << " channel " << channel_
+                       << ": poll failed: " << std::strerror(errno);
+      break;
+    }
+    if (fds[0].revents & POLLIN) {
+      uint64_t count;
+      (void)!::read(wake_fd_, &count, sizeof(count));
+    }
+    if (stop_.load()) break;
+    bool readable = false;
+    for (nfds_t i = 1; i < watched; ++i) readable |= (fds[i].revents & POLLIN) != 0;
+    // A push installed here may be the one an application thread that just
+    // began waiting needs: wake it (it no longer sees the edge).
+    if (readable || (ready == 0 && watched > 1)) {
+      std::lock_guard<std::mutex> lock(io_mu_);
+      int installed = 0;
+      try {
+        installed = PumpLocked(/*app=*/false);
+      } catch (const zmq::error_t& e) {
+        if (e.num() == ETERM) break;
+        GEEPS_LOG(Error) << "worker " << ctx_.rank << " channel " << channel_ << ": "
+                         << e.what();
+      }
+      if (installed > 0 && wait_ != nullptr && wait_->app_waiting.load()) wait_->Wake();
     }
   }
 }
@@ -273,16 +337,17 @@ void CommChannel::SendUpdate(TableCache& t, const PartitionSlice& s, OplogSlot& 
               payload);
 }
 
-void CommChannel::Drop(const std::string& what) {
+bool CommChannel::Drop(const std::string& what) {
   ctx_.counters->frames_dropped.fetch_add(1);
   if (!logged_drop_) {
     logged_drop_ = true;
     GEEPS_LOG(Warning) << "worker " << ctx_.rank << " channel " << channel_
                        << ": dropped a frame (" << what << "); further drops are only counted";
   }
+  return false;
 }
 
-void CommChannel::HandlePush(int shard, std::vector<zmq::message_t>& frames) {
+bool CommChannel::HandlePush(int shard, std::vector<zmq::message_t>& frames) {
   size_t total = 0;
   for (const auto& f : frames) total += f.size();
   ctx_.counters->messages_received.fetch_add(1);
@@ -333,7 +398,7 @@ void CommChannel::HandlePush(int shard, std::vector<zmq::message_t>& frames) {
     std::memcpy(partial.rows.data() + m.header.offset * t.width, m.payload,
                 m.header.row_count * t.width * sizeof(float));
     partial.received += m.header.row_count;
-    if (m.header.flags & transport::kFlagMore) return;
+    if (m.header.flags & transport::kFlagMore) return false;
     partial.table = -1;
     if (partial.received != s.cache_count) return Drop("push ended before all subscribed rows");
   } else if (m.header.row_count != s.cache_count) {
@@ -386,7 +451,7 @@ void CommChannel::HandlePush(int shard, std::vector<zmq::message_t>& frames) {
     if (st.ok()) st = dev->Synchronize(stream_.get());
     if (!st.ok()) {
       GEEPS_LOG(Error) << "worker " << ctx_.rank << ": installing a push failed: " << st;
-      return;
+      return false;
     }
     s.age = m.header.clock;
     s.included = m.header.aux;
@@ -394,6 +459,7 @@ void CommChannel::HandlePush(int shard, std::vector<zmq::message_t>& frames) {
   }
   ctx_.counters->pushes_installed.fetch_add(1);
   t.cv.notify_all();
+  return true;
 }
 
 }  // namespace geeps::client

@@ -1,15 +1,25 @@
-// One communication channel of a worker: a thread that owns a DEALER socket
-// to channel `channel` of every shard, sends the worker's subscriptions and
-// per-clock updates (tasks queued by the application thread), and installs
-// the rows the partitions push into the parameter cache.
+// One communication channel of a worker: a DEALER socket to channel
+// `channel` of every shard. The worker's subscriptions and per-clock updates
+// are sent by the thread that makes them (Send(), the application thread),
+// and the rows the partitions push are installed into the parameter cache by
+// whichever thread gets to them first: an application thread waiting for
+// them (Pump(), from the worker's wait), or the channel's own thread, which
+// installs pushes in the background while the application computes. The
+// sockets are used only under io_mu_, so they move between the two threads.
 //
-// Threads: Start(), Enqueue() and Stop() are called by the worker; Enqueue()
-// only from the thread that called Start() (the socket it uses is that
-// thread's). The channel's own thread owns the DEALER sockets.
+// The channel thread leaves the sockets to the application thread while it
+// waits for pushes, and for kHandOff after each wait: in a tight loop the
+// thread that needs a push receives it itself (one thread switch fewer each
+// way than a hop through the channel thread); while the application
+// computes, the channel thread installs what arrives. docs/architecture.md,
+// "Threads of the data path".
+//
+// Threads: every public method may be called from any thread.
 #ifndef GEEPS_CLIENT_COMM_CHANNEL_H_
 #define GEEPS_CLIENT_COMM_CHANNEL_H_
 
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -32,7 +42,8 @@ namespace geeps::client {
 
 struct ClientCounters {
   std::atomic<int64_t> messages_sent{0}, messages_received{0}, bytes_sent{0},
-      bytes_received{0}, pushes_installed{0}, frames_dropped{0};
+      bytes_received{0}, pushes_installed{0}, pushes_installed_by_app{0},
+      frames_dropped{0};
   // WorkerStats::data_path, by stage (relaxed: statistics only).
   std::atomic<int64_t> gather_bytes{0}, zero_bytes{0}, scatter_add_bytes{0}, to_slot_bytes{0},
       pack_bytes{0}, install_bytes{0}, app_copy_bytes{0};
@@ -59,27 +70,61 @@ struct CommTask {
   OplogSlot* slot = nullptr;  // kSend
 };
 
+// What the worker's application thread and its channels' threads share
+// about waiting for pushes (owned by the worker, outlives its channels).
+struct WaitState {
+  // An application thread is waiting for pushes (and receiving them itself).
+  std::atomic<bool> app_waiting{false};
+  // When an application thread last began or ended a wait (steady clock ns).
+  std::atomic<int64_t> last_wait_ns{0};
+  // eventfd: wakes an application thread waiting in poll (a channel thread
+  // installed a push it may need, or the worker is shutting down).
+  int wake_fd = -1;
+  static int64_t NowNs();
+  void Wake() const;  // writes wake_fd; never fails
+};
+
 // Frees the table's slots that are sent and (with read-my-writes) included
 // in every partition's last push. REQUIRES: t.mu held.
 void ReleaseSlots(TableCache& t, bool read_my_writes);
 
 class CommChannel {
  public:
-  // `endpoints[s]` is shard s's endpoint for this channel.
+  // How long the channel thread leaves the sockets to an application thread
+  // after its last wait for pushes.
+  static constexpr int64_t kHandOffNs = 1000000;  // 1 ms
+
+  // `endpoints[s]` is shard s's endpoint for this channel; `wait` may be
+  // null (no application thread waits in poll: the channel thread installs
+  // every push).
   CommChannel(const ClientContext& ctx, zmq::context_t* zmq_context, int channel,
-              std::vector<std::string> endpoints);
+              std::vector<std::string> endpoints, WaitState* wait);
   ~CommChannel();  // Stop()
 
   Status Start();
-  Status Enqueue(const CommTask& task);
-  // Sends what is queued, then stops and joins the thread. Idempotent; may be
-  // called from any thread.
+  // Sends the task's messages on the calling thread, then installs any push
+  // that has arrived. kFailedPrecondition once stopped.
+  Status Send(const CommTask& task);
+  // Installs every push that has arrived; never waits for the network.
+  void Pump();
+  // Readable when a push may have arrived (ZeroMQ's ZMQ_FD of each shard
+  // socket: edge-triggered, so Pump() after every wake-up). Valid from
+  // Start() to Stop().
+  const std::vector<int>& poll_fds() const { return zmq_fds_; }
+  // Called by an application thread that ends a wait: wakes the channel
+  // thread if it is asleep for longer than the hand-off.
+  void ResumeBackground();
+  // Stops and joins the thread, then closes the sockets (what was sent is
+  // still delivered: linger). Idempotent.
   void Stop();
 
  private:
   void Run();
-  void DrainTasks();  // runs every queued task
-  void RunTask(const CommTask& task);
+  // Receives and installs every queued push; returns how many were
+  // installed. `app`: called by an application thread (counted apart).
+  // REQUIRES: io_mu_ held.
+  int PumpLocked(bool app);
+  void RunTask(const CommTask& task);  // REQUIRES: io_mu_ held
   // The payload of a message: either `fill(out, first, n)` writes the
   // payload of rows [first, first + n) into a fresh buffer, or, with `base`
   // set, the rows lie back to back at `base` and are sent from there
@@ -96,20 +141,22 @@ class CommChannel {
                    const Payload& payload);
   void SendSubscribe(TableCache& t, const PartitionSlice& s);
   void SendUpdate(TableCache& t, const PartitionSlice& s, OplogSlot& slot);
-  void HandlePush(int shard, std::vector<zmq::message_t>& frames);
+  // Returns whether a push was installed.
+  bool HandlePush(int shard, std::vector<zmq::message_t>& frames);
   void SendFrames(int shard, zmq::message_t* frames, size_t count);
-  void Drop(const std::string& what);
+  bool Drop(const std::string& what);  // returns false
 
   ClientContext ctx_;
   zmq::context_t* zmq_context_;
   const int channel_;
   const std::vector<std::string> endpoints_;
-  const std::string task_endpoint_, control_endpoint_;
+  WaitState* const wait_;
 
-  std::unique_ptr<zmq::socket_t> task_in_;   // PULL, channel thread
-  std::unique_ptr<zmq::socket_t> task_out_;  // PUSH, application thread
-  std::unique_ptr<zmq::socket_t> control_;   // PULL, channel thread
+  // Guards the shard sockets, partial_, stream_ and logged_drop_: held by
+  // whichever thread sends or receives.
+  std::mutex io_mu_;
   std::vector<std::unique_ptr<zmq::socket_t>> shards_;  // DEALER per shard
+  std::vector<int> zmq_fds_;                            // ZMQ_FD per shard socket
   std::unique_ptr<device::Stream> stream_;
   // A push being received in parts, per shard socket.
   struct PartialPush {
@@ -119,11 +166,15 @@ class CommChannel {
     std::vector<float> rows;
   };
   std::vector<PartialPush> partial_;
+  bool logged_drop_ = false;
+
+  int wake_fd_ = -1;  // eventfd: Stop() and ResumeBackground() wake the thread
+  // When the channel thread's current sleep ends (steady clock ns).
+  std::atomic<int64_t> sleep_until_ns_{0};
   std::thread thread_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> started_{false};
   std::mutex stop_mu_;
-  bool logged_drop_ = false;
 };
 
 }  // namespace geeps::client

@@ -2,11 +2,15 @@
 
 #include "common/env_flags.h"
 
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <fstream>
 #include <thread>
-#include <cstring>
 
 #include "common/logging.h"
 #include "common/partition.h"
@@ -60,6 +64,7 @@ Worker::Worker(const Config& config, int rank, zmq::context_t* zmq_context,
 
 Worker::~Worker() {
   Shutdown().ok();
+  if (wait_.wake_fd >= 0) ::close(wait_.wake_fd);
   swap_.reset();
   memory_.reset();  // its pool lives in device memory
   if (device_) {
@@ -599,18 +604,25 @@ Status Worker::FinishVirtualIteration() {
   ctx.tables = &tables_;
   ctx.counters = &counters_;
   ctx.security = security_;
+  wait_.wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (wait_.wake_fd < 0)
+    return fail(UnavailableError("worker " + std::to_string(rank_) +
+                                 ": cannot create an eventfd: " + std::strerror(errno)));
+  wait_fds_.push_back({wait_.wake_fd, POLLIN, 0});
   for (int k = 0; k < config_.num_channels; ++k) {
     std::vector<std::string> endpoints;
     for (int s = 0; s < config_.num_shards; ++s)
       endpoints.push_back(partition_endpoints_[s * config_.num_channels + k]);
-    channels_.push_back(std::make_unique<CommChannel>(ctx, zmq_context_, k, endpoints));
+    channels_.push_back(
+        std::make_unique<CommChannel>(ctx, zmq_context_, k, endpoints, &wait_));
     st = channels_.back()->Start();
     if (!st.ok()) return fail(st);
+    for (int fd : channels_.back()->poll_fds()) wait_fds_.push_back({fd, POLLIN, 0});
   }
   for (const auto& t : tables_) {
     if (!t || t->rows.empty()) continue;
     for (auto& c : channels_) {
-      st = c->Enqueue({CommTask::kSubscribe, t->id, nullptr});
+      st = c->Send({CommTask::kSubscribe, t->id, nullptr});
       if (!st.ok()) return fail(st);
     }
   }
@@ -756,7 +768,7 @@ Status Worker::AdvanceTable(TableId id) {
     const int k = s.partition % config_.num_channels;
     if (sent[k]) continue;
     sent[k] = true;
-    GEEPS_RETURN_IF_ERROR(channels_[k]->Enqueue({CommTask::kSend, id, slot}));
+    GEEPS_RETURN_IF_ERROR(channels_[k]->Send({CommTask::kSend, id, slot}));
   }
   return Status::OK();
 }
@@ -854,7 +866,7 @@ StatusOr<const float*> Worker::Read(ReadHandle h) {
     if (!fresh()) {
       reads_waited_.fetch_add(1);
       const auto start = SteadyClock::now();
-      const bool ok = t.cv.wait_until(lock, start + config_.timeout, [&] {
+      const bool ok = WaitForPushes(lock, start + config_.timeout, [&] {
         return fresh() || shutdown_requested_.load() || peers_failed_.load();
       });
       read_wait_ns_.fetch_add(
@@ -1073,7 +1085,7 @@ Status Worker::Sync() {
         if (s.cache_count > 0 && s.age < target) return false;
       return true;
     };
-    if (!t.cv.wait_until(lock, deadline, [&] {
+    if (!WaitForPushes(lock, deadline, [&] {
           return done() || shutdown_requested_.load() || peers_failed_.load();
         }))
       return DeadlineExceededError("Sync: table " + std::to_string(t.id) +
@@ -1155,6 +1167,7 @@ WorkerStats Worker::GetStats() const {
   s.bytes_sent = counters_.bytes_sent.load();
   s.bytes_received = counters_.bytes_received.load();
   s.pushes_installed = counters_.pushes_installed.load();
+  s.pushes_installed_by_app = counters_.pushes_installed_by_app.load();
   s.updates_direct = updates_direct_.load();
   s.reads_in_place = reads_in_place_.load();
   s.frames_dropped = counters_.frames_dropped.load();
@@ -1199,9 +1212,49 @@ void Worker::FailPeers(const Status& reason) {
   WakeWaiters();
 }
 
+bool Worker::WaitForPushes(std::unique_lock<std::mutex>& lock, SteadyClock::time_point deadline,
+                           const std::function<bool()>& done) {
+  if (done()) return true;
+  // This thread receives the pushes while it waits; the channel threads
+  // leave the sockets to it (CommChannel::Run).
+  wait_.last_wait_ns.store(WaitState::NowNs());
+  wait_.app_waiting.store(true);
+  bool result = false;
+  for (;;) {
+    lock.unlock();
+    for (auto& c : channels_) c->Pump();
+    lock.lock();
+    if (done()) {
+      result = true;
+      break;
+    }
+    const auto now = SteadyClock::now();
+    if (now >= deadline) break;
+    const int64_t left_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1;
+    lock.unlock();
+    for (pollfd& f : wait_fds_) f.revents = 0;
+    // Readable: a push may have arrived (Pump again), a channel thread
+    // installed one, or the worker is shutting down (wake_fd).
+    const int ready = ::poll(wait_fds_.data(), wait_fds_.size(),
+                             static_cast<int>(std::min<int64_t>(left_ms, 200)));
+    if (ready > 0 && (wait_fds_[0].revents & POLLIN)) {
+      uint64_t count;
+      (void)!::read(wait_.wake_fd, &count, sizeof(count));
+    }
+    lock.lock();
+  }
+  wait_.app_waiting.store(false);
+  wait_.last_wait_ns.store(WaitState::NowNs());
+  for (auto& c : channels_) c->ResumeBackground();
+  return result;
+}
+
 void Worker::WakeWaiters() {
-  // tables_ is fixed once tables_ready_ is set; before that nobody waits.
+  // tables_ and wait_.wake_fd are fixed once tables_ready_ is set; before
+  // that nobody waits.
   if (!tables_ready_.load(std::memory_order_acquire)) return;
+  wait_.Wake();
   for (auto& t : tables_) {
     if (!t) continue;
     { std::lock_guard<std::mutex> lock(t->mu); }

@@ -3,12 +3,15 @@
 //
 // Threads: the application thread makes every call but Shutdown() and
 // GetStats() (any thread). api_mu_ serialises the application's calls
-// against Shutdown(); a Read blocked on fresh rows waits on its table's
-// condition variable, which Shutdown() signals.
+// against Shutdown(); a Read blocked on fresh rows waits in WaitForPushes(),
+// receiving the pushes itself, and Shutdown() wakes it (WaitState::Wake).
 #ifndef GEEPS_CLIENT_WORKER_H_
 #define GEEPS_CLIENT_WORKER_H_
 
+#include <poll.h>
+
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -174,6 +177,14 @@ class Worker {
   Status PeerFailure() const;
   std::atomic<bool> tables_ready_{false};  // tables_ built (FinishVirtualIteration)
   void WakeWaiters();  // notifies every table's waiters; any thread
+  // Waits until done() (called with `lock` held) or the deadline, receiving
+  // and installing pushes on this thread meanwhile (comm_channel.h).
+  // REQUIRES: `lock` holds a table's mutex. Returns done().
+  bool WaitForPushes(std::unique_lock<std::mutex>& lock,
+                     std::chrono::steady_clock::time_point deadline,
+                     const std::function<bool()>& done);
+  WaitState wait_;
+  std::vector<pollfd> wait_fds_;  // wait_.wake_fd, then every channel's poll_fds()
   Phase phase_ = Phase::kRecording;
   OpSequence seq_;
 

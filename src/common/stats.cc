@@ -23,6 +23,7 @@ std::string WorkerStats::ToJson() const {
     << ",\"bytes_sent\":" << bytes_sent
     << ",\"bytes_received\":" << bytes_received
     << ",\"pushes_installed\":" << pushes_installed
+    << ",\"pushes_installed_by_app\":" << pushes_installed_by_app
     << ",\"updates_direct\":" << updates_direct
     << ",\"reads_in_place\":" << reads_in_place
     << ",\"frames_dropped\":" << frames_dropped

@@ -232,16 +232,26 @@ class HostStream final : public Stream {
     }
   }
 
-  Status Enqueue(Task task) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      try {
-        queue_.push_back(std::move(task));
-      } catch (const std::bad_alloc&) {
-        return ResourceExhaustedError("host device: out of memory enqueuing");
-      }
-      ++enqueued_;
+  // How a task may run: kInlineIfIdle lets the caller run it at once when
+  // the stream is idle in the default (synchronous) mode, which is the
+  // same order and costs no thread hand-off; kOnStreamThread is for tasks
+  // that may block (event waits, emulated copy times) or run the user's
+  // code (host functions), which must not run inside the caller.
+  enum class Where { kInlineIfIdle, kOnStreamThread };
+
+  Status Enqueue(Task task, Where where = Where::kInlineIfIdle) {
+    std::unique_lock<std::mutex> lock(mu_);
+    try {
+      queue_.push_back(std::move(task));
+    } catch (const std::bad_alloc&) {
+      return ResourceExhaustedError("host device: out of memory enqueuing");
     }
+    ++enqueued_;
+    if (!async_ && where == Where::kInlineIfIdle && !running_ && queue_.size() == 1) {
+      RunFront(lock);  // errors are kept for Synchronize(), as on the thread
+      return Status::OK();
+    }
+    lock.unlock();
     work_cv_.notify_one();
     return Status::OK();
   }
@@ -304,7 +314,10 @@ class HostStream final : public Stream {
     if (!status.ok() && first_error_.ok()) first_error_ = std::move(status);
     ++completed_;
     done_cv_.notify_all();
-    work_cv_.notify_one();
+    // Wake the stream thread only if it has something to do (a task run
+    // by a caller would otherwise wake it for nothing, a thread switch per
+    // operation).
+    if (!queue_.empty() || stopping_) work_cv_.notify_one();
   }
 
   static Status RunTask(const Task& task) {
@@ -513,23 +526,27 @@ Status HostDevice::Copy(void* dst, const void* src, size_t bytes, CopyKind kind,
           : 0);
   void* host_dst = dst_on_device ? table_->ToHost(dst) : dst;
   const void* host_src = src_on_device ? table_->ToHost(src) : src;
-  return host_stream->Enqueue([check, host_dst, host_src, bytes,
-                               min_time]() -> Status {
-    GEEPS_RETURN_IF_ERROR(check(true));
-    const auto start = std::chrono::steady_clock::now();
-    std::memmove(host_dst, host_src, bytes);
-    if (min_time.count() > 0) std::this_thread::sleep_until(start + min_time);
-    return Status::OK();
-  });
+  return host_stream->Enqueue(
+      [check, host_dst, host_src, bytes, min_time]() -> Status {
+        GEEPS_RETURN_IF_ERROR(check(true));
+        const auto start = std::chrono::steady_clock::now();
+        std::memmove(host_dst, host_src, bytes);
+        if (min_time.count() > 0) std::this_thread::sleep_until(start + min_time);
+        return Status::OK();
+      },
+      min_time.count() > 0 ? HostStream::Where::kOnStreamThread
+                           : HostStream::Where::kInlineIfIdle);
 }
 
 Status HostDevice::HostFunction(std::function<void()> work, Stream* stream) {
   GEEPS_ASSIGN_OR_RETURN(HostStream * host_stream, AsHostStream(stream));
   if (!work) return InvalidArgumentError("HostFunction: work is empty");
-  return host_stream->Enqueue([work = std::move(work)]() -> Status {
-    work();
-    return Status::OK();
-  });
+  return host_stream->Enqueue(
+      [work = std::move(work)]() -> Status {
+        work();
+        return Status::OK();
+      },
+      HostStream::Where::kOnStreamThread);
 }
 
 Status HostDevice::EnqueueIndexed(const char* op, float* dst, const float* src,
@@ -655,20 +672,31 @@ Status HostDevice::Record(Event* event, Stream* stream) {
   GEEPS_ASSIGN_OR_RETURN(HostEvent * host_event, AsHostEvent(event));
   GEEPS_ASSIGN_OR_RETURN(HostStream * host_stream, AsHostStream(stream));
   std::shared_ptr<EventState> state = host_event->state();
-  // Holding state->mu across Enqueue (lock order: event, then stream) keeps
-  // the marker from completing a generation before it counts as recorded.
-  std::lock_guard<std::mutex> lock(state->mu);
-  const uint64_t generation = state->recorded + 1;
-  GEEPS_RETURN_IF_ERROR(host_stream->Enqueue([state, generation] {
+  // The generation counts as recorded before its marker is queued, so the
+  // marker never completes one that is not yet recorded; the marker may
+  // run inside Enqueue (an idle stream), so state->mu is not held there.
+  uint64_t generation;
+  {
+    std::lock_guard<std::mutex> lock(state->mu);
+    generation = ++state->recorded;
+  }
+  Status queued = host_stream->Enqueue([state, generation] {
     {
       std::lock_guard<std::mutex> marker_lock(state->mu);
       state->completed = std::max(state->completed, generation);
     }
     state->cv.notify_all();
     return Status::OK();
-  }));
-  state->recorded = generation;
-  return Status::OK();
+  });
+  if (!queued.ok()) {
+    // Not queued: nothing will complete it, so no one may wait for it.
+    {
+      std::lock_guard<std::mutex> lock(state->mu);
+      state->completed = std::max(state->completed, generation);
+    }
+    state->cv.notify_all();
+  }
+  return queued;
 }
 
 Status HostDevice::StreamWait(Stream* stream, Event* event) {
@@ -681,11 +709,13 @@ Status HostDevice::StreamWait(Stream* stream, Event* event) {
     if (state->completed >= state->recorded) return Status::OK();
     target = state->recorded;
   }
-  return host_stream->Enqueue([state, target] {
-    std::unique_lock<std::mutex> lock(state->mu);
-    state->cv.wait(lock, [&] { return state->completed >= target; });
-    return Status::OK();
-  });
+  return host_stream->Enqueue(
+      [state, target] {
+        std::unique_lock<std::mutex> lock(state->mu);
+        state->cv.wait(lock, [&] { return state->completed >= target; });
+        return Status::OK();
+      },
+      HostStream::Where::kOnStreamThread);
 }
 
 Status HostDevice::Synchronize(Stream* stream) {

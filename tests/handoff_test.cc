@@ -1,0 +1,125 @@
+// Who installs the servers' pushes (docs/architecture.md, "Threads of the
+// data path"): an application thread that waits for a push receives it
+// itself, and while the application computes, the channel thread installs
+// pushes in the background so that the next Read does not wait.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <thread>
+#include <vector>
+
+#include "geeps/embedded_cluster.h"
+#include "test_util.h"
+
+namespace geeps {
+namespace {
+
+constexpr uint64_t kRows = 8;
+constexpr uint32_t kWidth = 16;
+
+// Runs `iterations` BSP clocks of `workers` workers; `compute` runs between
+// the Clock and the next Read. Returns worker 0's stats at the end.
+WorkerStats RunWorkers(int workers, int iterations,
+                       const std::function<void(GeePS&, int)>& compute) {
+  Config c;
+  c.num_workers = workers;
+  c.tables = {{"W", kRows, kWidth}};
+  c.timeout = std::chrono::milliseconds(20000);
+  auto cluster = EmbeddedCluster::Start(c);
+  EXPECT_TRUE(cluster.ok()) << cluster.status();
+  WorkerStats out;
+  if (!cluster.ok()) return out;
+  Status st = (*cluster)->RunWorkers([&](GeePS& ps) -> Status {
+    const auto rows = RowRange(0, kRows);
+    GEEPS_ASSIGN_OR_RETURN(ReadHandle r, ps.VirtualRead(0, rows));
+    GEEPS_RETURN_IF_ERROR(ps.VirtualPostRead(r));
+    GEEPS_ASSIGN_OR_RETURN(UpdateHandle u, ps.VirtualPreUpdate(0, rows));
+    GEEPS_RETURN_IF_ERROR(ps.VirtualUpdate(u));
+    GEEPS_RETURN_IF_ERROR(ps.VirtualClock());
+    GEEPS_RETURN_IF_ERROR(ps.FinishVirtualIteration());
+    GEEPS_RETURN_IF_ERROR(ps.StartIterations());
+    const std::vector<float> ones(kRows * kWidth, 1.0f);
+    std::vector<float> seen(kRows * kWidth);
+    for (int i = 0; i < iterations; ++i) {
+      GEEPS_ASSIGN_OR_RETURN(const float* w, ps.Read(r));
+      GEEPS_RETURN_IF_ERROR(ps.CopyToHost(seen.data(), w, seen.size()));
+      // BSP: the read holds every update of the clocks before this one.
+      const float expect = static_cast<float>(i * c.num_workers);
+      if (seen[0] != expect || seen.back() != expect)
+        return InternalError("clock " + std::to_string(i) + " read " +
+                             std::to_string(seen[0]));
+      GEEPS_RETURN_IF_ERROR(ps.PostRead(r));
+      GEEPS_ASSIGN_OR_RETURN(float* d, ps.PreUpdate(u));
+      GEEPS_RETURN_IF_ERROR(ps.CopyFromHost(d, ones.data(), ones.size()));
+      GEEPS_RETURN_IF_ERROR(ps.Update(u));
+      GEEPS_RETURN_IF_ERROR(ps.Clock());
+      compute(ps, i);
+    }
+    if (ps.rank() == 0) out = ps.GetStats();
+    return Status::OK();
+  });
+  EXPECT_TRUE(st.ok()) << st;
+  return out;
+}
+
+TEST(HandOffTest, AWaitingApplicationThreadReceivesItsPushesItself) {
+  constexpr int kIterations = 300;
+  const WorkerStats s = RunWorkers(1, kIterations, [](GeePS&, int) {});
+  ASSERT_GE(s.pushes_installed, kIterations);
+  // In a loop without compute, every Read waits for the push of the clock
+  // before it. The channel thread leaves the socket to the waiting thread,
+  // so (nearly) all are installed by the application thread; through the
+  // channel thread, none would be.
+  EXPECT_GE(s.pushes_installed_by_app, s.pushes_installed / 2)
+      << s.pushes_installed_by_app << " of " << s.pushes_installed;
+}
+
+TEST(HandOffTest, WhileTheApplicationComputesTheChannelThreadInstallsPushes) {
+  constexpr int kIterations = 40;
+  std::vector<double> latency_ms;  // from the end of Clock to the install
+  const WorkerStats s = RunWorkers(2, kIterations, [&](GeePS& ps, int i) {
+    if (i % 2 == 0) return;
+    if (ps.rank() == 1) {
+      // Late with its next (even) clock: worker 0's Read of the odd clock
+      // after it waits 5 ms for the push, and its channel thread steps
+      // aside meanwhile.
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      return;
+    }
+    // Worker 0, after that wait, "computes" without calling the library:
+    // only its channel thread can install this clock's push meanwhile
+    // (unless Clock already did). The thread leaves the socket to the
+    // application for 1 ms after its last wait; left asleep until its
+    // safety poll, it would take up to 200 ms.
+    const int64_t clocks = i + 1;
+    const auto start = std::chrono::steady_clock::now();
+    if (ps.GetStats().pushes_installed > clocks) return;  // installed by Clock
+    while (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(300)) {
+      const WorkerStats now = ps.GetStats();
+      if (now.pushes_installed > clocks) {
+        latency_ms.push_back(std::chrono::duration<double, std::milli>(
+                                 std::chrono::steady_clock::now() - start)
+                                 .count());
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    latency_ms.push_back(300);
+  });
+  ASSERT_GE(s.pushes_installed, kIterations);
+  ASSERT_GE(latency_ms.size(), 5u) << "most pushes came back inside Clock";
+  // Each install comes about 1 ms after Clock on a quiet machine; a channel
+  // thread left asleep until its safety poll takes up to 200 ms, as it did
+  // in 3 to 5 of 20 here without ResumeBackground(). Allow one stall.
+  std::sort(latency_ms.begin(), latency_ms.end());
+  const size_t slow = static_cast<size_t>(
+      latency_ms.end() - std::upper_bound(latency_ms.begin(), latency_ms.end(), 50.0));
+  EXPECT_LE(slow, 1u) << slow << " of " << latency_ms.size()
+                      << " installs came more than 50 ms after Clock; slowest "
+                      << latency_ms.back() << " ms";
+}
+
+}  // namespace
+}  // namespace geeps
