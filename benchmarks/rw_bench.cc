@@ -11,8 +11,11 @@
 // independent ZeroMQ pairs running at once.
 //
 //   rw_bench [--out rw_bench.json] [--csv rw_bench.csv] [--sizes 4K,64K,1M,16M]
-//            [--seconds 2] [--pairs 1]
+//            [--seconds 2] [--pairs 1] [--rounds 3]
+// Each size runs `rounds` rounds, each a ZeroMQ run then a libgeeps run (so
+// both see the same moments of a shared machine); the medians are reported.
 // Internal modes (started by the driver): --child zmq-server|zmq-client|geeps
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -41,6 +44,7 @@ struct Options {
   std::vector<uint64_t> sizes = {4 << 10, 64 << 10, 1 << 20, 16 << 20};
   double seconds = 2;
   int pairs = 1;
+  int rounds = 3;
   // child mode
   std::string child;
   std::string endpoint;
@@ -281,7 +285,7 @@ double RunGeeps(const Options& o, uint64_t bytes, Passes* passes) {
 int Usage(const char* why) {
   std::fprintf(stderr,
                "rw_bench: %s\nusage: rw_bench [--out F.json] [--csv F.csv] [--sizes 4K,64K,1M,16M] "
-               "[--seconds S] [--pairs 1|2]\n",
+               "[--seconds S] [--pairs 1|2] [--rounds N]\n",
                why);
   return 2;
 }
@@ -298,6 +302,7 @@ int main(int argc, char** argv) {
     else if (a == "--csv") o.csv = v;
     else if (a == "--seconds") o.seconds = std::stod(v);
     else if (a == "--pairs") o.pairs = std::stoi(v);
+    else if (a == "--rounds") o.rounds = std::stoi(v);
     else if (a == "--child") o.child = v;
     else if (a == "--endpoint") o.endpoint = v;
     else if (a == "--bytes") o.bytes = ParseSize(v);
@@ -310,13 +315,15 @@ int main(int argc, char** argv) {
     }
   }
   if (o.pairs < 1 || o.pairs > 8) return Usage("--pairs must be 1..8");
+  if (o.rounds < 1 || o.rounds > 15) return Usage("--rounds must be 1..15");
   if (o.child == "zmq-server") return ZmqServer(o);
   if (o.child == "zmq-client") return ZmqClient(o);
   if (o.child == "geeps") return GeepsChild(o);
   if (!o.child.empty()) return Usage("unknown --child");
 
   std::ofstream json(o.out), csv(o.csv);
-  json << "{\"benchmark\":\"rw_bench\",\"pairs\":" << o.pairs << ",\"results\":[";
+  json << "{\"benchmark\":\"rw_bench\",\"pairs\":" << o.pairs << ",\"rounds\":" << o.rounds
+       << ",\"results\":[";
   csv << "bytes,zmq_us,geeps_us,zmq_gbs,geeps_gbs,fraction\n";
   std::printf("%10s %12s %12s %10s %10s %9s\n", "V", "zmq us/it", "geeps us/it", "zmq GB/s",
               "geeps GB/s", "fraction");
@@ -324,8 +331,18 @@ int main(int argc, char** argv) {
   for (size_t k = 0; k < o.sizes.size(); ++k) {
     const uint64_t v = o.sizes[k];
     Passes passes;
-    const double z = RunZmq(o, v), g = RunGeeps(o, v, &passes);
-    if (z <= 0 || g <= 0) {
+    std::vector<double> zs, gs;
+    for (int r = 0; r < o.rounds; ++r) {
+      zs.push_back(RunZmq(o, v));
+      gs.push_back(RunGeeps(o, v, &passes));
+    }
+    auto median = [](std::vector<double> x) {
+      std::sort(x.begin(), x.end());
+      return x[x.size() / 2];
+    };
+    const double z = median(zs), g = median(gs);
+    if (*std::min_element(zs.begin(), zs.end()) <= 0 ||
+        *std::min_element(gs.begin(), gs.end()) <= 0) {
       failed = true;
       continue;
     }
@@ -337,7 +354,9 @@ int main(int argc, char** argv) {
     json << (k ? "," : "") << "{\"bytes\":" << v << ",\"zmq_seconds_per_iteration\":" << z
          << ",\"geeps_seconds_per_iteration\":" << g << ",\"zmq_gbs\":" << zg
          << ",\"geeps_gbs\":" << gg << ",\"fraction_of_zmq\":" << z / g
-         << ",\"passes\":" << passes.Json() << "}";
+         << ",\"passes\":" << passes.Json() << ",\"round_fractions\":[";
+    for (int r = 0; r < o.rounds; ++r) json << (r ? "," : "") << zs[r] / gs[r];
+    json << "]}";
     std::printf("%10s passes over V per clock: %s\n", "", passes.Json().c_str());
     csv << v << "," << z * 1e6 << "," << g * 1e6 << "," << zg << "," << gg << "," << z / g
         << "\n";

@@ -1219,30 +1219,34 @@ bool Worker::WaitForPushes(std::unique_lock<std::mutex>& lock, SteadyClock::time
   // leave the sockets to it (CommChannel::Run).
   wait_.last_wait_ns.store(WaitState::NowNs());
   wait_.app_waiting.store(true);
+  // app_waiting is set under the table's mutex, which installing a push of
+  // this table takes too: a channel thread that installs one after the
+  // check above sees it and writes wake_fd. Every thread that uses a
+  // channel's sockets ends by draining them (CommChannel::PumpLocked), so
+  // any other push that arrives from now on makes a descriptor readable:
+  // poll first, then receive.
   bool result = false;
   for (;;) {
-    lock.unlock();
-    for (auto& c : channels_) c->Pump();
-    lock.lock();
-    if (done()) {
-      result = true;
-      break;
-    }
     const auto now = SteadyClock::now();
     if (now >= deadline) break;
     const int64_t left_ms =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1;
     lock.unlock();
     for (pollfd& f : wait_fds_) f.revents = 0;
-    // Readable: a push may have arrived (Pump again), a channel thread
-    // installed one, or the worker is shutting down (wake_fd).
+    // Readable: a push may have arrived, a channel thread installed one,
+    // or the worker is shutting down (wake_fd).
     const int ready = ::poll(wait_fds_.data(), wait_fds_.size(),
                              static_cast<int>(std::min<int64_t>(left_ms, 200)));
     if (ready > 0 && (wait_fds_[0].revents & POLLIN)) {
       uint64_t count;
       (void)!::read(wait_.wake_fd, &count, sizeof(count));
     }
+    for (auto& c : channels_) c->Pump();
     lock.lock();
+    if (done()) {
+      result = true;
+      break;
+    }
   }
   wait_.app_waiting.store(false);
   wait_.last_wait_ns.store(WaitState::NowNs());

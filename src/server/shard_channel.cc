@@ -2,7 +2,12 @@
 
 #include "server/row_ops.h"
 
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 
 #include "common/logging.h"
@@ -28,8 +33,6 @@ ShardChannel::ShardChannel(zmq::context_t* context, const Config& config,
       config_(config),
       partition_(partition),
       endpoint_(std::move(endpoint)),
-      control_endpoint_("inproc://geeps-shard-control-" + std::to_string(partition) +
-                        "-" + std::to_string(reinterpret_cast<uintptr_t>(this))),
       socket_(std::move(bound)),
       fingerprint_(JobFingerprint(config)) {
   const int num_partitions = config_.num_shards * config_.num_channels;
@@ -96,7 +99,10 @@ Status ShardChannel::Restore(int64_t clock) {
   return Status::OK();
 }
 
-ShardChannel::~ShardChannel() { Stop(); }
+ShardChannel::~ShardChannel() {
+  Stop();
+  if (wake_fd_ >= 0) ::close(wake_fd_);
+}
 
 StatusOr<std::unique_ptr<zmq::socket_t>> ShardChannel::BindSocket(
     zmq::context_t* context, const std::string& endpoint, std::string* actual,
@@ -126,15 +132,10 @@ Status ShardChannel::Start() {
     }
     socket_ = std::move(socket).value();
   }
-  try {
-    control_ = std::make_unique<zmq::socket_t>(*context_, zmq::socket_type::pull);
-    control_->set(zmq::sockopt::linger, 0);
-    control_->bind(control_endpoint_);
-  } catch (const zmq::error_t& e) {
-    control_.reset();
+  if (wake_fd_ < 0) wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (wake_fd_ < 0)
     return UnavailableError("shard partition " + std::to_string(partition_) +
-                            ": control socket: " + e.what());
-  }
+                            ": cannot create an eventfd: " + std::strerror(errno));
   started_ = true;
   if (!config_.checkpoint_dir.empty()) {
     writer_stop_ = false;
@@ -148,7 +149,8 @@ void ShardChannel::Stop() {
   if (!started_) return;
   started_ = false;
   stop_.store(true);
-  transport::WakeUp(context_, control_endpoint_);
+  const uint64_t one = 1;
+  (void)!::write(wake_fd_, &one, sizeof(one));
   if (thread_.joinable()) thread_.join();
   // The writer finishes the checkpoints handed to it (complete ones only).
   {
@@ -158,7 +160,6 @@ void ShardChannel::Stop() {
   writer_cv_.notify_all();
   if (writer_.joinable()) writer_.join();
   socket_.reset();
-  control_.reset();
 }
 
 void ShardChannel::RunWriter() {
@@ -235,21 +236,29 @@ std::vector<float> ShardChannel::RowsForTesting(TableId table) const {
 
 void ShardChannel::Run() {
   std::vector<zmq::message_t> frames;
-  zmq::pollitem_t items[2] = {{socket_->handle(), 0, ZMQ_POLLIN, 0},
-                              {control_->handle(), 0, ZMQ_POLLIN, 0}};
+  // Polls the socket's ZMQ_FD (not zmq_poll, which costs a syscall per
+  // socket per call to read its state): edge-triggered, so receive until
+  // ZMQ_EVENTS shows nothing more before blocking again.
+  pollfd fds[2] = {{static_cast<int>(socket_->get(zmq::sockopt::fd)), POLLIN, 0},
+                   {wake_fd_, POLLIN, 0}};
   while (!stop_.load()) {
     try {
-      zmq::poll(items, 2, std::chrono::milliseconds(kPollSafetyMs));
-      if (items[1].revents & ZMQ_POLLIN) break;
-      if (!(items[0].revents & ZMQ_POLLIN)) continue;
-      // Drain what is queued, then poll again.
-      for (int budget = 0; budget < 256 && !stop_.load(); ++budget) {
+      int budget = 0;
+      for (; budget < 256 && !stop_.load(); ++budget) {
+        if (!(socket_->get(zmq::sockopt::events) & ZMQ_POLLIN)) break;
         if (!transport::TryRecvMultipart(*socket_, context_, &frames)) break;
         HandleMessage(frames);
       }
+      if (budget == 256) continue;  // more is queued: check stop_, go on
     } catch (const zmq::error_t& e) {
       if (e.num() == ETERM) break;
       GEEPS_LOG(Error) << "shard partition " << partition_ << ": " << e.what();
+    }
+    if (stop_.load()) break;
+    if (::poll(fds, 2, kPollSafetyMs) < 0 && errno != EINTR) {
+      GEEPS_LOG(Error) << "shard partition " << partition_
+                       << ": poll failed: " << std::strerror(errno);
+      break;
     }
   }
 }

@@ -164,11 +164,10 @@ class ShardChannel {
   const Config config_;
   const int partition_;
   const std::string endpoint_;
-  const std::string control_endpoint_;
   std::vector<std::unique_ptr<TableState>> tables_;  // by TableId; null if local
 
   std::unique_ptr<zmq::socket_t> socket_;   // owned by the thread once started
-  std::unique_ptr<zmq::socket_t> control_;  // PULL, wakes the thread on Stop()
+  int wake_fd_ = -1;                        // eventfd: wakes the thread on Stop()
   std::thread thread_;
   std::atomic<bool> stop_{false};
   bool started_ = false;
