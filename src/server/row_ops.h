@@ -11,15 +11,11 @@
 namespace geeps::server {
 
 // dst[j] += src[j] for j < w; src is a payload that need not be aligned.
+// Indexes are size_t: with 32-bit ones GCC must allow for their wrapping
+// and leaves the loop scalar (it was, at a third of the shard's time).
 inline void AddRow(float* __restrict dst, const unsigned char* __restrict src, uint32_t w) {
-  constexpr uint32_t kBlock = 16;
-  float block[kBlock];
-  uint32_t j = 0;
-  for (; j + kBlock <= w; j += kBlock) {
-    std::memcpy(block, src + j * sizeof(float), sizeof(block));
-    for (uint32_t k = 0; k < kBlock; ++k) dst[j + k] += block[k];
-  }
-  for (; j < w; ++j) {
+  const size_t n = w;
+  for (size_t j = 0; j < n; ++j) {
     float d;
     std::memcpy(&d, src + j * sizeof(float), sizeof(float));
     dst[j] += d;

@@ -1,6 +1,7 @@
 #include "device/host/host_device.h"
 
 #include <algorithm>
+#include <cmath>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
@@ -663,7 +664,11 @@ Status HostDevice::Fill(float* dst, float value, size_t count, Stream* stream) {
         GEEPS_RETURN_IF_ERROR(
             table->CheckRange(kOp, "dst", dst, bytes, /*running=*/true));
         float* host_dst = table->ToHost(dst);
-        std::fill(host_dst, host_dst + count, value);
+        if (value == 0.0f && !std::signbit(value)) {
+          std::memset(host_dst, 0, bytes);  // +0.0f is all zero bits
+        } else {
+          std::fill(host_dst, host_dst + count, value);
+        }
         return Status::OK();
       });
 }
