@@ -13,6 +13,9 @@
 // (benchmarks/allreduce_bench, started with mpirun), measured in the same
 // run when mpirun and allreduce_bench are present.
 //
+// `--pipeline B` sets Config::pipeline_part_bytes (updates in parts of B
+// bytes, pushes that start before the last part arrives; 0: off).
+//
 // `--repeat R` runs the largest worker count under BSP (and the allreduce
 // baseline at that count) R times; every repetition is reported, and the
 // median, each against the 1-worker throughput of the same run.
@@ -37,7 +40,7 @@
 //   scale_bench [--out scale_bench.json] [--csv scale_bench.csv]
 //               [--workers 1,2,4,8] [--params 2000000] [--tables 4]
 //               [--compute-ms 200] [--iterations 20] [--slacks 0,1]
-//               [--repeat 1] [--allreduce PATH|none]
+//               [--repeat 1] [--allreduce PATH|none] [--pipeline BYTES]
 //               [--netns [--rate 1gbit]]   (outputs scale_bench_netns.*)
 // On 2 cores shared with a CI build: 1 minute by default, 1 min 45 s with
 // `--repeat 5` (4 more 8-worker BSP and allreduce runs); `--netns`: 1 min
@@ -83,6 +86,7 @@ struct Options {
   double compute_ms = 200;
   int iterations = 20;
   int repeat = 1;
+  uint64_t pipeline = 0;  // Config::pipeline_part_bytes
   std::string allreduce;  // path of allreduce_bench; "none" = skip
   bool netns = false;
   std::string rate = "1gbit";
@@ -113,6 +117,7 @@ int RunChild(const Options& o) {
   const uint64_t rows = RowsPerTable(o);
   for (int t = 0; t < o.tables; ++t) c.tables.push_back({"layer" + std::to_string(t), rows, kWidth});
   c.timeout = std::chrono::milliseconds(120000);
+  c.pipeline_part_bytes = o.pipeline;
   geeps::ProcessOptions po;
   geeps::Status st = geeps::ApplyEnvironment(&po);
   auto p = st.ok() ? geeps::Process::Join(c, po)
@@ -175,7 +180,8 @@ int RunChild(const Options& o) {
 std::vector<std::string> ChildArgs(const Options& o, int slack) {
   return {"--params", std::to_string(o.params), "--tables", std::to_string(o.tables),
           "--compute-ms", std::to_string(o.compute_ms), "--iterations",
-          std::to_string(o.iterations), "--slack", std::to_string(slack)};
+          std::to_string(o.iterations), "--slack", std::to_string(slack), "--pipeline",
+          std::to_string(o.pipeline)};
 }
 
 // A coordinator port per job in --netns mode (no other listeners there).
@@ -266,7 +272,7 @@ int Usage(const char* why) {
   std::fprintf(stderr,
                "scale_bench: %s\nusage: scale_bench [--out F.json] [--csv F.csv] "
                "[--workers 1,2,4,8] [--params N] [--tables T] [--compute-ms MS] "
-               "[--iterations I] [--slacks 0,1] [--repeat R] [--allreduce PATH|none] "
+               "[--iterations I] [--slacks 0,1] [--repeat R] [--allreduce PATH|none] [--pipeline B] "
                "[--netns [--rate 1gbit]]\n",
                why);
   return 2;
@@ -293,6 +299,7 @@ int main(int argc, char** argv) {
     else if (a == "--slack") o.slack = std::stoi(v);
     else if (a == "--params") o.params = std::stoull(v);
     else if (a == "--tables") o.tables = std::stoi(v);
+    else if (a == "--pipeline") o.pipeline = std::stoull(v);
     else if (a == "--compute-ms") o.compute_ms = std::stod(v);
     else if (a == "--iterations") o.iterations = std::stoi(v);
     else if (a == "--repeat") o.repeat = std::stoi(v);

@@ -55,6 +55,13 @@ TEST(ConfigTest, RejectsBadConfigs) {
   Config dup = c;
   dup.tables[1].name = "w";
   EXPECT_EQ(ValidateConfig(dup).code(), StatusCode::kInvalidArgument);
+  Config tiny_parts = c;
+  tiny_parts.pipeline_part_bytes = 63;
+  st = ValidateConfig(tiny_parts);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("pipeline_part_bytes"), std::string::npos) << st;
+  tiny_parts.pipeline_part_bytes = 64;
+  EXPECT_OK(ValidateConfig(tiny_parts));
   Config huge = c;
   huge.num_shards = 4096;
   huge.num_channels = 64;

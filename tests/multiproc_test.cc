@@ -83,6 +83,12 @@ TEST(MultiProcessTest, SspOverTcpWithSmallMessages) {
   ExpectAllExact(RunRanks(3, {{"GEEPS_MAX_MESSAGE_BYTES", "256"}}, {"--slack", "1"}), 3);
 }
 
+// Pipelined updates between processes: push parts of one table interleave
+// with other tables' pushes on a worker's socket.
+TEST(MultiProcessTest, FourProcessesOverTcpWithPipelinedUpdates) {
+  ExpectAllExact(RunRanks(4, {{"GEEPS_PIPELINE_PART_BYTES", "128"}}, {"--channels", "2"}), 4);
+}
+
 // Rank 0 server only, rank 1 worker only, rank 2 both: 2 workers, 2 shards.
 TEST(MultiProcessTest, ServerOnlyAndWorkerOnlyRoles) {
   const int port = FreePort();

@@ -111,5 +111,96 @@ TEST(ShardPushTest, UpdatesNeverWriteRowsThatAPushStillHolds) {
   shard.Stop();
 }
 
+// Pipelined updates: once every worker has updated rows for the clock, they
+// leave as an early part of the next push; the clock's later parts write
+// rows above them without copying the partition, and the held part keeps
+// its values.
+TEST(ShardPushTest, EarlyPushPartsLeaveBeforeTheLastUpdatePartAndStayIntact) {
+  Config c;
+  c.num_workers = 2;
+  c.tables = {{"t", 8, 16}};  // 64-byte rows
+  c.pipeline_part_bytes = 128;  // an early part once two rows are ready
+  zmq::context_t ctx;
+  testing::g_context = &ctx;
+  server::ShardChannel shard(&ctx, c, 0, "inproc://shard-push-early");
+  ASSERT_OK(shard.Start());
+  std::vector<std::unique_ptr<zmq::socket_t>> w;
+  for (int r = 0; r < 2; ++r) w.push_back(testing::WorkerSocket(ctx, r, "inproc://shard-push-early"));
+  const std::vector<uint64_t> all = {0, 1, 2, 3, 4, 5, 6, 7};
+  const std::vector<uint64_t> low = {0, 1, 2, 3}, high = {4, 5, 6, 7};
+  for (int r = 0; r < 2; ++r) Send(*w[r], Frames(From(r, MsgType::kSubscribe, 0, 8), all, {}));
+  auto update = [](uint32_t rank, int64_t clock, const std::vector<uint64_t>& rows,
+                   uint64_t offset, bool more, float value) {
+    WireHeader h = From(rank, MsgType::kUpdate, clock, rows.size());
+    h.row_width = 16;
+    h.offset = offset;
+    h.flags = more ? transport::kFlagMore : 0;
+    return Frames(h, rows, std::vector<float>(rows.size() * 16, value));
+  };
+  auto header = [](const zmq::message_t& m) {
+    WireHeader h;
+    std::memcpy(&h, m.data(), sizeof(h));
+    return h;
+  };
+  auto values = [](const zmq::message_t& m) {
+    std::vector<float> v(m.size() / 4);
+    std::memcpy(v.data(), m.data(), m.size());
+    return v;
+  };
+  // Clock 0, whole (until every worker has subscribed and the minimum has
+  // passed the start, updates wait for their clock): 2 in every row.
+  for (int r = 0; r < 2; ++r) Send(*w[r], update(r, 0, all, 0, false, 1.0f));
+  for (int r = 0; r < 2; ++r) {
+    std::vector<zmq::message_t> f;
+    ASSERT_TRUE(testing::RecvFrames(*w[r], &f));
+    EXPECT_EQ(values(f[1]), std::vector<float>(8 * 16, 2.0f));
+  }
+  // Clock 1: worker 0 sends all its rows; worker 1 sends rows 0-3 first.
+  Send(*w[0], update(0, 1, all, 0, false, 1.0f));
+  Send(*w[1], update(1, 1, low, 0, true, 2.0f));
+  std::vector<zmq::message_t> early, rest;
+  ASSERT_TRUE(testing::RecvFrames(*w[0], &early));
+  ASSERT_EQ(early.size(), 2u);
+  WireHeader h = header(early[0]);
+  EXPECT_EQ(h.clock, 2);
+  EXPECT_EQ(h.offset, 0u);
+  EXPECT_EQ(h.row_count, 4u) << "rows 0-3 are final for clock 1 before rows 4-7 arrive";
+  EXPECT_TRUE(h.flags & transport::kFlagMore);
+  EXPECT_EQ(values(early[1]), std::vector<float>(4 * 16, 5.0f));
+  EXPECT_EQ(shard.GetStats().early_push_parts, 1);
+  // The last part writes rows 4-7 while worker 0 still holds rows 0-3.
+  Send(*w[1], update(1, 1, high, 4, false, 2.0f));
+  ASSERT_TRUE(testing::RecvFrames(*w[0], &rest));
+  ASSERT_EQ(rest.size(), 2u);
+  h = header(rest[0]);
+  EXPECT_EQ(h.clock, 2);
+  EXPECT_EQ(h.offset, 4u);
+  EXPECT_EQ(h.row_count, 4u);
+  EXPECT_FALSE(h.flags & transport::kFlagMore);
+  EXPECT_EQ(values(rest[1]), std::vector<float>(4 * 16, 5.0f));
+  EXPECT_EQ(values(early[1]), std::vector<float>(4 * 16, 5.0f));
+  EXPECT_EQ(shard.GetStats().push_copy_bytes, 0)
+      << "rows above the held part were copied aside for nothing";
+  // Worker 1 got the same push in two parts.
+  for (uint64_t offset : {0u, 4u}) {
+    std::vector<zmq::message_t> f;
+    ASSERT_TRUE(testing::RecvFrames(*w[1], &f));
+    EXPECT_EQ(header(f[0]).offset, offset);
+  }
+  // Clock 2 writes row 0, which the held part still reads: a copy aside.
+  Send(*w[0], update(0, 2, all, 0, false, 1.0f));
+  Send(*w[1], update(1, 2, all, 0, false, 1.0f));
+  std::vector<zmq::message_t> next;
+  ASSERT_TRUE(testing::RecvFrames(*w[0], &next));
+  EXPECT_EQ(values(next[1]), std::vector<float>(8 * 16, 7.0f));
+  EXPECT_EQ(values(early[1]), std::vector<float>(4 * 16, 5.0f)) << "the held part changed";
+  EXPECT_GT(shard.GetStats().push_copy_bytes, 0);
+  early.clear();
+  rest.clear();
+  next.clear();
+  shard.Stop();
+  EXPECT_EQ(shard.GetStats().frames_dropped, 0);
+}
+
 }  // namespace
 }  // namespace geeps

@@ -127,6 +127,16 @@ struct Config {
   // travel in parts (libzmq fails on frames over 2 GB).
   uint64_t max_message_bytes = 1ull << 30;
 
+  // Pipelined updates (docs/architecture.md, "Pipelined pushes"): a
+  // worker's update to a partition leaves in parts of at most this many
+  // bytes, in row order, and a shard pushes the subscribed rows that every
+  // worker has updated for the clock (at least this many bytes at a time)
+  // before the last part arrives, so the push of a table overlaps its
+  // update on a full-duplex link. 0: off (one message per partition, up to
+  // max_message_bytes). Else at least 64. Every rank of a job must agree
+  // (a shard pushes early only with it set).
+  uint64_t pipeline_part_bytes = 0;
+
   // Checkpoints (docs/architecture.md, "Checkpoints"). Each server partition
   // writes its rows to checkpoint_dir (empty: no checkpoints) when its
   // minimum clock reaches a multiple of checkpoint_every (0: only on

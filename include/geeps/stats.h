@@ -75,6 +75,9 @@ struct ShardStats {
   int64_t push_copy_bytes = 0;   // rows copied into push messages (or copied
                                  // aside because a push still held them)
   int64_t push_zero_copy_bytes = 0;  // rows sent in pushes straight from the rows
+  // Push parts sent before the minimum clock advanced: rows every worker had
+  // updated for the clock (pipelined updates, Config::pipeline_part_bytes).
+  int64_t early_push_parts = 0;
 
   // Adds the counters of `other` (e.g. of another channel of the shard).
   void Add(const ShardStats& other);

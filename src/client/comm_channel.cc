@@ -99,7 +99,7 @@ Status CommChannel::Start() {
       zmq_fds_.push_back(static_cast<int>(s->get(zmq::sockopt::fd)));
       shards_.push_back(std::move(s));
     }
-    partial_.resize(shards_.size());
+    partial_.assign(shards_.size(), std::vector<PartialPush>(ctx_.tables->size()));
   } catch (const zmq::error_t& e) {
     return UnavailableError("worker " + std::to_string(ctx_.rank) + " channel " +
                             std::to_string(channel_) + ": socket setup failed: " + e.what());
@@ -265,9 +265,8 @@ void CommChannel::SendFrames(int shard, zmq::message_t* frames, size_t count) {
 }
 
 void CommChannel::SendInParts(int shard, WireHeader h, const uint64_t* rows, uint64_t total,
-                              const Payload& payload) {
-  const uint64_t per =
-      transport::RowsPerPart(h.row_width, rows != nullptr, ctx_.config->max_message_bytes);
+                              const Payload& payload, uint64_t max_bytes) {
+  const uint64_t per = transport::RowsPerPart(h.row_width, rows != nullptr, max_bytes);
   const size_t row_bytes = static_cast<size_t>(h.row_width) * sizeof(float);
   const uint32_t extra_flags = h.flags;  // kFlagCheckpoint on every part
   uint64_t first = 0;
@@ -303,7 +302,7 @@ void CommChannel::SendSubscribe(TableCache& t, const PartitionSlice& s) {
   h.table = t.id;
   h.row_width = t.width;
   SendInParts(s.partition / ctx_.config->num_channels, h, t.rows.data() + s.cache_begin,
-              s.cache_count, Payload{});
+              s.cache_count, Payload{}, ctx_.config->max_message_bytes);
 }
 
 void CommChannel::SendUpdate(TableCache& t, const PartitionSlice& s, OplogSlot& slot) {
@@ -333,8 +332,13 @@ void CommChannel::SendUpdate(TableCache& t, const PartitionSlice& s, OplogSlot& 
       }
     };
   }
+  // Pipelined: parts in row order, so the shard can push the rows every
+  // worker has updated before the last part arrives.
+  const uint64_t pipeline = ctx_.config->pipeline_part_bytes;
+  const uint64_t max_bytes = pipeline > 0 ? std::min(pipeline, ctx_.config->max_message_bytes)
+                                          : ctx_.config->max_message_bytes;
   SendInParts(s.partition / ctx_.config->num_channels, h, s.update_rows.data(), total,
-              payload);
+              payload, max_bytes);
 }
 
 bool CommChannel::Drop(const std::string& what) {
@@ -371,9 +375,10 @@ bool CommChannel::HandlePush(int shard, std::vector<zmq::message_t>& frames) {
   if (m.header.row_width != t.width || s.cache_count == 0 ||
       m.header.offset + m.header.row_count > s.cache_count)
     return Drop("push shape does not match the subscription");
-  // Parts of one push arrive back to back on this shard's socket; collect
-  // them, then install the whole push at once.
-  PartialPush& partial = partial_[shard];
+  // Parts of one push arrive in order on this shard's socket (pipelined
+  // pushes may interleave with other tables' pushes); collect them, then
+  // install the whole push at once.
+  PartialPush& partial = partial_[shard][m.header.table];
   const bool rmw = ctx_.config->read_my_writes;
   // A push in one part is installed straight from the message unless
   // read-my-writes must add to it first.

@@ -135,10 +135,10 @@ class CommChannel {
     const char* base = nullptr;
     std::atomic<int>* refs = nullptr;
   };
-  // Sends a message of `total` rows in parts of at most max_message_bytes;
+  // Sends a message of `total` rows in parts of at most `max_bytes`;
   // `rows` (may be null) are the row ids.
   void SendInParts(int shard, transport::WireHeader h, const uint64_t* rows, uint64_t total,
-                   const Payload& payload);
+                   const Payload& payload, uint64_t max_bytes);
   void SendSubscribe(TableCache& t, const PartitionSlice& s);
   void SendUpdate(TableCache& t, const PartitionSlice& s, OplogSlot& slot);
   // Returns whether a push was installed.
@@ -158,14 +158,14 @@ class CommChannel {
   std::vector<std::unique_ptr<zmq::socket_t>> shards_;  // DEALER per shard
   std::vector<int> zmq_fds_;                            // ZMQ_FD per shard socket
   std::unique_ptr<device::Stream> stream_;
-  // A push being received in parts, per shard socket.
+  // A push being received in parts, per shard socket and table.
   struct PartialPush {
     int table = -1;  // -1: none in progress
     int64_t clock = 0;
     uint64_t received = 0;  // rows received so far
     std::vector<float> rows;
   };
-  std::vector<PartialPush> partial_;
+  std::vector<std::vector<PartialPush>> partial_;
   bool logged_drop_ = false;
 
   int wake_fd_ = -1;  // eventfd: Stop() and ResumeBackground() wake the thread

@@ -74,6 +74,12 @@ Status ValidateConfig(const Config& c) {
     return InvalidArgumentError("max_message_bytes must be in [" + std::to_string(kMinMessageBytes) +
                                 ", " + std::to_string(kMaxMessageBytes) + "], got " +
                                 std::to_string(c.max_message_bytes));
+  if (c.pipeline_part_bytes != 0 &&
+      (c.pipeline_part_bytes < kMinMessageBytes || c.pipeline_part_bytes > kMaxMessageBytes))
+    return InvalidArgumentError("pipeline_part_bytes must be 0 (off) or in [" +
+                                std::to_string(kMinMessageBytes) + ", " +
+                                std::to_string(kMaxMessageBytes) + "], got " +
+                                std::to_string(c.pipeline_part_bytes));
   if (c.checkpoint_every < 0 || c.checkpoint_every > kMaxCheckpointEvery)
     return InvalidArgumentError("checkpoint_every must be in [0, " +
                                 std::to_string(kMaxCheckpointEvery) + "] clocks, got " +
@@ -173,6 +179,11 @@ Status ApplyEnvironment(Config* c) {
     GEEPS_ASSIGN_OR_RETURN(long long value, ParseInt("GEEPS_MAX_MESSAGE_BYTES", text,
                                                      kMinMessageBytes, kMaxMessageBytes));
     c->max_message_bytes = static_cast<uint64_t>(value);
+  }
+  if (const char* text = std::getenv("GEEPS_PIPELINE_PART_BYTES")) {
+    GEEPS_ASSIGN_OR_RETURN(long long value,
+                           ParseInt("GEEPS_PIPELINE_PART_BYTES", text, 0, kMaxMessageBytes));
+    c->pipeline_part_bytes = static_cast<uint64_t>(value);
   }
   if (const char* text = std::getenv("GEEPS_EMULATED_COPY_BANDWIDTH")) {
     GEEPS_ASSIGN_OR_RETURN(long long value, ParseInt("GEEPS_EMULATED_COPY_BANDWIDTH", text, 0,

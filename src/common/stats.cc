@@ -50,6 +50,7 @@ void ShardStats::Add(const ShardStats& o) {
   fold_bytes += o.fold_bytes;
   push_copy_bytes += o.push_copy_bytes;
   push_zero_copy_bytes += o.push_zero_copy_bytes;
+  early_push_parts += o.early_push_parts;
 }
 
 std::string ShardStats::ToJson() const {
@@ -62,7 +63,8 @@ std::string ShardStats::ToJson() const {
     << ",\"frames_dropped\":" << frames_dropped
     << ",\"apply_bytes\":" << apply_bytes << ",\"fold_bytes\":" << fold_bytes
     << ",\"push_copy_bytes\":" << push_copy_bytes
-    << ",\"push_zero_copy_bytes\":" << push_zero_copy_bytes << "}";
+    << ",\"push_zero_copy_bytes\":" << push_zero_copy_bytes
+    << ",\"early_push_parts\":" << early_push_parts << "}";
   return o.str();
 }
 

@@ -223,6 +223,7 @@ ShardStats ShardChannel::GetStats() const {
   s.fold_bytes = fold_bytes_.load();
   s.push_copy_bytes = push_copy_bytes_.load();
   s.push_zero_copy_bytes = push_zero_copy_bytes_.load();
+  s.early_push_parts = early_push_parts_.load();
   s.bytes_received = bytes_received_.load();
   s.bytes_sent = bytes_sent_.load();
   s.frames_dropped = frames_dropped_.load();
@@ -353,8 +354,10 @@ void ShardChannel::HandleSubscribe(int worker, const DecodedMessage& m) {
     group->push_back(worker);
   } else {
     t.push_groups.push_back({worker});
+    t.pushed_early.push_back(0);
   }
-  if (t.min_clock > 0) PushTo({worker}, m.header.table, t);
+  if (t.min_clock > 0)
+    PushRows({worker}, m.header.table, t, 0, rows.size(), /*final_part=*/true, t.min_clock);
 }
 
 void ShardChannel::HandleUpdate(int worker, const DecodedMessage& m) {
@@ -372,7 +375,10 @@ void ShardChannel::HandleUpdate(int worker, const DecodedMessage& m) {
   const bool direct = !config_.deterministic_bsp && m.header.clock == t.min_clock &&
                       t.min_clock > t.start_clock;
   if (direct) {
-    float* rows = Writable(t).data();
+    // Rows arrive in ascending order: this part writes from its first row
+    // up, above anything an early push part still holds.
+    float* rows =
+        Writable(t, m.header.row_count > 0 ? m.RowAt(0) - t.span.begin : t.span.size()).data();
     for (uint64_t i = 0; i < m.header.row_count; ++i)
       AddRow(rows + (m.RowAt(i) - t.span.begin) * w, m.payload + i * w * sizeof(float), w);
   } else if (m.header.row_count > 0) {
@@ -395,11 +401,17 @@ void ShardChannel::HandleUpdate(int worker, const DecodedMessage& m) {
   rows_applied_.fetch_add(static_cast<int64_t>(m.header.row_count));
   apply_bytes_.fetch_add(static_cast<int64_t>(m.header.row_count * w * sizeof(float)),
                          std::memory_order_relaxed);
-  if (m.header.flags & transport::kFlagMore) return;  // the clock ends with the last part
+  if (m.header.flags & transport::kFlagMore) {  // the clock ends with the last part
+    if (direct) MaybePushEarly(m.header.table, t);
+    return;
+  }
   updates_applied_.fetch_add(1);
   t.clocks[worker] = m.header.clock + 1;
   const int64_t new_min = *std::min_element(t.clocks.begin(), t.clocks.end());
-  if (new_min <= t.min_clock) return;
+  if (new_min <= t.min_clock) {
+    if (direct) MaybePushEarly(m.header.table, t);
+    return;
+  }
   // Fold in the deltas of the clocks the minimum passed.
   while (!t.pending.empty() && t.pending.begin()->first / config_.num_workers < new_min) {
     std::vector<float>& acc = t.pending.begin()->second;
@@ -411,7 +423,51 @@ void ShardChannel::HandleUpdate(int worker, const DecodedMessage& m) {
   }
   t.min_clock = new_min;
   MaybeSnapshot(m.header.table, t, new_min);
-  for (const std::vector<int>& group : t.push_groups) PushTo(group, m.header.table, t);
+  // The rest of each push (all of it unless early parts went out: those
+  // were of this push, new_min being the old minimum + 1).
+  for (size_t g = 0; g < t.push_groups.size(); ++g) {
+    const std::vector<int>& group = t.push_groups[g];
+    PushRows(group, m.header.table, t, t.pushed_early[g],
+             t.subscriptions[group.front()].size(), /*final_part=*/true, new_min);
+    t.pushed_early[g] = 0;
+  }
+}
+
+void ShardChannel::MaybePushEarly(TableId table, TableState& t) {
+  const int64_t c = t.min_clock;
+  if (config_.pipeline_part_bytes == 0 || config_.deterministic_bsp || c <= t.start_clock ||
+      t.push_groups.empty())
+    return;
+  // Deltas of clock c still pending (a worker sent them ahead of the
+  // minimum, under SSP) are not in the rows yet: nothing of clock c + 1's
+  // push may leave before the advance folds them in.
+  if (!t.pending.empty() && t.pending.begin()->first / config_.num_workers <= c) return;
+  // The frontier: no worker will write a row below it for clock c.
+  uint64_t frontier = UINT64_MAX;
+  for (int w = 0; w < config_.num_workers; ++w) {
+    if (t.clocks[w] > c) continue;  // done with clock c
+    const PartState& p = t.parts[w];
+    const uint64_t next = p.type == static_cast<uint16_t>(MsgType::kUpdate) && p.clock == c
+                              ? p.last_row + 1
+                              : t.span.begin;  // has not started clock c
+    frontier = std::min(frontier, next);
+  }
+  const uint64_t min_part_bytes = config_.pipeline_part_bytes;
+  const uint64_t row_bytes = static_cast<uint64_t>(t.width) * sizeof(float);
+  for (size_t g = 0; g < t.push_groups.size(); ++g) {
+    const std::vector<uint64_t>& rows = t.subscriptions[t.push_groups[g].front()];
+    if (rows.size() < 2) continue;
+    // Never the last row: the advance sends at least one part, the push's
+    // last.
+    const uint64_t below = std::min<uint64_t>(
+        rows.size() - 1,
+        static_cast<uint64_t>(std::lower_bound(rows.begin(), rows.end(), frontier) - rows.begin()));
+    if (below <= t.pushed_early[g] || (below - t.pushed_early[g]) * row_bytes < min_part_bytes)
+      continue;
+    PushRows(t.push_groups[g], table, t, t.pushed_early[g], below, /*final_part=*/false, c + 1);
+    early_push_parts_.fetch_add(1, std::memory_order_relaxed);
+    t.pushed_early[g] = below;
+  }
 }
 
 void ShardChannel::ReleaseRows(void* /*data*/, void* hint) {
@@ -420,9 +476,11 @@ void ShardChannel::ReleaseRows(void* /*data*/, void* hint) {
   delete hold;
 }
 
-std::vector<float>& ShardChannel::TableState::MutableRows(size_t* copied) {
+std::vector<float>& ShardChannel::TableState::MutableRows(uint64_t first, size_t* copied) {
   *copied = 0;
-  if (rows->in_flight.load(std::memory_order_acquire) != 0) {
+  if (rows->in_flight.load(std::memory_order_acquire) == 0) {
+    rows->held_end = 0;
+  } else if (first < rows->held_end) {
     // A push still reads the rows: write a copy; the push keeps the old.
     auto fresh = std::make_shared<SharedRows>();
     fresh->values = rows->values;
@@ -432,31 +490,32 @@ std::vector<float>& ShardChannel::TableState::MutableRows(size_t* copied) {
   return rows->values;
 }
 
-std::vector<float>& ShardChannel::Writable(TableState& t) {
+std::vector<float>& ShardChannel::Writable(TableState& t, uint64_t first) {
   size_t copied = 0;
-  std::vector<float>& rows = t.MutableRows(&copied);
+  std::vector<float>& rows = t.MutableRows(first, &copied);
   if (copied > 0) push_copy_bytes_.fetch_add(static_cast<int64_t>(copied), std::memory_order_relaxed);
   return rows;
 }
 
-void ShardChannel::PushTo(const std::vector<int>& workers, TableId table, TableState& t) {
+void ShardChannel::PushRows(const std::vector<int>& workers, TableId table, TableState& t,
+                            uint64_t from, uint64_t to, bool final_part, int64_t clock) {
   const std::vector<uint64_t>& rows = t.subscriptions[workers.front()];
   WireHeader h;
   h.type = static_cast<uint16_t>(MsgType::kPush);
   h.sender = static_cast<uint32_t>(partition_);
   h.table = table;
-  h.clock = t.min_clock;
-  h.aux = t.min_clock;  // the data holds exactly the clocks < min_clock
+  h.clock = clock;
+  h.aux = clock;  // the rows hold exactly the clocks < clock
   h.row_width = t.width;
   const size_t row_bytes = static_cast<size_t>(t.width) * sizeof(float);
   const uint64_t per = transport::RowsPerPart(t.width, false, config_.max_message_bytes);
   std::vector<bool> failed(workers.size(), false);
-  uint64_t first = 0;
+  uint64_t first = from;
   do {
-    const uint64_t n = std::min<uint64_t>(per, rows.size() - first);
+    const uint64_t n = std::min<uint64_t>(per, to - first);
     h.offset = first;
     h.row_count = n;
-    h.flags = first + n < rows.size() ? transport::kFlagMore : 0;
+    h.flags = first + n < to || !final_part ? transport::kFlagMore : 0;
     zmq::message_t header(transport::kHeaderBytes);
     transport::EncodeHeader(h, header.data());
     zmq::message_t payload;
@@ -469,6 +528,7 @@ void ShardChannel::PushTo(const std::vector<int>& workers, TableId table, TableS
     if (zero_copy) {
       push_zero_copy_bytes_.fetch_add(static_cast<int64_t>(n * row_bytes),
                                       std::memory_order_relaxed);
+      t.rows->held_end = std::max<uint64_t>(t.rows->held_end, rows[first + n - 1] - t.span.begin + 1);
     } else {
       payload.rebuild(n * row_bytes);
       char* out = static_cast<char*>(payload.data());
@@ -519,7 +579,8 @@ void ShardChannel::PushTo(const std::vector<int>& workers, TableId table, TableS
       }
     }
     first += n;
-  } while (first < rows.size());
+  } while (first < to);
+  if (!final_part) return;
   for (size_t k = 0; k < workers.size(); ++k) {
     if (!failed[k]) pushes_sent_.fetch_add(1);
   }

@@ -100,15 +100,21 @@ class ShardChannel {
     // shard thread; decremented (release) by ZeroMQ's free function, on its
     // I/O thread or the receiver's; read (acquire) before writing.
     std::atomic<int64_t> in_flight{0};
+    // Rows [0, held_end) of the span are what in-flight pushes may hold
+    // (shard thread only; 0 once in_flight is seen at 0). A write at or
+    // past it needs no copy: the pipelined parts of a push hold the rows
+    // every worker has updated, while the clock's later parts write above.
+    uint64_t held_end = 0;
   };
   struct TableState {
     common::RowSpan span;
     uint32_t width = 0;
     std::shared_ptr<SharedRows> rows = std::make_shared<SharedRows>();  // span.size() * width
     const std::vector<float>& data() const { return rows->values; }
-    // The rows to write: copied into a fresh buffer first while a push
-    // still holds them (*copied = the bytes copied, else 0).
-    std::vector<float>& MutableRows(size_t* copied);
+    // The rows to write, from row offset `first` (in the span) up: copied
+    // into a fresh buffer first while a push still holds rows below that
+    // (*copied = the bytes copied, else 0).
+    std::vector<float>& MutableRows(uint64_t first, size_t* copied);
     std::vector<int64_t> clocks;       // per worker: clocks completed
     int64_t min_clock = 0;
     // The clock the partition started at (0, or a checkpoint's). Once the
@@ -129,6 +135,9 @@ class ShardChannel {
     // Subscribed workers grouped by equal subscriptions, in subscription
     // order; a group's members share each push's payload.
     std::vector<std::vector<int>> push_groups;
+    // Per push group: subscribed rows already sent, as early parts, of the
+    // push of clock min_clock + 1 (pipelined updates).
+    std::vector<uint64_t> pushed_early;
   };
   enum DropReason : uint32_t {
     kDropFraming = 0,
@@ -149,10 +158,18 @@ class ShardChannel {
   bool AcceptPart(TableState& t, int worker, const transport::DecodedMessage& m);
   void HandleSubscribe(int worker, const transport::DecodedMessage& m);
   void HandleUpdate(int worker, const transport::DecodedMessage& m);
-  // Pushes the table's subscribed rows to `workers`, which share one
-  // subscription: each part's payload is copied from the table once and
-  // sent to all of them (ZeroMQ shares the buffer).
-  void PushTo(const std::vector<int>& workers, TableId table, TableState& t);
+  // Pushes subscribed rows [from, to) (indexes into the subscription) of
+  // the table to `workers`, which share one subscription, as parts of the
+  // push of `clock`; the last part ends the push when `final_part`. Each
+  // part's payload is sent from the rows (consecutive rows) or copied from
+  // them once for all of the workers.
+  void PushRows(const std::vector<int>& workers, TableId table, TableState& t, uint64_t from,
+                uint64_t to, bool final_part, int64_t clock);
+  // Pipelined updates: sends every push group the subscribed rows that
+  // every worker has updated for clock min_clock (below the frontier) and
+  // that are not yet sent, as early parts of the next push. Only in direct
+  // mode with no pending deltas of that clock.
+  void MaybePushEarly(TableId table, TableState& t);
   // Checkpoints: called when table `table`'s minimum clock becomes `clock`.
   // Copies the table's rows into the checkpoint of that clock; the last
   // table to arrive hands the whole to the writer thread.
@@ -191,10 +208,11 @@ class ShardChannel {
       push_zero_copy_bytes_{0};
   // The rows to write (TableState::MutableRows), counting a copy-on-write
   // as push-copy bytes: it is what a push from the rows costs then.
-  std::vector<float>& Writable(TableState& t);
+  std::vector<float>& Writable(TableState& t, uint64_t first = 0);
   // ZeroMQ's free function of a zero-copy push part: drops its hold on the
   // rows (after every read of them by ZeroMQ or, over inproc, the receiver).
   static void ReleaseRows(void* data, void* hint);
+  std::atomic<int64_t> early_push_parts_{0};
   std::atomic<int64_t> updates_applied_{0}, rows_applied_{0}, pushes_sent_{0},
       bytes_received_{0}, bytes_sent_{0}, frames_dropped_{0};
   uint32_t logged_drop_reasons_ = 0;  // thread-owned
