@@ -23,8 +23,9 @@ struct JobStats {
   ShardStats shard;
 };
 
-JobStats RunOne(bool read_my_writes) {
+JobStats RunOne(bool read_my_writes, uint64_t device_memory_budget = 0) {
   Config c;
+  c.device_memory_budget = device_memory_budget;
   c.num_workers = 1;
   c.tables = {{"W", kRows, kWidth}};
   c.read_my_writes = read_my_writes;
@@ -69,8 +70,10 @@ TEST(DataPathStatsTest, DirectUpdatesAndReadsInPlaceSkipTheirPasses) {
   EXPECT_EQ(p.gather, 0);
   EXPECT_EQ(p.scatter_add, 0);
   EXPECT_EQ(p.zero, kIterations * kV);     // PreUpdate's buffer; the oplog stays clean
-  EXPECT_EQ(p.to_slot, kIterations * kV);  // the buffer straight into the slot
-  EXPECT_EQ(p.pack, 0);                    // consecutive rows leave from the slot
+  // The host backend's device memory is host memory: the update leaves
+  // from its buffer itself, with no copy into a slot.
+  EXPECT_EQ(p.to_slot, 0);
+  EXPECT_EQ(p.pack, 0);  // consecutive rows leave as they are
   EXPECT_EQ(p.app_copies, kIterations * kV);
   // Every push installs V once (one part, no own deltas to re-add).
   EXPECT_EQ(p.install, run.worker.pushes_installed * kV);
@@ -84,6 +87,18 @@ TEST(DataPathStatsTest, DirectUpdatesAndReadsInPlaceSkipTheirPasses) {
   EXPECT_LE(run.shard.fold_bytes, kIterations * kV);
   EXPECT_EQ(run.shard.push_zero_copy_bytes, run.shard.pushes_sent * kV);
   EXPECT_LE(run.shard.push_copy_bytes, kIterations * kV);
+}
+
+// A buffer from the memory manager's pool may go to another access while
+// ZeroMQ would still read it: its update is copied into the slot first (as
+// on a GPU, where the host cannot read device memory).
+TEST(DataPathStatsTest, APooledUpdateBufferIsCopiedIntoTheSlot) {
+  const JobStats run = RunOne(/*read_my_writes=*/false, /*device_memory_budget=*/1 << 20);
+  const DataPathBytes& p = run.worker.data_path;
+  ASSERT_EQ(run.worker.updates_direct, kIterations);
+  EXPECT_EQ(p.to_slot, kIterations * kV);
+  EXPECT_EQ(p.zero, kIterations * kV);
+  EXPECT_EQ(run.shard.apply_bytes, kIterations * kV);
 }
 
 TEST(DataPathStatsTest, ReadMyWritesGathersAndGoesThroughTheOplog) {

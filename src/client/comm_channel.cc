@@ -315,21 +315,25 @@ void CommChannel::SendUpdate(TableCache& t, const PartitionSlice& s, OplogSlot& 
   if (slot.checkpoint) h.flags = transport::kFlagCheckpoint;
   const uint64_t total = slot.dirty ? s.update_rows.size() : 0;
   const size_t row_bytes = t.width * sizeof(float);
+  // The deltas of cached position p: in the slot, or in the update buffer
+  // the slot names (sent in place: its first row is position
+  // send_first_pos).
+  auto row_at = [&](uint32_t pos) {
+    return slot.send_from != nullptr
+               ? slot.send_from + static_cast<size_t>(pos - slot.send_first_pos) * t.width
+               : slot.host + static_cast<size_t>(pos) * t.width;
+  };
   Payload payload;
   if (total > 0 && s.update_pos.back() - s.update_pos.front() + 1 == total) {
     // The updated rows are consecutive cached positions (positions are
-    // sorted and distinct): send them from the slot as they are.
-    payload.base = reinterpret_cast<const char*>(
-        slot.host + static_cast<size_t>(s.update_pos.front()) * t.width);
-    payload.refs = &slot.zmq_refs;
+    // sorted and distinct): send them from where they are.
+    payload.base = reinterpret_cast<const char*>(row_at(s.update_pos.front()));
+    payload.refs = slot.send_refs != nullptr ? slot.send_refs : &slot.zmq_refs;
   } else {
     payload.fill = [&](char* out, uint64_t first, uint64_t n) {
       ClientCounters::Count(ctx_.counters->pack_bytes, n * row_bytes);
-      for (uint64_t i = 0; i < n; ++i) {
-        std::memcpy(out + i * row_bytes,
-                    slot.host + static_cast<size_t>(s.update_pos[first + i]) * t.width,
-                    row_bytes);
-      }
+      for (uint64_t i = 0; i < n; ++i)
+        std::memcpy(out + i * row_bytes, row_at(s.update_pos[first + i]), row_bytes);
     };
   }
   // Pipelined: parts in row order, so the shard can push the rows every

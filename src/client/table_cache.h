@@ -55,6 +55,13 @@ struct OplogSlot {
   // released yet (its I/O thread decrements, with release order). The slot
   // is reused, and its memory freed, only at 0.
   std::atomic<int> zmq_refs{0};
+  // Set when this clock's update is sent from the update buffer itself
+  // instead of `host` (host backend, Worker::AdvanceTable): the buffer's
+  // host address, the cached position of its first row, and the count of
+  // ZeroMQ messages still reading it (the buffer's own).
+  const float* send_from = nullptr;
+  uint32_t send_first_pos = 0;
+  std::atomic<int>* send_refs = nullptr;
 };
 
 // Consecutive cached positions [begin, begin + count) on one side.

@@ -67,6 +67,16 @@ Worker::~Worker() {
   if (wait_.wake_fd >= 0) ::close(wait_.wake_fd);
   swap_.reset();
   memory_.reset();  // its pool lives in device memory
+  if (device_ && UpdateBuffersStillSending()) {
+    // ZeroMQ still reads an update buffer in device (host) memory: leave
+    // the device's memory allocated rather than free it under its reader.
+    GEEPS_LOG(Warning) << "worker " << rank_
+                       << ": an update buffer is still held by ZeroMQ at shutdown; its device "
+                          "memory is not freed";
+    (void)stream_.release();
+    (void)device_.release();
+    return;
+  }
   if (device_) {
     for (void* p : allocations_) device_->Free(p);
     std::vector<void*> still_sending = SlotsStillSending();
@@ -77,6 +87,19 @@ Worker::~Worker() {
   }
   stream_.reset();
   device_.reset();
+}
+
+bool Worker::UpdateBuffersStillSending() const {
+  // As SlotsStillSending(): within ZeroMQ's linger time, and a little more.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(2000);
+  for (const AccessBuffers& b : update_bufs_) {
+    if (!b.send_refs) continue;
+    while (b.send_refs->load(std::memory_order_acquire) > 0 &&
+           std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (b.send_refs->load(std::memory_order_acquire) > 0) return true;
+  }
+  return false;
 }
 
 std::vector<void*> Worker::SlotsStillSending() const {
@@ -519,6 +542,11 @@ void Worker::PlanDirectUpdates() {
     const int64_t first = shape_ok ? ConsecutivePositions(t.rows, a.rows) : -1;
     direct_update_[h] = first >= 0;
     direct_first_pos_[h] = first >= 0 ? static_cast<uint32_t>(first) : 0;
+    // Sent in place: a buffer of its own (not the pool's, which another
+    // access may take while ZeroMQ still reads it) that the host can read.
+    if (direct_update_[h] && !b.pooled && b.buffer != nullptr &&
+        device_->HostAlias(b.buffer) != nullptr)
+      update_bufs_[h].send_refs = std::make_shared<std::atomic<int>>(0);
   }
 }
 
@@ -731,7 +759,17 @@ Status Worker::AdvanceTable(TableId id) {
     slot->checkpoint = slot->clock == checkpoint_flag_clock_;
     slot->dirty = t.oplog_dirty || direct != nullptr;
     slot->pending_sends = senders;
-    if (direct != nullptr) {
+    slot->send_from = nullptr;
+    slot->send_refs = nullptr;
+    if (direct != nullptr && update_bufs_[direct_handle_].send_refs) {
+      // Host-readable device memory: the channels send the update from the
+      // buffer itself once the application's writes to it are done.
+      const AccessBuffers& ub = update_bufs_[direct_handle_];
+      GEEPS_RETURN_IF_ERROR(device_->Synchronize(stream_.get()));
+      slot->send_from = static_cast<const float*>(device_->HostAlias(ub.buffer));
+      slot->send_first_pos = direct_first_pos_[direct_handle_];
+      slot->send_refs = ub.send_refs.get();
+    } else if (direct != nullptr) {
       // The update's rows are the slot's positions first..first+n-1, all
       // in device memory (PlanDirectUpdates); the oplog stays clean.
       const size_t w = t.width;
@@ -926,6 +964,23 @@ StatusOr<float*> Worker::PreUpdate(UpdateHandle h) {
   AccessBuffers& b = update_bufs_[h.id];
   const size_t floats = a.rows.size() * config_.tables[a.table].row_width;
   GEEPS_RETURN_IF_ERROR(AcquireBuffer(b, floats * sizeof(float), {MemoryManager::Kind::kUpdate, h.id}));
+  if (b.send_refs) {
+    // The previous clock's update may still be leaving from this buffer
+    // (under SSP the application can get here first): wait for ZeroMQ.
+    const auto deadline = SteadyClock::now() + config_.timeout;
+    for (int spin = 0; b.send_refs->load(std::memory_order_acquire) > 0; ++spin) {
+      if (SteadyClock::now() >= deadline)
+        return DeadlineExceededError("PreUpdate(update#" + std::to_string(h.id) +
+                                     "): the previous update is still being sent from its "
+                                     "buffer after " + std::to_string(config_.timeout.count()) +
+                                     " ms (is the network stuck?)");
+      if (spin < 64) {
+        std::this_thread::yield();
+      } else {
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
+    }
+  }
   GEEPS_RETURN_IF_ERROR(device_->Fill(b.buffer, 0.0f, floats, stream_.get()));
   GEEPS_RETURN_IF_ERROR(device_->Synchronize(stream_.get()));
   ClientCounters::Count(counters_.zero_bytes, floats * sizeof(float));

@@ -121,6 +121,11 @@ class Worker {
     std::vector<AccessRun> runs;
     std::vector<uint32_t> host_index;
     uint32_t host_count = 0;  // rows in host memory
+    // Direct updates on a device whose memory the host can read: the update
+    // is sent from `buffer` itself (no copy into the slot); this counts the
+    // ZeroMQ messages still reading it, which PreUpdate waits out before
+    // zeroing it again.
+    std::shared_ptr<std::atomic<int>> send_refs;
   };
 
   Status CheckRecording(const char* call) const;
@@ -139,6 +144,9 @@ class Worker {
   // update buffers it sends from; returns those it still holds (not to be
   // freed).
   std::vector<void*> SlotsStillSending() const;
+  // The same for updates sent in place from their device buffers
+  // (AccessBuffers::send_refs): whether ZeroMQ still holds one.
+  bool UpdateBuffersStillSending() const;
   void EmulateCompute() const;       // Config::emulated_compute_per_access
   Status EndPrologue();
   Status BuildTables();     // plans cached rows and slices, no memory

@@ -137,6 +137,14 @@ class Device {
   virtual Status EventSynchronize(Event* event) = 0;
   // Non-blocking: whether `event` has completed.
   virtual bool EventDone(Event* event) = 0;
+  // The host address of device memory `p` when the host may read it there
+  // (the host backend: device memory is host memory), else null (CUDA).
+  // Reads through it must be ordered after the device's writes
+  // (Synchronize) like any copy.
+  virtual const void* HostAlias(const void* p) const {
+    (void)p;
+    return nullptr;
+  }
 };
 
 // Creates a device. kAuto picks CUDA when the backend is built and a GPU is

@@ -249,6 +249,9 @@ void ShardChannel::Run() {
         if (!(socket_->get(zmq::sockopt::events) & ZMQ_POLLIN)) break;
         if (!transport::TryRecvMultipart(*socket_, context_, &frames)) break;
         HandleMessage(frames);
+        // Close the message now: over inproc its payload may be the
+        // sender's own buffer, which it waits to get back (zero-copy sends).
+        frames.clear();
       }
       if (budget == 256) continue;  // more is queued: check stop_, go on
     } catch (const zmq::error_t& e) {
@@ -464,8 +467,9 @@ void ShardChannel::MaybePushEarly(TableId table, TableState& t) {
         static_cast<uint64_t>(std::lower_bound(rows.begin(), rows.end(), frontier) - rows.begin()));
     if (below <= t.pushed_early[g] || (below - t.pushed_early[g]) * row_bytes < min_part_bytes)
       continue;
-    PushRows(t.push_groups[g], table, t, t.pushed_early[g], below, /*final_part=*/false, c + 1);
+    // Counted before it leaves, so a receiver that looks sees it.
     early_push_parts_.fetch_add(1, std::memory_order_relaxed);
+    PushRows(t.push_groups[g], table, t, t.pushed_early[g], below, /*final_part=*/false, c + 1);
     t.pushed_early[g] = below;
   }
 }

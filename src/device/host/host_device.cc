@@ -737,6 +737,10 @@ Status HostDevice::EventSynchronize(Event* event) {
   return Status::OK();
 }
 
+const void* HostDevice::HostAlias(const void* p) const {
+  return p == nullptr ? nullptr : table_->ToHost(p);
+}
+
 bool HostDevice::EventDone(Event* event) {
   StatusOr<HostEvent*> host_event = AsHostEvent(event);
   if (!host_event.ok()) return true;  // not an event: nothing to wait for

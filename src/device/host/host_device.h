@@ -111,6 +111,7 @@ class HostDevice final : public Device {
   Status Synchronize(Stream* stream) override;
   Status EventSynchronize(Event* event) override;
   bool EventDone(Event* event) override;
+  const void* HostAlias(const void* p) const override;
 
  private:
   enum class IndexedSide { kSource, kDestination };
