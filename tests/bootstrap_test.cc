@@ -11,6 +11,7 @@
 #include <map>
 #include <string>
 
+#include "hostile_files.h"
 #include "test_util.h"
 
 namespace geeps::cluster {
@@ -285,7 +286,25 @@ TEST_F(HostListTest, MissingFileIsNotFound) {
 }
 
 TEST_F(HostListTest, ADirectoryIsAnError) {
-  ExpectError(ReadHostList(dir_), StatusCode::kInvalidArgument, "cannot read");
+  ExpectError(ReadHostList(dir_), StatusCode::kInvalidArgument, "a directory");
+}
+
+// A host list replaced by a FIFO (before: a hang), a symlink to /dev/zero
+// (before: 16.6 GB read over 79 s), a directory or a huge file: an error
+// naming it, at once.
+TEST_F(HostListTest, FilesThatAreNotAHostListAreRefusedWithoutReadingThem) {
+  const std::string path = dir_ + "/hosts";
+  const auto kinds = testing::HostileKinds();
+  for (size_t k = 0; k < kinds.size(); ++k) {
+    ASSERT_TRUE(testing::MakeHostileFile(path, k, uint64_t{1} << 30)) << kinds[k].kind;
+    StatusOr<std::vector<std::string>> got = ReadHostList(path);
+    ASSERT_FALSE(got.ok()) << kinds[k].kind;
+    EXPECT_EQ(got.status().code(), StatusCode::kInvalidArgument) << kinds[k].kind;
+    EXPECT_NE(got.status().message().find(path), std::string::npos) << got.status();
+    EXPECT_NE(got.status().message().find(kinds[k].expected), std::string::npos) << got.status();
+  }
+  ::rmdir(path.c_str());
+  ::unlink(path.c_str());
 }
 
 TEST_F(HostListTest, NoHostIsAnError) {

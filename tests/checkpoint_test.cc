@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "checkpoint_workload.h"
+#include "hostile_files.h"
 #include "geeps/embedded_cluster.h"
 #include "process_util.h"
 #include "server/checkpoint.h"
@@ -104,7 +105,9 @@ TEST(CheckpointFormatTest, RoundTrip) {
   // Through a file, atomically written.
   const std::string dir = MakeDir("");
   ASSERT_OK(server::WriteCheckpointFile(dir, d));
-  auto read = server::ReadCheckpointFile(dir, d.fingerprint, 3, 12);
+  std::vector<std::pair<uint64_t, uint32_t>> shape;
+  for (const auto& t : d.tables) shape.emplace_back(t.row_count, t.width);
+  auto read = server::ReadCheckpointFile(dir, d.fingerprint, 3, 12, server::CheckpointFileBytes(shape));
   ASSERT_TRUE(read.ok()) << read.status();
   EXPECT_TRUE(Same(d, *read));
   EXPECT_EQ(server::ListCheckpoints(dir)[3], (std::set<int64_t>{12}));
@@ -141,10 +144,34 @@ TEST(CheckpointFormatTest, EveryCorruptionIsRejectedWithAClearError) {
   EXPECT_EQ(renamed.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(renamed.status().message().find("renamed"), std::string::npos);
   // Missing file.
-  auto missing = server::ReadCheckpointFile(MakeDir(""), 1, 0, 4);
+  auto missing = server::ReadCheckpointFile(MakeDir(""), 1, 0, 4, 1 << 20);
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
   EXPECT_NE(missing.status().message().find("partition-0-clock-4.ckpt"), std::string::npos);
+}
+
+// A checkpoint replaced by a FIFO, a symlink to /dev/zero, a directory or a
+// file larger than the partition's checkpoint can be: kDataLoss naming it,
+// at once (before: open() blocked forever on the FIFO, and /dev/zero ended
+// in std::bad_alloc).
+TEST(CheckpointFormatTest, FilesThatAreNotACheckpointAreRefusedWithoutReadingThem) {
+  const CheckpointData d = Sample();
+  std::vector<std::pair<uint64_t, uint32_t>> shape;
+  for (const auto& t : d.tables) shape.emplace_back(t.row_count, t.width);
+  const uint64_t bytes = server::CheckpointFileBytes(shape);
+  EXPECT_EQ(bytes, EncodeCheckpoint(d).size());
+  const std::string dir = MakeDir("");
+  const std::string path = server::CheckpointPath(dir, 3, 12);
+  const auto kinds = testing::HostileKinds();
+  for (size_t k = 0; k < kinds.size(); ++k) {
+    ASSERT_TRUE(testing::MakeHostileFile(path, k, bytes + 1)) << kinds[k].kind;
+    auto read = server::ReadCheckpointFile(dir, d.fingerprint, 3, 12, bytes);
+    ASSERT_FALSE(read.ok()) << kinds[k].kind;
+    EXPECT_EQ(read.status().code(), StatusCode::kDataLoss) << kinds[k].kind;
+    EXPECT_NE(read.status().message().find(path), std::string::npos) << read.status();
+    EXPECT_NE(read.status().message().find(kinds[k].expected), std::string::npos)
+        << read.status();
+  }
 }
 
 TEST(CheckpointFormatTest, TemporaryFilesAreIgnoredAndOnlyTheLastTwoAreKept) {

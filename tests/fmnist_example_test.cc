@@ -27,6 +27,7 @@
 
 #include <gtest/gtest.h>
 
+#include "hostile_files.h"
 #include "process_util.h"
 #include "idx_reader.h"
 #include "softmax_model.h"
@@ -173,6 +174,25 @@ TEST(IdxReaderTest, MissingFileIsNotFound) {
       ReadIdxLabels(dir.File("missing-dir/labels.gz"));
   ASSERT_FALSE(labels.ok());
   EXPECT_EQ(labels.status().code(), StatusCode::kNotFound);
+}
+
+// A data set file replaced by a FIFO (before: gzopen blocked for good), a
+// symlink to /dev/zero, a directory or a file larger than any data set: an
+// error naming it, at once.
+TEST(IdxReaderTest, FilesThatAreNotDataAreRefusedWithoutReadingThem) {
+  TempDir dir;
+  const std::string path = dir.File("images.gz");
+  const auto kinds = geeps::testing::HostileKinds();
+  for (size_t k = 0; k < kinds.size(); ++k) {
+    ASSERT_TRUE(geeps::testing::MakeHostileFile(path, k, (uint64_t{1} << 32) + 4096))
+        << kinds[k].kind;
+    geeps::StatusOr<IdxImages> images = ReadIdxImages(path);
+    ASSERT_FALSE(images.ok()) << kinds[k].kind;
+    EXPECT_EQ(images.status().code(), StatusCode::kInvalidArgument) << kinds[k].kind;
+    EXPECT_NE(images.status().message().find(path), std::string::npos) << images.status();
+  }
+  ::rmdir(path.c_str());
+  ::unlink(path.c_str());
 }
 
 TEST(IdxReaderTest, BadMagicIsAnError) {

@@ -25,6 +25,7 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "hostile_files.h"
 #include "process_util.h"
 
 #include "exact_sum.h"
@@ -180,6 +181,25 @@ TEST(KeyFileTest, WriteThenReadRoundTrips) {
   ASSERT_TRUE(read.ok()) << read.status().ToString();
   EXPECT_EQ(read->public_key, keys.public_key);
   EXPECT_EQ(read->secret_key, keys.secret_key);
+}
+
+// A key file replaced by a FIFO (before: open() blocked for good), a
+// symlink to /dev/zero, a directory or a huge file: an error naming it.
+TEST(KeyFileTest, FilesThatAreNotAKeyFileAreRefusedWithoutReadingThem) {
+  TempDir dir;
+  const std::string path = dir.File("job.key");
+  const auto kinds = geeps::testing::HostileKinds();
+  for (size_t k = 0; k < kinds.size(); ++k) {
+    ASSERT_TRUE(geeps::testing::MakeHostileFile(path, k, uint64_t{1} << 30)) << kinds[k].kind;
+    auto read = geeps::transport::ReadCurveKeyFile(path);
+    ASSERT_FALSE(read.ok()) << kinds[k].kind;
+    EXPECT_EQ(read.status().code(), StatusCode::kInvalidArgument) << kinds[k].kind;
+    EXPECT_NE(read.status().message().find(path), std::string::npos) << read.status().ToString();
+    EXPECT_NE(read.status().message().find(kinds[k].expected), std::string::npos)
+        << read.status().ToString();
+  }
+  ::rmdir(path.c_str());
+  ::unlink(path.c_str());
 }
 
 TEST(KeyFileTest, ExistingFileIsKeptUnlessOverwrite) {

@@ -1,5 +1,8 @@
 #include "idx_reader.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -40,15 +43,28 @@ using GzFile = std::unique_ptr<gzFile_s, GzCloser>;
 class IdxFile {
  public:
   static StatusOr<IdxFile> Open(const std::string& path) {
+    // Without blocking (a FIFO must not stall us), and only a regular file
+    // no larger than the most data a header may promise.
+    const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) {
+      const int err = errno;
+      const StatusCode code = (err == ENOENT || err == ENOTDIR) ? StatusCode::kNotFound
+                                                                : StatusCode::kInvalidArgument;
+      return Status(code, "cannot open " + path + ": " + std::strerror(err));
+    }
+    struct stat st {};
+    const bool regular = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+    if (!regular || static_cast<uint64_t>(st.st_size) > kMaxDataBytes + 64) {
+      ::close(fd);
+      return Invalid(path, regular ? "larger than any data set this reader takes"
+                                   : "not a regular file (a FIFO, a device or a directory?)");
+    }
+    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
     errno = 0;
-    gzFile f = gzopen(path.c_str(), "rb");
+    gzFile f = gzdopen(fd, "rb");  // owns fd from here
     if (f == nullptr) {
-      int err = errno;
-      std::string why = err != 0 ? std::strerror(err) : "out of memory";
-      StatusCode code = (err == ENOENT || err == ENOTDIR)
-                            ? StatusCode::kNotFound
-                            : StatusCode::kInvalidArgument;
-      return Status(code, "cannot open " + path + ": " + why);
+      ::close(fd);
+      return Status(StatusCode::kInvalidArgument, "cannot open " + path + ": out of memory");
     }
     gzbuffer(f, 1 << 17);
     return IdxFile(path, GzFile(f));

@@ -8,8 +8,13 @@
 #include <optional>
 #include <sstream>
 
+#include "common/file_util.h"
+
 namespace geeps::cluster {
 namespace {
+
+// A host list longer than this is not one (a line per host).
+constexpr uint64_t kMaxHostListBytes = 1 << 20;
 
 // The variables of one launcher's style.
 struct EnvStyle {
@@ -194,13 +199,15 @@ std::string FormatHostPort(const HostPort& host_port) {
 }
 
 StatusOr<std::vector<std::string>> ReadHostList(const std::string& path) {
-  std::ifstream in(path);
-  if (!in.is_open()) {
-    const int error = errno;
-    const std::string message = "host list '" + path + "': " + std::strerror(error);
-    if (error == ENOENT) return NotFoundError(message);
-    return InvalidArgumentError(message);
+  // Opened without blocking and checked first: a FIFO or a device is an
+  // error naming the file, not a hang or gigabytes of reading.
+  StatusOr<std::string> text =
+      common::ReadRegularFile(path, "host list '" + path + "'", kMaxHostListBytes);
+  if (!text.ok()) {
+    if (text.status().code() == StatusCode::kNotFound) return text.status();
+    return InvalidArgumentError(text.status().message());
   }
+  std::istringstream in(*text);
   std::vector<std::string> hosts;
   std::string line;
   for (int line_number = 1; std::getline(in, line); ++line_number) {

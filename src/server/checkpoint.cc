@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "common/file_util.h"
 #include "common/partition.h"
 
 namespace geeps::server {
@@ -262,29 +263,24 @@ Status WriteCheckpointFile(const std::string& dir, const CheckpointData& data, i
 }
 
 StatusOr<CheckpointData> ReadCheckpointFile(const std::string& dir, uint64_t fingerprint,
-                                            int partition, int64_t clock) {
+                                            int partition, int64_t clock, uint64_t max_bytes) {
   const std::string path = CheckpointPath(dir, partition, clock);
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int e = errno;
-    if (e == ENOENT) return NotFoundError("checkpoint " + path + " does not exist");
-    return UnavailableError("checkpoint: cannot open " + path + ": " + Errno(e));
+  StatusOr<std::string> bytes = common::ReadRegularFile(path, "checkpoint " + path, max_bytes);
+  if (!bytes.ok()) {
+    // Not a regular file, or larger than this partition's checkpoint can
+    // be: not a usable checkpoint.
+    if (bytes.status().code() == StatusCode::kInvalidArgument)
+      return DataLossError(bytes.status().message());
+    return bytes.status();
   }
-  std::string bytes;
-  char buf[1 << 16];
-  for (;;) {
-    const ssize_t n = read(fd, buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int e = errno;
-      close(fd);
-      return UnavailableError("checkpoint: cannot read " + path + ": " + Errno(e));
-    }
-    if (n == 0) break;
-    bytes.append(buf, static_cast<size_t>(n));
-  }
-  close(fd);
-  return DecodeCheckpoint(bytes, path, fingerprint, partition, clock);
+  return DecodeCheckpoint(*bytes, path, fingerprint, partition, clock);
+}
+
+uint64_t CheckpointFileBytes(const std::vector<std::pair<uint64_t, uint32_t>>& tables) {
+  uint64_t bytes = kCheckpointHeaderBytes + sizeof(uint32_t);  // header, CRC
+  for (const auto& [rows, width] : tables)
+    bytes += kEntryBytes + rows * width * sizeof(float);
+  return bytes;
 }
 
 std::map<int, std::set<int64_t>> ListCheckpoints(const std::string& dir) {

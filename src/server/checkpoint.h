@@ -79,9 +79,14 @@ StatusOr<CheckpointData> DecodeCheckpoint(const std::string& bytes, const std::s
 Status WriteCheckpointFile(const std::string& dir, const CheckpointData& data, int keep = 2);
 
 // Reads and verifies <dir>/partition-<p>-clock-<k>.ckpt (kNotFound if it
-// does not exist).
+// does not exist). A file that is not a regular file (a FIFO, a device, a
+// directory), or holds more than `max_bytes` (CheckpointFileBytes of the
+// partition's tables), is kDataLoss naming it, without reading it.
 StatusOr<CheckpointData> ReadCheckpointFile(const std::string& dir, uint64_t fingerprint,
-                                            int partition, int64_t clock);
+                                            int partition, int64_t clock, uint64_t max_bytes);
+
+// The size of a checkpoint file holding tables of (row count, row width).
+uint64_t CheckpointFileBytes(const std::vector<std::pair<uint64_t, uint32_t>>& tables);
 
 // Clocks of the finished checkpoint files in `dir`, by partition. Temporary
 // files and other names are ignored. A missing folder is empty.

@@ -56,8 +56,12 @@ ShardChannel::ShardChannel(zmq::context_t* context, const Config& config,
 Status ShardChannel::Restore(int64_t clock) {
   if (started_) return FailedPreconditionError("ShardChannel::Restore after Start");
   if (clock <= 0) return InvalidArgumentError("ShardChannel::Restore: clock must be > 0");
-  GEEPS_ASSIGN_OR_RETURN(CheckpointData d, ReadCheckpointFile(config_.checkpoint_dir, fingerprint_,
-                                                              partition_, clock));
+  std::vector<std::pair<uint64_t, uint32_t>> shape;
+  for (const auto& t : tables_)
+    if (t && t->span.size() > 0) shape.emplace_back(t->span.size(), t->width);
+  GEEPS_ASSIGN_OR_RETURN(CheckpointData d,
+                         ReadCheckpointFile(config_.checkpoint_dir, fingerprint_, partition_,
+                                            clock, CheckpointFileBytes(shape)));
   const std::string what = CheckpointPath(config_.checkpoint_dir, partition_, clock);
   // Check every entry against this partition's tables before changing state.
   std::vector<const CheckpointTable*> by_table(tables_.size(), nullptr);

@@ -10,6 +10,7 @@
 #include <map>
 #include <sstream>
 
+#include "common/file_util.h"
 #include "common/logging.h"
 #include "transport/socket_util.h"
 
@@ -131,47 +132,23 @@ Status WriteCurveKeyFile(const std::string& path, const CurveKeys& keys, bool ov
 StatusOr<CurveKeys> ReadCurveKeyFile(const std::string& path) {
   const std::string what = "CURVE key file " + Quote(path);
   if (path.empty()) return InvalidArgumentError("CURVE key file: empty path");
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);
-  if (fd < 0) {
-    const int err = errno;
-    if (err == ENOENT)
-      return NotFoundError(what + " does not exist (make one with: geeps_keygen " + path + ")");
-    return InvalidArgumentError("cannot open " + what + ": " + ErrnoText(err));
-  }
+  // Opened without blocking and checked before reading: a FIFO, a device
+  // or a huge file is an error naming it (common/file_util.h).
   struct stat st {};
-  std::string text;
-  Status status;
-  if (::fstat(fd, &st) != 0) {
-    status = InvalidArgumentError("cannot stat " + what + ": " + ErrnoText(errno));
-  } else if (!S_ISREG(st.st_mode)) {
-    status = InvalidArgumentError(what + " is not a regular file");
-  } else if ((st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
+  StatusOr<std::string> read = common::ReadRegularFile(path, what, kMaxKeyFileBytes, &st);
+  if (!read.ok()) {
+    if (read.status().code() == StatusCode::kNotFound)
+      return NotFoundError(what + " does not exist (make one with: geeps_keygen " + path + ")");
+    return InvalidArgumentError(read.status().message());
+  }
+  if ((st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
     char mode[8];
     std::snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(st.st_mode & 07777));
-    status = InvalidArgumentError(what + " has mode " + mode +
-                                  ": its secret key must be readable only by its owner "
-                                  "(run: chmod 600 " + path + ")");
-  } else if (static_cast<size_t>(st.st_size) > kMaxKeyFileBytes) {
-    status = InvalidArgumentError(what + " is too large to be a key file");
-  } else {
-    char buf[4096];
-    for (;;) {
-      const ssize_t n = ::read(fd, buf, sizeof(buf));
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) {
-        status = InvalidArgumentError("cannot read " + what + ": " + ErrnoText(errno));
-        break;
-      }
-      if (n == 0) break;
-      text.append(buf, static_cast<size_t>(n));
-      if (text.size() > kMaxKeyFileBytes) {
-        status = InvalidArgumentError(what + " is too large to be a key file");
-        break;
-      }
-    }
+    return InvalidArgumentError(what + " has mode " + mode +
+                                ": its secret key must be readable only by its owner "
+                                "(run: chmod 600 " + path + ")");
   }
-  ::close(fd);
-  GEEPS_RETURN_IF_ERROR(status);
+  const std::string& text = *read;
 
   CurveKeys keys;
   bool have_public = false, have_secret = false;
