@@ -15,6 +15,8 @@
 #include "server/shard_channel.h"
 #include "shard_wire_util.h"
 #include "test_util.h"
+#include "process_util.h"
+#include "transport/socket_util.h"
 #include "transport/tsan.h"
 #include "transport/wire.h"
 
@@ -132,6 +134,61 @@ TEST(MalformedFrameTest, SubscriptionAfterTheFirstClockIsDropped) {
   EXPECT_FALSE(w1.recv(none));
   shard.Stop();
   EXPECT_EQ(shard.GetStats().frames_dropped, 1);
+}
+
+// A stranger that sends a frame larger than any legal one (here one byte
+// over transport::LargestFrameBytes) is disconnected by ZeroMQ when the
+// frame's header announces it (ZMQ_MAXMSGSIZE), before anything is
+// allocated for it: the frame never reaches the shard, whose workers go on.
+// Before, every frame up to 2 GB was received whole (256 MiB frames from a
+// foreign socket grew the process by 604 MB).
+TEST(MalformedFrameTest, AFrameOverTheLimitDisconnectsItsSender) {
+  Config c;
+  c.num_workers = 1;
+  c.tables = {{"t", 8, 4}};
+  c.max_message_bytes = 4096;
+  const int64_t limit = transport::LargestFrameBytes(c);
+  zmq::context_t ctx;
+  testing::g_context = &ctx;
+  const std::string endpoint = "tcp://127.0.0.1:" + std::to_string(testing::FreePort());
+  server::ShardChannel shard(&ctx, c, 0, endpoint);
+  ASSERT_OK(shard.Start());
+  // The stranger, watched for its disconnection.
+  zmq::socket_t stranger(ctx, zmq::socket_type::dealer);
+  stranger.set(zmq::sockopt::routing_id, "intruder");
+  stranger.set(zmq::sockopt::reconnect_ivl, -1);  // stay disconnected
+  ASSERT_EQ(zmq_socket_monitor(stranger.handle(), "inproc://stranger-events",
+                               ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED),
+            0);
+  zmq::socket_t events(ctx, zmq::socket_type::pair);
+  events.set(zmq::sockopt::rcvtimeo, 10000);
+  events.connect("inproc://stranger-events");
+  auto next_event = [&events]() -> int {
+    zmq::message_t id, addr;
+    if (!events.recv(id)) return -1;
+    (void)events.recv(addr);
+    uint16_t e;
+    std::memcpy(&e, id.data(), sizeof(e));
+    return e;
+  };
+  stranger.connect(endpoint);
+  ASSERT_EQ(next_event(), ZMQ_EVENT_CONNECTED);
+  std::vector<char> big(static_cast<size_t>(limit) + 1, 'x');
+  stranger.send(zmq::buffer(big), zmq::send_flags::none);
+  EXPECT_EQ(next_event(), ZMQ_EVENT_DISCONNECTED) << "the stranger was not disconnected";
+  // A legal frame of exactly the limit is not refused: a worker's update
+  // in one part of max_message_bytes, and the shard answers.
+  const auto socket = testing::WorkerSocket(ctx, 0, endpoint);
+  zmq::socket_t& w = *socket;
+  const std::vector<uint64_t> rows = {0, 1, 2, 3, 4, 5, 6, 7};
+  Send(w, Frames(Header(MsgType::kSubscribe, 0, 0, 8, 4), rows, {}));
+  Send(w, Frames(Header(MsgType::kUpdate, 0, 0, 8, 4), rows, std::vector<float>(32, 2.0f)));
+  int64_t clock = -1;
+  EXPECT_EQ(RecvPush(w, &clock), std::vector<float>(32, 2.0f));
+  shard.Stop();
+  const ShardStats s = shard.GetStats();
+  EXPECT_EQ(s.frames_dropped, 0) << "the oversized frame reached the shard";
+  EXPECT_LT(s.bytes_received, limit) << "the oversized frame reached the shard";
 }
 
 // Random and truncated frames from strangers hit every shard while a cluster

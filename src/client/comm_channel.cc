@@ -94,6 +94,7 @@ Status CommChannel::Start() {
       s->set(zmq::sockopt::sndhwm, 0);
       s->set(zmq::sockopt::rcvhwm, 0);
       s->set(zmq::sockopt::linger, 1000);
+      s->set(zmq::sockopt::maxmsgsize, transport::LargestFrameBytes(*ctx_.config));
       if (ep.rfind("inproc://", 0) != 0) transport::ConfigureCurveClient(*s, ctx_.security);
       s->connect(ep);
       zmq_fds_.push_back(static_cast<int>(s->get(zmq::sockopt::fd)));

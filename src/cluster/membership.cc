@@ -154,6 +154,7 @@ StatusOr<JobLayout> Membership::RendezvousAsCoordinator(const PeerInfo& self,
   const std::string endpoint = "tcp://" + FormatHostPort(coordinator_);
   socket_ = std::make_unique<zmq::socket_t>(*context_, zmq::socket_type::router);
   socket_->set(zmq::sockopt::router_mandatory, 1);
+  socket_->set(zmq::sockopt::maxmsgsize, transport::kControlFrameLimit);
   socket_->set(zmq::sockopt::linger, 1000);
   transport::ConfigureCurveServer(*socket_, security_);  // CURVE (null: off)
   try {
@@ -247,6 +248,7 @@ StatusOr<JobLayout> Membership::RendezvousAsPeer(const PeerInfo& self, uint64_t 
   const std::string endpoint = "tcp://" + FormatHostPort(coordinator_);
   socket_ = std::make_unique<zmq::socket_t>(*context_, zmq::socket_type::dealer);
   socket_->set(zmq::sockopt::routing_id, PeerId(rank_));
+  socket_->set(zmq::sockopt::maxmsgsize, transport::kControlFrameLimit);
   socket_->set(zmq::sockopt::linger, 1000);
   transport::ConfigureCurveClient(*socket_, security_);  // CURVE (null: off)
   socket_->connect(endpoint);

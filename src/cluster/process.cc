@@ -18,6 +18,7 @@
 #include "server/checkpoint.h"
 #include "server/shard_channel.h"
 #include "transport/security.h"
+#include "transport/socket_util.h"
 
 namespace geeps {
 namespace {
@@ -200,6 +201,7 @@ StatusOr<std::unique_ptr<Process>> Process::Join(const Config& config,
       }
       std::string actual;
       auto socket = server::ShardChannel::BindSocket(impl->context.get(), endpoint, &actual,
+                                                     transport::LargestFrameBytes(config),
                                                      impl->security.get());
       if (!socket.ok())
         return Status(socket.status().code(), "rank " + std::to_string(impl->rank) + ": " +

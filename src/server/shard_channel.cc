@@ -110,9 +110,10 @@ ShardChannel::~ShardChannel() {
 
 StatusOr<std::unique_ptr<zmq::socket_t>> ShardChannel::BindSocket(
     zmq::context_t* context, const std::string& endpoint, std::string* actual,
-    const transport::SecurityConfig* security) {
+    int64_t max_frame_bytes, const transport::SecurityConfig* security) {
   try {
     auto socket = std::make_unique<zmq::socket_t>(*context, zmq::socket_type::router);
+    socket->set(zmq::sockopt::maxmsgsize, max_frame_bytes);
     socket->set(zmq::sockopt::sndhwm, 0);
     socket->set(zmq::sockopt::rcvhwm, 0);
     socket->set(zmq::sockopt::router_mandatory, 1);
@@ -129,7 +130,7 @@ StatusOr<std::unique_ptr<zmq::socket_t>> ShardChannel::BindSocket(
 Status ShardChannel::Start() {
   if (started_) return FailedPreconditionError("shard channel already started");
   if (!socket_) {
-    auto socket = BindSocket(context_, endpoint_, nullptr);
+    auto socket = BindSocket(context_, endpoint_, nullptr, transport::LargestFrameBytes(config_));
     if (!socket.ok()) {
       return Status(socket.status().code(), "shard partition " + std::to_string(partition_) +
                                                 ": " + socket.status().message());

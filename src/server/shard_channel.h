@@ -50,9 +50,11 @@ class ShardChannel {
   // for any port ("tcp://host:*"); the bound address is stored in `*actual`.
   // A port in use is kUnavailable naming it. `security` (null: none) makes
   // it a CURVE server (transport/security.h); never for inproc://.
+  // `max_frame_bytes` (transport::LargestFrameBytes of the job's config)
+  // becomes ZMQ_MAXMSGSIZE: a larger frame disconnects its sender.
   static StatusOr<std::unique_ptr<zmq::socket_t>> BindSocket(
       zmq::context_t* context, const std::string& endpoint, std::string* actual,
-      const transport::SecurityConfig* security = nullptr);
+      int64_t max_frame_bytes, const transport::SecurityConfig* security = nullptr);
   ~ShardChannel();  // Stop()
   ShardChannel(const ShardChannel&) = delete;
   ShardChannel& operator=(const ShardChannel&) = delete;

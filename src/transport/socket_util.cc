@@ -1,5 +1,7 @@
 #include "transport/socket_util.h"
 
+#include <algorithm>
+
 #include "transport/tsan.h"
 
 namespace geeps::transport {
@@ -16,6 +18,13 @@ bool TryRecvMultipart(zmq::socket_t& socket, zmq::context_t* context,
   }
   AcquireAfterRecv(context);
   return true;
+}
+
+int64_t LargestFrameBytes(const Config& c) {
+  uint64_t widest = 0;
+  for (const TableSpec& t : c.tables)
+    widest = std::max<uint64_t>(widest, uint64_t{t.row_width} * sizeof(float));
+  return static_cast<int64_t>(std::max<uint64_t>(c.max_message_bytes, widest) + 4096);
 }
 
 void WakeUp(zmq::context_t* context, const std::string& endpoint) {

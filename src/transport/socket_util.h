@@ -6,6 +6,8 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "geeps/config.h"
+
 namespace geeps::transport {
 
 // Receives one whole multipart message into `frames` (cleared first) without
@@ -17,6 +19,16 @@ bool TryRecvMultipart(zmq::socket_t& socket, zmq::context_t* context,
 // Sends one byte to the PULL socket bound at `endpoint` to wake its thread's
 // poll. Never throws; a lost wake-up is covered by the poll timeout.
 void WakeUp(zmq::context_t* context, const std::string& endpoint);
+
+// The largest frame a legal data-plane message of a job with config `c`
+// has: a part of at most max_message_bytes, or one row of the widest table
+// (a part holds at least one row), plus slack for the header. Sockets set
+// it as ZMQ_MAXMSGSIZE, so a peer that announces a larger frame is
+// disconnected before anything is allocated for it.
+int64_t LargestFrameBytes(const Config& c);
+
+// The same for the control plane (membership: hellos, layouts, aborts).
+inline constexpr int64_t kControlFrameLimit = int64_t{16} << 20;
 
 }  // namespace geeps::transport
 
