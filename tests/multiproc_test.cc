@@ -103,6 +103,16 @@ TEST(MultiProcessTest, ServerOnlyAndWorkerOnlyRoles) {
   }
   ASSERT_TRUE(WaitAll(children, milliseconds(60000))) << Logs(children);
   ExpectAllExact(children, 2);
+  // Each process's shard statistics name its own shard: the two shards are
+  // 0 and 1, and the worker-only rank has none.
+  const std::string worker_only = Logs(children);
+  EXPECT_NE(worker_only.find("rank 1 shard_stats: {\"shard\":-1,"), std::string::npos)
+      << worker_only;
+  const bool zero_one = worker_only.find("rank 0 shard_stats: {\"shard\":0,") != std::string::npos &&
+                        worker_only.find("rank 2 shard_stats: {\"shard\":1,") != std::string::npos;
+  const bool one_zero = worker_only.find("rank 0 shard_stats: {\"shard\":1,") != std::string::npos &&
+                        worker_only.find("rank 2 shard_stats: {\"shard\":0,") != std::string::npos;
+  EXPECT_TRUE(zero_one || one_zero) << worker_only;
 }
 
 TEST(BootstrapTest, OpenMpiVariables) {

@@ -87,7 +87,8 @@ class Process {
   // This process's worker (its rank among the workers is worker()->rank()),
   // or null when the role has none.
   GeePS* worker();
-  // This process's shard statistics (zeros when the role has no shard).
+  // This process's shard statistics, `shard` its shard index (zeros, and
+  // shard -1, when the role has no shard).
   ShardStats GetShardStats() const;
   // With CURVE: connection attempts this process refused so far (peers
   // without the job's key, or not using CURVE); 0 when CURVE is off.

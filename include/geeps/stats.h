@@ -61,7 +61,7 @@ struct WorkerStats {
 };
 
 struct ShardStats {
-  int shard = 0;
+  int shard = 0;  // which shard (Process: -1 when the process has none)
   int64_t updates_applied = 0;   // update messages applied
   int64_t rows_applied = 0;
   int64_t pushes_sent = 0;

@@ -110,6 +110,7 @@ struct Process::Impl {
   // the context.
   std::unique_ptr<transport::SecurityConfig> security;
   std::unique_ptr<cluster::Membership> membership;
+  int shard = -1;  // this process's shard index (-1: none)
   std::vector<std::unique_ptr<server::ShardChannel>> channels;
   client::Worker* worker_impl = nullptr;
   std::unique_ptr<GeePS> worker;
@@ -263,6 +264,7 @@ StatusOr<std::unique_ptr<Process>> Process::Join(const Config& config,
     for (int k = 0; k < job.num_channels; ++k) endpoints[s * job.num_channels + k] = p.endpoints[k];
   }
   const int my_shard = layout.shard_index[impl->rank];
+  impl->shard = my_shard;
   const std::vector<int> checkpointing = server::CheckpointingPartitions(job);
   for (size_t k = 0; k < bound.size(); ++k) {
     const int partition = my_shard * job.num_channels + static_cast<int>(k);
@@ -308,6 +310,7 @@ GeePS* Process::worker() { return impl_->worker.get(); }
 
 ShardStats Process::GetShardStats() const {
   ShardStats total;
+  total.shard = impl_->shard;  // -1 in a process without a shard
   for (const auto& c : impl_->channels) total.Add(c->GetStats());
   return total;
 }
