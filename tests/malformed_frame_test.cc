@@ -191,6 +191,39 @@ TEST(MalformedFrameTest, AFrameOverTheLimitDisconnectsItsSender) {
   EXPECT_LT(s.bytes_received, limit) << "the oversized frame reached the shard";
 }
 
+// A stranger connects with a worker's routing id before that worker starts
+// and sends frames the shard drops; the real worker then connects with the
+// same id. It takes the id over (ZMQ_ROUTER_HANDOVER) and its job goes on;
+// before, ZeroMQ kept the first connection and dropped every message of
+// the real worker, and the job failed after its timeout blaming a slow
+// worker.
+TEST(MalformedFrameTest, AWorkerTakesItsRoutingIdOverFromASquatter) {
+  Config c;
+  c.num_workers = 1;
+  c.tables = {{"t", 4, 2}};
+  zmq::context_t ctx;
+  testing::g_context = &ctx;
+  const std::string endpoint = "tcp://127.0.0.1:" + std::to_string(testing::FreePort());
+  server::ShardChannel shard(&ctx, c, 0, endpoint);
+  ASSERT_OK(shard.Start());
+  const auto squatter = testing::WorkerSocket(ctx, 0, endpoint);
+  squatter->send(zmq::str_buffer("not a message"), zmq::send_flags::none);
+  // Wait until the shard has seen (and dropped) it: the squatter holds w0.
+  for (int i = 0; i < 500 && shard.GetStats().frames_dropped == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_EQ(shard.GetStats().frames_dropped, 1);
+  const auto socket = testing::WorkerSocket(ctx, 0, endpoint);
+  zmq::socket_t& w = *socket;
+  const std::vector<uint64_t> rows = {0, 1, 2, 3};
+  Send(w, Frames(Header(MsgType::kSubscribe, 0, 0, 4, 2), rows, {}));
+  Send(w, Frames(Header(MsgType::kUpdate, 0, 0, 4, 2), rows, std::vector<float>(8, 3.0f)));
+  int64_t clock = -1;
+  EXPECT_EQ(RecvPush(w, &clock), std::vector<float>(8, 3.0f))
+      << "the real worker's messages did not reach the shard";
+  EXPECT_EQ(clock, 1);
+  shard.Stop();
+}
+
 // Random and truncated frames from strangers hit every shard while a cluster
 // trains; its sums stay exact and the shards count the drops.
 TEST(MalformedFrameTest, InjectedFramesLeaveClusterSumsExact) {

@@ -117,6 +117,10 @@ StatusOr<std::unique_ptr<zmq::socket_t>> ShardChannel::BindSocket(
     socket->set(zmq::sockopt::sndhwm, 0);
     socket->set(zmq::sockopt::rcvhwm, 0);
     socket->set(zmq::sockopt::router_mandatory, 1);
+    // A worker's routing id held by another connection (a stale one of the
+    // same worker, or a stranger that claimed it first) passes to the
+    // newest: otherwise ZeroMQ drops every message of the real worker.
+    socket->set(zmq::sockopt::router_handover, 1);
     socket->set(zmq::sockopt::linger, 1000);
     transport::ConfigureCurveServer(*socket, security);  // CURVE (null: off)
     socket->bind(endpoint);
