@@ -24,13 +24,10 @@ constexpr uint32_t kWidth = 7;
 // whose result depends on the order of additions.
 Status Train(GeePS& ps, int iterations, uint32_t delay_seed, std::vector<float>* out) {
   const auto rows = RowRange(0, kRows);
-  GEEPS_ASSIGN_OR_RETURN(ReadHandle r, ps.VirtualRead(0, rows));
-  GEEPS_RETURN_IF_ERROR(ps.VirtualPostRead(r));
-  GEEPS_ASSIGN_OR_RETURN(UpdateHandle u, ps.VirtualPreUpdate(0, rows));
-  GEEPS_RETURN_IF_ERROR(ps.VirtualUpdate(u));
-  GEEPS_RETURN_IF_ERROR(ps.VirtualClock());
-  GEEPS_RETURN_IF_ERROR(ps.FinishVirtualIteration());
-  GEEPS_RETURN_IF_ERROR(ps.StartIterations());
+  GEEPS_ASSIGN_OR_RETURN(const testing::ReadUpdateHandles h,
+                           testing::RecordReadUpdateClock(ps, 0, rows));
+  const ReadHandle r = h.read;
+  const UpdateHandle u = h.update;
   std::mt19937 values(1234 + ps.rank());
   std::mt19937 delays(delay_seed + ps.rank());
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);

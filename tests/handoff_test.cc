@@ -33,13 +33,10 @@ WorkerStats RunWorkers(int workers, int iterations,
   if (!cluster.ok()) return out;
   Status st = (*cluster)->RunWorkers([&](GeePS& ps) -> Status {
     const auto rows = RowRange(0, kRows);
-    GEEPS_ASSIGN_OR_RETURN(ReadHandle r, ps.VirtualRead(0, rows));
-    GEEPS_RETURN_IF_ERROR(ps.VirtualPostRead(r));
-    GEEPS_ASSIGN_OR_RETURN(UpdateHandle u, ps.VirtualPreUpdate(0, rows));
-    GEEPS_RETURN_IF_ERROR(ps.VirtualUpdate(u));
-    GEEPS_RETURN_IF_ERROR(ps.VirtualClock());
-    GEEPS_RETURN_IF_ERROR(ps.FinishVirtualIteration());
-    GEEPS_RETURN_IF_ERROR(ps.StartIterations());
+    GEEPS_ASSIGN_OR_RETURN(const testing::ReadUpdateHandles h,
+                           testing::RecordReadUpdateClock(ps, 0, rows));
+    const ReadHandle r = h.read;
+    const UpdateHandle u = h.update;
     const std::vector<float> ones(kRows * kWidth, 1.0f);
     std::vector<float> seen(kRows * kWidth);
     for (int i = 0; i < iterations; ++i) {

@@ -271,13 +271,10 @@ TEST(MalformedFrameTest, InjectedFramesLeaveClusterSumsExact) {
   });
   Status st = (*cluster)->RunWorkers([&](GeePS& ps) -> Status {
     const auto rows = RowRange(0, 20);
-    GEEPS_ASSIGN_OR_RETURN(ReadHandle r, ps.VirtualRead(0, rows));
-    GEEPS_RETURN_IF_ERROR(ps.VirtualPostRead(r));
-    GEEPS_ASSIGN_OR_RETURN(UpdateHandle u, ps.VirtualPreUpdate(0, rows));
-    GEEPS_RETURN_IF_ERROR(ps.VirtualUpdate(u));
-    GEEPS_RETURN_IF_ERROR(ps.VirtualClock());
-    GEEPS_RETURN_IF_ERROR(ps.FinishVirtualIteration());
-    GEEPS_RETURN_IF_ERROR(ps.StartIterations());
+    GEEPS_ASSIGN_OR_RETURN(const testing::ReadUpdateHandles h,
+                           testing::RecordReadUpdateClock(ps, 0, rows));
+    const ReadHandle r = h.read;
+    const UpdateHandle u = h.update;
     for (int i = 0; i < 30; ++i) {
       GEEPS_ASSIGN_OR_RETURN(const float* buffer, ps.Read(r));
       GEEPS_ASSIGN_OR_RETURN(const std::vector<float> v, testing::ReadBuffer(ps, buffer, 60));

@@ -7,8 +7,10 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "geeps/config.h"
+#include "geeps/geeps.h"
 #include "geeps/status.h"
 
 namespace geeps {
@@ -64,6 +66,26 @@ inline int ThreadCount() {
     if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
   }
   return -1;
+}
+
+// The one-table iteration many tests run: Read then PostRead of `rows` of
+// table `table`, PreUpdate then Update of the same rows, Clock; then
+// FinishVirtualIteration and StartIterations.
+struct ReadUpdateHandles {
+  ReadHandle read;
+  UpdateHandle update;
+};
+inline StatusOr<ReadUpdateHandles> RecordReadUpdateClock(GeePS& ps, TableId table,
+                                                         const std::vector<RowIndex>& rows) {
+  ReadUpdateHandles h;
+  GEEPS_ASSIGN_OR_RETURN(h.read, ps.VirtualRead(table, rows));
+  GEEPS_RETURN_IF_ERROR(ps.VirtualPostRead(h.read));
+  GEEPS_ASSIGN_OR_RETURN(h.update, ps.VirtualPreUpdate(table, rows));
+  GEEPS_RETURN_IF_ERROR(ps.VirtualUpdate(h.update));
+  GEEPS_RETURN_IF_ERROR(ps.VirtualClock());
+  GEEPS_RETURN_IF_ERROR(ps.FinishVirtualIteration());
+  GEEPS_RETURN_IF_ERROR(ps.StartIterations());
+  return h;
 }
 
 }  // namespace geeps::testing
