@@ -210,6 +210,39 @@ TEST(FailureTest, MissingRankAtStartTimesOutNamingIt) {
   EXPECT_LT(steady_clock::now() - start, std::chrono::seconds(15)) << logs;
 }
 
+// Two processes started as rank 1 of a 3-rank job, or a process whose rank
+// is outside rank 0's world size: every process is told why at once (the
+// coordinator tells routing ids "r<rank>.<nonce>" apart). Before, ZeroMQ
+// dropped the second process's messages and it waited 15 s for "no answer
+// from the coordinator", the others until the start timeout.
+TEST(FailureTest, ConflictingRanksAreToldAtOnce) {
+  struct Case {
+    std::vector<std::pair<int, int>> ranks;  // (GEEPS_RANK, GEEPS_WORLD_SIZE)
+    std::string why;
+  };
+  const Case cases[] = {{{{0, 3}, {1, 3}, {1, 3}}, "two processes started as rank 1"},
+                        {{{0, 2}, {2, 3}}, "rank 2"}};
+  for (const Case& k : cases) {
+    const int port = FreePort();
+    const auto start = steady_clock::now();
+    std::vector<Child> children;
+    for (const auto& [rank, world] : k.ranks) {
+      Env env = BaseEnv(port);  // a 20 s start timeout
+      env["GEEPS_RANK"] = std::to_string(rank);
+      env["GEEPS_WORLD_SIZE"] = std::to_string(world);
+      children.push_back(Spawn({GEEPS_MULTIPROC_WORKER}, env));
+      std::this_thread::sleep_for(milliseconds(100));  // rank 0 first
+    }
+    ASSERT_TRUE(WaitAll(children, milliseconds(30000))) << Logs(children);
+    const std::string logs = Logs(children);
+    for (const Child& c : children) {
+      EXPECT_NE(c.status, 0) << logs;
+      EXPECT_NE(ReadFile(c.log).find(k.why), std::string::npos) << logs;
+    }
+    EXPECT_LT(steady_clock::now() - start, std::chrono::seconds(10)) << logs;
+  }
+}
+
 TEST(FailureTest, DifferentConfigsAreRefused) {
   const int port = FreePort();
   std::vector<Child> children;

@@ -1,6 +1,9 @@
 #include "cluster/membership.h"
 
 #include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <random>
 #include <sstream>
 
 #include "common/logging.h"
@@ -12,17 +15,29 @@ namespace {
 
 using SteadyClock = std::chrono::steady_clock;
 
-std::string PeerId(int rank) { return "r" + std::to_string(rank); }
+std::string NewRoutingId(int rank) {
+  std::random_device random;
+  char nonce[17];
+  std::snprintf(nonce, sizeof(nonce), "%08x%08x", random(), random());
+  return "r" + std::to_string(rank) + "." + nonce;
+}
 
-int ParsePeerId(const zmq::message_t& id, int world_size) {
+// The rank a routing id "r<rank>.<nonce>" claims (any rank: the caller
+// checks it against the world size), or -1 if it is not one.
+int ParsePeerId(const zmq::message_t& id) {
   const std::string s(static_cast<const char*>(id.data()), id.size());
-  if (s.size() < 2 || s.size() > 8 || s[0] != 'r') return -1;
+  const size_t dot = s.find('.');
+  if (s.size() < 4 || s.size() > 40 || s[0] != 'r' || dot == std::string::npos || dot < 2 ||
+      dot > 8 || dot + 1 == s.size())
+    return -1;
   int v = 0;
-  for (size_t i = 1; i < s.size(); ++i) {
+  for (size_t i = 1; i < dot; ++i) {
     if (s[i] < '0' || s[i] > '9') return -1;
     v = v * 10 + (s[i] - '0');
   }
-  return (std::to_string(v) == s.substr(1) && v < world_size) ? v : -1;
+  for (size_t i = dot + 1; i < s.size(); ++i)
+    if (!std::isxdigit(static_cast<unsigned char>(s[i]))) return -1;
+  return std::to_string(v) == s.substr(1, dot - 1) ? v : -1;
 }
 
 bool ValidRole(int role) { return role >= 0 && role <= 2; }
@@ -134,7 +149,9 @@ Membership::Membership(zmq::context_t* context, int rank, int world_size, HostPo
       heartbeat_timeout_(heartbeat_timeout),
       control_endpoint_("inproc://geeps-membership-" +
                         std::to_string(reinterpret_cast<uintptr_t>(this))),
-      security_(security) {}
+      security_(security),
+      routing_id_(NewRoutingId(rank)),
+      peer_ids_(static_cast<size_t>(std::max(world_size, 1))) {}
 
 Membership::~Membership() { Stop(); }
 
@@ -197,7 +214,17 @@ StatusOr<JobLayout> Membership::RendezvousAsCoordinator(const PeerInfo& self,
         Drop("rendezvous frame count");
         continue;
       }
-      const int from = ParsePeerId(frames[0], world_size_);
+      const int from = ParsePeerId(frames[0]);
+      const std::string id = frames[0].to_string();
+      if (from >= world_size_) {
+        // Told at once, not left to time out: its rank does not exist here.
+        SendTo(id, "ABORT rank " + std::to_string(from) + " is outside rank 0's world size " +
+                       std::to_string(world_size_) + " (check GEEPS_WORLD_SIZE on every rank)");
+        failure = "a process started as rank " + std::to_string(from) + ", but the world size is " +
+                  std::to_string(world_size_);
+        abort_all(failure);
+        return InvalidArgumentError("the job could not start: " + failure);
+      }
       std::istringstream in(frames[1].to_string());
       std::string word;
       int world = 0;
@@ -208,8 +235,17 @@ StatusOr<JobLayout> Membership::RendezvousAsCoordinator(const PeerInfo& self,
         Drop("malformed HELLO");
         continue;
       }
-      if (joined[from]) continue;
+      if (joined[from] && id == peer_ids_[from]) continue;  // a repeated HELLO
+      if (joined[from]) {
+        // Two processes claim one rank: both are told, and everyone else.
+        failure = "two processes started as rank " + std::to_string(from) +
+                  " (check GEEPS_RANK or the launcher's rank variables)";
+        SendTo(id, "ABORT " + failure);
+        abort_all(failure);
+        return InvalidArgumentError("the job could not start: " + failure);
+      }
       joined[from] = true;
+      peer_ids_[from] = id;
       peers[from] = peer;
       if (world != world_size_) {
         failure = "rank " + std::to_string(from) + " has world size " + std::to_string(world) +
@@ -247,7 +283,7 @@ StatusOr<JobLayout> Membership::RendezvousAsPeer(const PeerInfo& self, uint64_t 
                                                  int channels) {
   const std::string endpoint = "tcp://" + FormatHostPort(coordinator_);
   socket_ = std::make_unique<zmq::socket_t>(*context_, zmq::socket_type::dealer);
-  socket_->set(zmq::sockopt::routing_id, PeerId(rank_));
+  socket_->set(zmq::sockopt::routing_id, routing_id_);
   socket_->set(zmq::sockopt::maxmsgsize, transport::kControlFrameLimit);
   socket_->set(zmq::sockopt::linger, 1000);
   transport::ConfigureCurveClient(*socket_, security_);  // CURVE (null: off)
@@ -329,10 +365,17 @@ void Membership::Drop(const std::string& why) {
 }
 
 void Membership::Send(const std::string& text, int to_rank) {
+  if (to_rank >= 0) return SendTo(peer_ids_[to_rank], text);
   try {
-    if (to_rank >= 0) {
-      socket_->send(zmq::buffer(PeerId(to_rank)), zmq::send_flags::sndmore);
-    }
+    socket_->send(zmq::buffer(text), zmq::send_flags::dontwait);
+  } catch (const zmq::error_t&) {
+    // A peer that is gone: the heartbeats report it.
+  }
+}
+
+void Membership::SendTo(const std::string& routing_id, const std::string& text) {
+  try {
+    socket_->send(zmq::buffer(routing_id), zmq::send_flags::sndmore);
     socket_->send(zmq::buffer(text), zmq::send_flags::dontwait);
   } catch (const zmq::error_t&) {
     // A peer that is gone: the heartbeats report it.
@@ -372,12 +415,20 @@ void Membership::RunCoordinator() {
   while (!stop_.load()) {
     WaitForInput(interval);
     while (transport::TryRecvMultipart(*socket_, context_, &frames)) {
-      const int from = frames.size() == 2 ? ParsePeerId(frames[0], world_size_) : -1;
-      if (from <= 0) {
+      const int from = frames.size() == 2 ? ParsePeerId(frames[0]) : -1;
+      const std::string text = frames.size() == 2 ? frames[1].to_string() : "";
+      if (from > 0 && from < world_size_ && frames[0].to_string() != peer_ids_[from] &&
+          text.rfind("HELLO", 0) == 0) {
+        // A process that starts as a rank of the running job: told at once.
+        SendTo(frames[0].to_string(), "ABORT rank " + std::to_string(from) +
+                                          " is already running in this job (two processes "
+                                          "started as rank " + std::to_string(from) + "?)");
+        continue;
+      }
+      if (from <= 0 || from >= world_size_ || frames[0].to_string() != peer_ids_[from]) {
         Drop("control frame from an unknown sender");
         continue;
       }
-      const std::string text = frames[1].to_string();
       if (text == "HB") {
         last_seen[from] = SteadyClock::now();
       } else if (text == "BYE") {

@@ -108,6 +108,7 @@ class Membership {
   void RunCoordinator();
   void RunPeer();
   void Send(const std::string& text, int to_rank = -1);  // to_rank: ROUTER only
+  void SendTo(const std::string& routing_id, const std::string& text);  // ROUTER only
   void Drop(const std::string& why);
   void Finish();  // Leave() may return
 
@@ -119,6 +120,13 @@ class Membership {
   const std::chrono::milliseconds heartbeat_timeout_;
   const std::string control_endpoint_;
   const transport::SecurityConfig* const security_;  // null: CURVE off
+  // This process's routing id at the coordinator: "r<rank>.<nonce>", the
+  // nonce random per process, so that two processes that claim one rank
+  // are told apart (ZeroMQ would drop the second one's messages).
+  const std::string routing_id_;
+  // Rank 0: each rank's routing id, from its HELLO (written during the
+  // rendezvous, read by the heartbeat thread it starts after).
+  std::vector<std::string> peer_ids_;
 
   std::unique_ptr<zmq::socket_t> socket_;   // ROUTER (rank 0) or DEALER
   std::unique_ptr<zmq::socket_t> control_;  // PULL: wakes the thread
