@@ -8,7 +8,8 @@
 # turning it into a regression input).
 #
 #   GEEPS_FUZZ_SECONDS   fuzzing time per target (default 60)
-#   GEEPS_FUZZ_TARGETS   targets to run (default: fuzz_wire fuzz_config fuzz_process_env)
+#   GEEPS_FUZZ_TARGETS   targets to run (default: fuzz_wire fuzz_config fuzz_process_env
+#                        fuzz_checkpoint)
 #   GEEPS_FUZZ_PARALLEL  targets fuzzed at once (default 2, one per core)
 #   GEEPS_FUZZ_KEEP      1: go on from the corpus a previous run grew in
 #                        build-fuzz/fuzz-out/<target>/corpus instead of a fresh copy
@@ -19,7 +20,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 seconds="${GEEPS_FUZZ_SECONDS:-60}"
-targets="${GEEPS_FUZZ_TARGETS:-fuzz_wire fuzz_config fuzz_process_env}"
+targets="${GEEPS_FUZZ_TARGETS:-fuzz_wire fuzz_config fuzz_process_env fuzz_checkpoint}"
 parallel="${GEEPS_FUZZ_PARALLEL:-2}"
 keep="${GEEPS_FUZZ_KEEP:-0}"
 cxx="${GEEPS_FUZZ_CXX:-clang++-14}"

@@ -27,6 +27,9 @@
 #define GEEPS_FUZZ_ENTRY GeepsFuzzProcessEnv
 #include "fuzz/fuzz_process_env.cc"
 #undef GEEPS_FUZZ_ENTRY
+#define GEEPS_FUZZ_ENTRY GeepsFuzzCheckpoint
+#include "fuzz/fuzz_checkpoint.cc"
+#undef GEEPS_FUZZ_ENTRY
 
 #ifndef GEEPS_FUZZ_DIR
 #error "GEEPS_FUZZ_DIR (the path of tests/fuzz) must be defined"
@@ -73,7 +76,7 @@ const fs::path kFuzzDir = GEEPS_FUZZ_DIR;
 
 TEST(FuzzRegressionTest, FoldersExist) {
   EXPECT_TRUE(fs::is_directory(kFuzzDir / "regressions")) << kFuzzDir;
-  for (const char* target : {"fuzz_wire", "fuzz_config", "fuzz_process_env"})
+  for (const char* target : {"fuzz_wire", "fuzz_config", "fuzz_process_env", "fuzz_checkpoint"})
     EXPECT_FALSE(Inputs(kFuzzDir / "corpus" / target).empty()) << target;
 }
 
@@ -85,6 +88,13 @@ TEST(FuzzRegressionTest, ConfigRegressions) {
 }
 TEST(FuzzRegressionTest, ProcessEnvRegressions) {
   Replay(kFuzzDir / "regressions" / "fuzz_process_env", GeepsFuzzProcessEnv);
+}
+
+TEST(FuzzRegressionTest, CheckpointRegressions) {
+  Replay(kFuzzDir / "regressions" / "fuzz_checkpoint", GeepsFuzzCheckpoint);
+}
+TEST(FuzzRegressionTest, CheckpointCorpus) {
+  EXPECT_GT(Replay(kFuzzDir / "corpus" / "fuzz_checkpoint", GeepsFuzzCheckpoint), 0u);
 }
 
 TEST(FuzzRegressionTest, WireCorpus) {

@@ -205,7 +205,8 @@ StatusOr<CheckpointData> DecodeCheckpoint(const std::string& in, const std::stri
       return loss("table entry " + std::to_string(e) + " claims more rows than the file holds");
     const size_t floats = static_cast<size_t>(t.row_count) * t.width;
     t.data.resize(floats);
-    std::memcpy(t.data.data(), in.data() + at, floats * sizeof(float));
+    // An entry of 0 rows is legal; memcpy of 0 bytes to its null data is not.
+    if (floats > 0) std::memcpy(t.data.data(), in.data() + at, floats * sizeof(float));
     at += floats * sizeof(float);
     d.tables.push_back(std::move(t));
   }

@@ -8,6 +8,7 @@ in the repository; run this again after changing a layout:
 """
 import os
 import struct
+import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MAGIC = 0x53504547
@@ -119,6 +120,28 @@ PROCESS_ENV = {
 }
 
 
+def checkpoint(tables, fingerprint=0x1234, partition=0, partitions=1, clock=4):
+    """A checkpoint file (src/server/checkpoint.h): header, entries, CRC-32."""
+    body = b"".join(struct.pack("<IIQQ", t, w, first, count) + floats(*values)
+                    for t, w, first, count, values in tables)
+    size = 64 + len(body) + 4
+    head = (b"GEEPSCKP" + struct.pack("<IIQQIIqIIQ", 1, 64, size, fingerprint, partition,
+                                      partitions, clock, len(tables), 0, 0))
+    data = head + body
+    return data + struct.pack("<I", zlib.crc32(data) & 0xFFFFFFFF)
+
+
+CHECKPOINT = {
+    "one_table": checkpoint([(0, 2, 0, 2, [1, 2, 3, 4])]),
+    "two_tables": checkpoint([(0, 1, 4, 3, [1, 2, 3]), (2, 3, 0, 1, [5, 6, 7])],
+                             partition=1, partitions=2, clock=9),
+    "no_tables": checkpoint([]),
+    "bad_crc": checkpoint([(0, 2, 0, 1, [1, 2])])[:-1] + b"\x00",
+    "truncated": checkpoint([(0, 2, 0, 2, [1, 2, 3, 4])])[:70],
+    "empty": b"",
+}
+
+
 def write(target, seeds):
     d = os.path.join(HERE, "corpus", target)
     os.makedirs(d, exist_ok=True)
@@ -132,3 +155,4 @@ if __name__ == "__main__":
     write("fuzz_wire", WIRE)
     write("fuzz_config", CONFIG)
     write("fuzz_process_env", PROCESS_ENV)
+    write("fuzz_checkpoint", CHECKPOINT)
