@@ -7,6 +7,7 @@ set -euo pipefail
 PACKAGES=(
   cmake ninja-build g++ pkg-config
   libzmq3-dev cppzmq-dev            # ZeroMQ transport + its C++ header
+  libsodium-dev                     # checkpoint MACs (also ZeroMQ's CURVE)
   libboost-program-options-dev      # the examples' command-line flags
   libgtest-dev libgmock-dev         # tests (GoogleTest, GoogleMock)
   libbenchmark-dev                  # microbenchmarks

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include <chrono>
+#include <cstring>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -15,6 +16,7 @@
 #include "checkpoint_workload.h"
 #include "process_util.h"
 #include "server/checkpoint.h"
+#include "transport/security.h"
 
 namespace geeps {
 namespace {
@@ -119,6 +121,44 @@ TEST(CheckpointProcessTest, SigkillWholeJobThenResumeIsBitwiseEqual) {
       << testing::Logs(broken);
   EXPECT_NE(broken[0].status, 0);
   EXPECT_NE(testing::ReadFile(broken[0].log).find("truncated"), std::string::npos)
+      << testing::Logs(broken);
+}
+
+// A job with CURVE keys MACs its checkpoints: it resumes from its own, and
+// refuses one whose rows were edited with the CRC made right again.
+TEST(CheckpointProcessTest, WithCurveKeysAnEditedCheckpointIsRefused) {
+  constexpr int kIters = 20;
+  const std::string dir = MakeDir("ckpt");
+  const std::string key_file = dir + ".key";
+  auto keys = transport::NewCurveKeys();
+  ASSERT_TRUE(keys.ok()) << keys.status();
+  ASSERT_TRUE(transport::WriteCurveKeyFile(key_file, *keys, false).ok());
+  testing::Env env = {{"GEEPS_CHECKPOINT_DIR", dir},
+                      {"GEEPS_CHECKPOINT_EVERY", "5"},
+                      {"GEEPS_CURVE_KEYS", key_file}};
+  auto first = StartJob(2, env, kIters, 0);
+  ASSERT_TRUE(testing::WaitAll(first, std::chrono::milliseconds(30000))) << testing::Logs(first);
+  for (const auto& c : first) ASSERT_EQ(c.status, 0) << testing::Logs(first);
+  env["GEEPS_RESUME"] = "required";
+  auto again = StartJob(2, env, kIters, 0);
+  ASSERT_TRUE(testing::WaitAll(again, std::chrono::milliseconds(30000))) << testing::Logs(again);
+  for (const auto& c : again) ASSERT_EQ(c.status, 0) << testing::Logs(again);
+  EXPECT_NE(testing::Logs(again).find("resumed at clock"), std::string::npos);
+  // Edit a row value of the newest checkpoint of partition 0, CRC repaired.
+  const auto files = server::ListCheckpoints(dir);
+  const int64_t newest = *files.at(0).rbegin();
+  const std::string victim = server::CheckpointPath(dir, 0, newest);
+  std::string bytes = ReadBytes(victim);
+  ASSERT_GT(bytes.size(), server::kCheckpointHeaderBytes + 64);
+  bytes[server::kCheckpointHeaderBytes + 24 + 2] ^= 0x10;
+  const uint32_t crc = server::Crc32(bytes.data(), bytes.size() - 4);
+  std::memcpy(&bytes[bytes.size() - 4], &crc, 4);
+  WriteBytes(victim, bytes);
+  auto broken = StartJob(2, env, kIters, 0);
+  ASSERT_TRUE(testing::WaitAll(broken, std::chrono::milliseconds(40000)))
+      << testing::Logs(broken);
+  EXPECT_NE(broken[0].status, 0) << testing::Logs(broken);
+  EXPECT_NE(testing::Logs(broken).find("MAC mismatch"), std::string::npos)
       << testing::Logs(broken);
 }
 

@@ -174,6 +174,53 @@ TEST(CheckpointFormatTest, FilesThatAreNotACheckpointAreRefusedWithoutReadingThe
   }
 }
 
+// With the job's CURVE key, a checkpoint carries a MAC: an edit with the
+// CRC recomputed (which the CRC alone cannot catch: the keyless read
+// accepts it) is refused, as is a file without a MAC or with another key's.
+TEST(CheckpointFormatTest, KeyedCheckpointsRefuseADeliberateEdit) {
+  const CheckpointData d = Sample();
+  const server::CheckpointKey key =
+      server::CheckpointKeyFromSecret("xF0w?k5a+1!x<gkXc-PYZkK0Y8yK=gVEwPvU6a9u");
+  const server::CheckpointKey other =
+      server::CheckpointKeyFromSecret("yF0w?k5a+1!x<gkXc-PYZkK0Y8yK=gVEwPvU6a9u");
+  EXPECT_NE(key, other);
+  const std::string keyed = EncodeCheckpoint(d, &key);
+  std::vector<std::pair<uint64_t, uint32_t>> shape;
+  for (const auto& t : d.tables) shape.emplace_back(t.row_count, t.width);
+  EXPECT_EQ(keyed.size(), server::CheckpointFileBytes(shape, /*mac=*/true));
+  auto back = DecodeCheckpoint(keyed, "F", d.fingerprint, 3, 12, &key);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(Same(d, *back));
+  // Read without the key (a job without CURVE): the CRC alone.
+  EXPECT_TRUE(DecodeCheckpoint(keyed, "F", d.fingerprint, 3, 12).ok());
+  // A row value changed, and the CRC recomputed to match.
+  std::string edited = keyed;
+  edited[server::kCheckpointHeaderBytes + 24 + 5] ^= 0x40;
+  const uint32_t crc = server::Crc32(edited.data(), edited.size() - 4);
+  std::memcpy(&edited[edited.size() - 4], &crc, 4);
+  EXPECT_TRUE(DecodeCheckpoint(edited, "F", d.fingerprint, 3, 12).ok())
+      << "without a key the edit passes: the CRC is not a MAC";
+  auto refused = DecodeCheckpoint(edited, "F", d.fingerprint, 3, 12, &key);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(refused.status().message().find("MAC mismatch"), std::string::npos) << refused.status();
+  // Another job's key, and a file without a MAC.
+  auto foreign = DecodeCheckpoint(keyed, "F", d.fingerprint, 3, 12, &other);
+  ASSERT_FALSE(foreign.ok());
+  EXPECT_NE(foreign.status().message().find("MAC mismatch"), std::string::npos);
+  auto unkeyed = DecodeCheckpoint(EncodeCheckpoint(d), "F", d.fingerprint, 3, 12, &key);
+  ASSERT_FALSE(unkeyed.ok());
+  EXPECT_EQ(unkeyed.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(unkeyed.status().message().find("no MAC"), std::string::npos) << unkeyed.status();
+  // Through a file.
+  const std::string dir = MakeDir("");
+  ASSERT_OK(server::WriteCheckpointFile(dir, d, 2, &key));
+  auto read = server::ReadCheckpointFile(dir, d.fingerprint, 3, 12,
+                                         server::CheckpointFileBytes(shape, true), &key);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_TRUE(Same(d, *read));
+}
+
 TEST(CheckpointFormatTest, TemporaryFilesAreIgnoredAndOnlyTheLastTwoAreKept) {
   const std::string dir = MakeDir("");
   CheckpointData d = Sample();

@@ -270,6 +270,10 @@ StatusOr<std::unique_ptr<Process>> Process::Join(const Config& config,
     const int partition = my_shard * job.num_channels + static_cast<int>(k);
     impl->channels.push_back(std::make_unique<server::ShardChannel>(
         impl->context.get(), job, partition, self.endpoints[k], std::move(bound[k])));
+    // With CURVE keys, checkpoints carry a MAC by a key derived from them.
+    if (impl->security)
+      impl->channels.back()->SetCheckpointKey(
+          server::CheckpointKeyFromSecret(impl->security->keys().secret_key));
   }
   // Every channel loads (and verifies) its file before any starts.
   if (layout.resume_clock > 0) {

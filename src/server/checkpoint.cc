@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sodium.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -112,8 +113,19 @@ std::string CheckpointPath(const std::string& dir, int partition, int64_t clock)
   return dir + "/" + CheckpointFileName(partition, clock);
 }
 
-std::string EncodeCheckpoint(const CheckpointData& d) {
-  size_t total = kCheckpointHeaderBytes + sizeof(uint32_t);
+CheckpointKey CheckpointKeyFromSecret(const std::string& secret_key_z85) {
+  static constexpr char kLabel[] = "libgeeps checkpoint MAC key v1";
+  std::string input(kLabel, sizeof(kLabel));  // the label with its NUL
+  input += secret_key_z85;
+  CheckpointKey key{};
+  crypto_generichash(key.data(), key.size(), reinterpret_cast<const unsigned char*>(input.data()),
+                     input.size(), nullptr, 0);
+  sodium_memzero(input.data(), input.size());
+  return key;
+}
+
+std::string EncodeCheckpoint(const CheckpointData& d, const CheckpointKey* key) {
+  size_t total = kCheckpointHeaderBytes + sizeof(uint32_t) + (key ? kCheckpointMacBytes : 0);
   for (const CheckpointTable& t : d.tables) total += kEntryBytes + t.data.size() * sizeof(float);
   std::string out;
   out.reserve(total);
@@ -126,7 +138,7 @@ std::string EncodeCheckpoint(const CheckpointData& d) {
   Put<uint32_t>(&out, d.num_partitions);
   Put<int64_t>(&out, d.clock);
   Put<uint32_t>(&out, static_cast<uint32_t>(d.tables.size()));
-  Put<uint32_t>(&out, 0);
+  Put<uint32_t>(&out, key ? kCheckpointFlagMac : 0);
   Put<uint64_t>(&out, 0);
   for (const CheckpointTable& t : d.tables) {
     Put<uint32_t>(&out, t.table);
@@ -135,13 +147,20 @@ std::string EncodeCheckpoint(const CheckpointData& d) {
     Put<uint64_t>(&out, t.row_count);
     out.append(reinterpret_cast<const char*>(t.data.data()), t.data.size() * sizeof(float));
   }
+  if (key != nullptr) {
+    unsigned char mac[kCheckpointMacBytes];
+    static_assert(kCheckpointMacBytes == crypto_auth_hmacsha256_BYTES);
+    crypto_auth_hmacsha256(mac, reinterpret_cast<const unsigned char*>(out.data()), out.size(),
+                           key->data());
+    out.append(reinterpret_cast<const char*>(mac), sizeof(mac));
+  }
   Put<uint32_t>(&out, Crc32(out.data(), out.size()));
   return out;
 }
 
 StatusOr<CheckpointData> DecodeCheckpoint(const std::string& in, const std::string& what,
                                           uint64_t expected_fingerprint, int partition,
-                                          int64_t clock) {
+                                          int64_t clock, const CheckpointKey* key) {
   auto loss = [&](const std::string& m) { return DataLossError("checkpoint " + what + ": " + m); };
   if (in.empty()) return loss("the file is empty");
   if (in.size() < kCheckpointHeaderBytes + sizeof(uint32_t))
@@ -178,8 +197,23 @@ StatusOr<CheckpointData> DecodeCheckpoint(const std::string& in, const std::stri
   d.num_partitions = Get<uint32_t>(in, 36);
   d.clock = Get<int64_t>(in, 40);
   const uint32_t entries = Get<uint32_t>(in, 48);
-  if (Get<uint32_t>(in, 52) != 0 || Get<uint64_t>(in, 56) != 0)
-    return loss("reserved header fields are not zero");
+  const uint32_t flags = Get<uint32_t>(in, 52);
+  if ((flags & ~kCheckpointFlagMac) != 0 || Get<uint64_t>(in, 56) != 0)
+    return loss("unknown header flags, or reserved header fields that are not zero");
+  // The rows end where the MAC (if any) begins.
+  const bool has_mac = (flags & kCheckpointFlagMac) != 0;
+  if (has_mac && body < kCheckpointHeaderBytes + kCheckpointMacBytes)
+    return loss("truncated: too short for its MAC");
+  const size_t rows_end = has_mac ? body - kCheckpointMacBytes : body;
+  if (key != nullptr && !has_mac)
+    return loss("no MAC, but this job has a CURVE key: a checkpoint of this job has one (was "
+                "the file written by a job without the key, or replaced?)");
+  if (key != nullptr &&
+      crypto_auth_hmacsha256_verify(reinterpret_cast<const unsigned char*>(in.data()) + rows_end,
+                                    reinterpret_cast<const unsigned char*>(in.data()), rows_end,
+                                    key->data()) != 0)
+    return loss("MAC mismatch: the file was changed after it was written, or by a job with "
+                "another key");
   if (d.fingerprint != expected_fingerprint)
     return FailedPreconditionError(
         "checkpoint " + what + " belongs to another job: its tables, workers, shards, channels "
@@ -193,14 +227,14 @@ StatusOr<CheckpointData> DecodeCheckpoint(const std::string& in, const std::stri
                                    std::to_string(clock) + " (renamed file?)");
   size_t at = kCheckpointHeaderBytes;
   for (uint32_t e = 0; e < entries; ++e) {
-    if (body - at < kEntryBytes) return loss("table entry " + std::to_string(e) + " is cut off");
+    if (rows_end - at < kEntryBytes) return loss("table entry " + std::to_string(e) + " is cut off");
     CheckpointTable t;
     t.table = Get<uint32_t>(in, at);
     t.width = Get<uint32_t>(in, at + 4);
     t.first_row = Get<uint64_t>(in, at + 8);
     t.row_count = Get<uint64_t>(in, at + 16);
     at += kEntryBytes;
-    const uint64_t room = (body - at) / sizeof(float);
+    const uint64_t room = (rows_end - at) / sizeof(float);
     if (t.width == 0 || t.row_count > room || (t.row_count > 0 && t.width > room / t.row_count))
       return loss("table entry " + std::to_string(e) + " claims more rows than the file holds");
     const size_t floats = static_cast<size_t>(t.row_count) * t.width;
@@ -210,18 +244,19 @@ StatusOr<CheckpointData> DecodeCheckpoint(const std::string& in, const std::stri
     at += floats * sizeof(float);
     d.tables.push_back(std::move(t));
   }
-  if (at != body)
-    return loss(std::to_string(body - at) + " unexpected bytes after the last table");
+  if (at != rows_end)
+    return loss(std::to_string(rows_end - at) + " unexpected bytes after the last table");
   return d;
 }
 
-Status WriteCheckpointFile(const std::string& dir, const CheckpointData& data, int keep) {
+Status WriteCheckpointFile(const std::string& dir, const CheckpointData& data, int keep,
+                           const CheckpointKey* key) {
   static std::atomic<uint64_t> counter{0};
   const std::string final_path = CheckpointPath(dir, static_cast<int>(data.partition), data.clock);
   const std::string tmp = dir + "/." + CheckpointFileName(static_cast<int>(data.partition), data.clock) +
                           ".tmp-" + std::to_string(getpid()) + "-" +
                           std::to_string(counter.fetch_add(1));
-  const std::string bytes = EncodeCheckpoint(data);
+  const std::string bytes = EncodeCheckpoint(data, key);
   const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return UnavailableError("checkpoint: cannot create " + tmp + ": " + Errno(errno));
   size_t done = 0;
@@ -264,7 +299,8 @@ Status WriteCheckpointFile(const std::string& dir, const CheckpointData& data, i
 }
 
 StatusOr<CheckpointData> ReadCheckpointFile(const std::string& dir, uint64_t fingerprint,
-                                            int partition, int64_t clock, uint64_t max_bytes) {
+                                            int partition, int64_t clock, uint64_t max_bytes,
+                                            const CheckpointKey* key) {
   const std::string path = CheckpointPath(dir, partition, clock);
   StatusOr<std::string> bytes = common::ReadRegularFile(path, "checkpoint " + path, max_bytes);
   if (!bytes.ok()) {
@@ -274,11 +310,12 @@ StatusOr<CheckpointData> ReadCheckpointFile(const std::string& dir, uint64_t fin
       return DataLossError(bytes.status().message());
     return bytes.status();
   }
-  return DecodeCheckpoint(*bytes, path, fingerprint, partition, clock);
+  return DecodeCheckpoint(*bytes, path, fingerprint, partition, clock, key);
 }
 
-uint64_t CheckpointFileBytes(const std::vector<std::pair<uint64_t, uint32_t>>& tables) {
-  uint64_t bytes = kCheckpointHeaderBytes + sizeof(uint32_t);  // header, CRC
+uint64_t CheckpointFileBytes(const std::vector<std::pair<uint64_t, uint32_t>>& tables,
+                             bool mac) {
+  uint64_t bytes = kCheckpointHeaderBytes + sizeof(uint32_t) + (mac ? kCheckpointMacBytes : 0);
   for (const auto& [rows, width] : tables)
     bytes += kEntryBytes + rows * width * sizeof(float);
   return bytes;

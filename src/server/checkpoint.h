@@ -9,11 +9,18 @@
 //     char[8] magic "GEEPSCKP" | u32 version (1) | u32 header bytes (64)
 //     u64 file bytes (the whole file, checksum included)
 //     u64 job fingerprint (JobFingerprint) | u32 partition | u32 partitions
-//     i64 clock | u32 table entries | u32 reserved (0) | u64 reserved (0)
+//     i64 clock | u32 table entries | u32 flags | u64 reserved (0)
 //   per table entry
 //     u32 table id | u32 row width | u64 first row | u64 row count
 //     row count x row width x f32
+//   with flags bit 0 (kCheckpointFlagMac), in a job with CURVE keys:
+//     32 bytes HMAC-SHA-256 (libsodium) of every byte before it, keyed by
+//     CheckpointKeyFromSecret(the job's secret key)
 //   u32 CRC-32 (IEEE 802.3, reflected 0xEDB88320) of every byte before it
+//
+// The CRC catches accidents; only the MAC catches a deliberate edit (one
+// can recompute a CRC). Without the job's key a MAC cannot be checked, so a
+// job without CURVE reads keyed files on their CRC alone.
 //
 // Writing: a temporary file ".partition-<p>-clock-<k>.ckpt.tmp-<pid>-<n>",
 // write, fsync, rename to the final name, fsync the folder. A crash leaves
@@ -22,6 +29,7 @@
 #define GEEPS_SERVER_CHECKPOINT_H_
 
 #include <cstddef>
+#include <array>
 #include <cstdint>
 #include <map>
 #include <set>
@@ -35,6 +43,13 @@ namespace geeps::server {
 
 constexpr uint32_t kCheckpointVersion = 1;
 constexpr size_t kCheckpointHeaderBytes = 64;
+constexpr uint32_t kCheckpointFlagMac = 1;
+constexpr size_t kCheckpointMacBytes = 32;
+
+// The key of a job's checkpoint MACs: BLAKE2b (libsodium) of a fixed label
+// and the job's CURVE secret key (Z85), so every rank derives the same.
+using CheckpointKey = std::array<uint8_t, 32>;
+CheckpointKey CheckpointKeyFromSecret(const std::string& secret_key_z85);
 
 // CRC-32 (IEEE) of `size` bytes, continuing from `crc` (0 to start).
 uint32_t Crc32(const void* data, size_t size, uint32_t crc = 0);
@@ -62,31 +77,38 @@ struct CheckpointData {
 std::string CheckpointFileName(int partition, int64_t clock);
 std::string CheckpointPath(const std::string& dir, int partition, int64_t clock);
 
-// The bytes of a checkpoint file (for tests and WriteCheckpointFile).
-std::string EncodeCheckpoint(const CheckpointData& data);
+// The bytes of a checkpoint file (for tests and WriteCheckpointFile); with
+// `key`, MAC'd.
+std::string EncodeCheckpoint(const CheckpointData& data, const CheckpointKey* key = nullptr);
 
 // Verifies and decodes a whole file's bytes; nothing is returned unless every
 // check passed. `what` names the file in messages. Corrupt or truncated:
 // kDataLoss; a file of another job (fingerprint, partition or clock not the
-// expected ones): kFailedPrecondition.
+// expected ones): kFailedPrecondition. With `key` the file must carry a
+// MAC by that key (kDataLoss otherwise: edited, or written by a job without
+// it); without, a MAC is skipped.
 StatusOr<CheckpointData> DecodeCheckpoint(const std::string& bytes, const std::string& what,
                                           uint64_t expected_fingerprint, int partition,
-                                          int64_t clock);
+                                          int64_t clock, const CheckpointKey* key = nullptr);
 
 // Writes atomically (temporary file, fsync, rename, fsync of the folder),
 // then deletes this partition's checkpoints older than the newest `keep`.
 // kUnavailable naming the path on any I/O error.
-Status WriteCheckpointFile(const std::string& dir, const CheckpointData& data, int keep = 2);
+Status WriteCheckpointFile(const std::string& dir, const CheckpointData& data, int keep = 2,
+                           const CheckpointKey* key = nullptr);
 
 // Reads and verifies <dir>/partition-<p>-clock-<k>.ckpt (kNotFound if it
 // does not exist). A file that is not a regular file (a FIFO, a device, a
 // directory), or holds more than `max_bytes` (CheckpointFileBytes of the
 // partition's tables), is kDataLoss naming it, without reading it.
 StatusOr<CheckpointData> ReadCheckpointFile(const std::string& dir, uint64_t fingerprint,
-                                            int partition, int64_t clock, uint64_t max_bytes);
+                                            int partition, int64_t clock, uint64_t max_bytes,
+                                            const CheckpointKey* key = nullptr);
 
-// The size of a checkpoint file holding tables of (row count, row width).
-uint64_t CheckpointFileBytes(const std::vector<std::pair<uint64_t, uint32_t>>& tables);
+// The size of a checkpoint file holding tables of (row count, row width),
+// with a MAC when `mac`.
+uint64_t CheckpointFileBytes(const std::vector<std::pair<uint64_t, uint32_t>>& tables,
+                             bool mac = false);
 
 // Clocks of the finished checkpoint files in `dir`, by partition. Temporary
 // files and other names are ignored. A missing folder is empty.

@@ -61,7 +61,8 @@ Status ShardChannel::Restore(int64_t clock) {
     if (t && t->span.size() > 0) shape.emplace_back(t->span.size(), t->width);
   GEEPS_ASSIGN_OR_RETURN(CheckpointData d,
                          ReadCheckpointFile(config_.checkpoint_dir, fingerprint_, partition_,
-                                            clock, CheckpointFileBytes(shape)));
+                                            clock, CheckpointFileBytes(shape, mac_key_.has_value()),
+                                            mac_key_ ? &*mac_key_ : nullptr));
   const std::string what = CheckpointPath(config_.checkpoint_dir, partition_, clock);
   // Check every entry against this partition's tables before changing state.
   std::vector<const CheckpointTable*> by_table(tables_.size(), nullptr);
@@ -180,7 +181,8 @@ void ShardChannel::RunWriter() {
     to_write_.pop_front();
     lock.unlock();
     writer_cv_.notify_all();  // room in the queue
-    const Status st = WriteCheckpointFile(config_.checkpoint_dir, d);
+    const Status st = WriteCheckpointFile(config_.checkpoint_dir, d, /*keep=*/2,
+                                          mac_key_ ? &*mac_key_ : nullptr);
     if (st.ok()) {
       checkpoints_written_.fetch_add(1);
       last_checkpoint_clock_.store(d.clock);

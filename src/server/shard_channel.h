@@ -18,6 +18,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <memory>
 #include <string>
@@ -65,6 +66,11 @@ class ShardChannel {
   // missing, truncated, corrupt or foreign file is an error naming it
   // (kNotFound, kDataLoss, kFailedPrecondition) and changes nothing.
   Status Restore(int64_t clock);
+
+  // Before Restore()/Start(), in a job with CURVE keys: checkpoints are
+  // written with a MAC by `key`, and only files with a valid one are read
+  // (server/checkpoint.h).
+  void SetCheckpointKey(const CheckpointKey& key) { mac_key_ = key; }
 
   // Checkpoint files written so far, and the clock of the newest (0: none).
   int64_t checkpoints_written() const { return checkpoints_written_.load(); }
@@ -194,6 +200,7 @@ class ShardChannel {
   // Checkpoints (Config::checkpoint_dir non-empty). Thread-owned: the
   // clocks workers asked for, the checkpoints being assembled.
   const uint64_t fingerprint_;
+  std::optional<CheckpointKey> mac_key_;  // set before the threads start
   int checkpoint_tables_ = 0;  // shared tables with rows in this partition
   std::set<int64_t> requested_;
   std::map<int64_t, CheckpointData> assembling_;
