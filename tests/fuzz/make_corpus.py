@@ -6,6 +6,8 @@ The seeds are small valid and invalid inputs in each target's input layout
 in the repository; run this again after changing a layout:
     python3 tests/fuzz/make_corpus.py
 """
+import hashlib
+import hmac
 import os
 import struct
 import zlib
@@ -120,14 +122,22 @@ PROCESS_ENV = {
 }
 
 
-def checkpoint(tables, fingerprint=0x1234, partition=0, partitions=1, clock=4):
-    """A checkpoint file (src/server/checkpoint.h): header, entries, CRC-32."""
+# fuzz_checkpoint's MAC key: CheckpointKeyFromSecret of this secret.
+FUZZ_SECRET = b"fuzz-key-fuzz-key-fuzz-key-fuzz-key-0000"
+
+
+def checkpoint(tables, fingerprint=0x1234, partition=0, partitions=1, clock=4, mac=False):
+    """A checkpoint file (src/server/checkpoint.h): header, entries, [MAC,] CRC-32."""
     body = b"".join(struct.pack("<IIQQ", t, w, first, count) + floats(*values)
                     for t, w, first, count, values in tables)
-    size = 64 + len(body) + 4
+    size = 64 + len(body) + (32 if mac else 0) + 4
     head = (b"GEEPSCKP" + struct.pack("<IIQQIIqIIQ", 1, 64, size, fingerprint, partition,
-                                      partitions, clock, len(tables), 0, 0))
+                                      partitions, clock, len(tables), 1 if mac else 0, 0))
     data = head + body
+    if mac:
+        key = hashlib.blake2b(b"libgeeps checkpoint MAC key v1\0" + FUZZ_SECRET,
+                              digest_size=32).digest()
+        data += hmac.new(key, data, hashlib.sha256).digest()
     return data + struct.pack("<I", zlib.crc32(data) & 0xFFFFFFFF)
 
 
@@ -136,6 +146,7 @@ CHECKPOINT = {
     "two_tables": checkpoint([(0, 1, 4, 3, [1, 2, 3]), (2, 3, 0, 1, [5, 6, 7])],
                              partition=1, partitions=2, clock=9),
     "no_tables": checkpoint([]),
+    "keyed_one_table": checkpoint([(0, 2, 0, 2, [1, 2, 3, 4])], mac=True),
     "bad_crc": checkpoint([(0, 2, 0, 1, [1, 2])])[:-1] + b"\x00",
     "truncated": checkpoint([(0, 2, 0, 2, [1, 2, 3, 4])])[:70],
     "empty": b"",
