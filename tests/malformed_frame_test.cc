@@ -224,6 +224,45 @@ TEST(MalformedFrameTest, AWorkerTakesItsRoutingIdOverFromASquatter) {
   shard.Stop();
 }
 
+// A worker whose update of a clock does not come (here: late by more than
+// half of Config::timeout) is named by the shard that waits for it, while
+// the other worker has sent its own: a Read that times out cannot know which
+// worker is missing, the shard can.
+TEST(MalformedFrameTest, AShardNamesTheWorkerItWaitsFor) {
+  Config c;
+  c.num_workers = 2;
+  c.tables = {{"layer", 4, 2}};
+  c.timeout = std::chrono::milliseconds(2000);
+  auto cluster = EmbeddedCluster::Start(c);
+  ASSERT_OK(cluster.status());
+  ::testing::internal::CaptureStderr();
+  const Status st = (*cluster)->RunWorkers([&](GeePS& ps) -> Status {
+    GEEPS_ASSIGN_OR_RETURN(const testing::ReadUpdateHandles h,
+                           testing::RecordReadUpdateClock(ps, 0, RowRange(0, 4)));
+    for (int i = 0; i < 3; ++i) {
+      GEEPS_ASSIGN_OR_RETURN(const float* w, ps.Read(h.read));
+      (void)w;
+      GEEPS_RETURN_IF_ERROR(ps.PostRead(h.read));
+      GEEPS_ASSIGN_OR_RETURN(float* d, ps.PreUpdate(h.update));
+      (void)d;
+      // Worker 1 is late with clock 2 by 1.6 s: past the shard's 1 s (and
+      // its 200 ms poll), within the Read's 2 s.
+      if (ps.rank() == 1 && i == 1) std::this_thread::sleep_for(std::chrono::milliseconds(1600));
+      GEEPS_RETURN_IF_ERROR(ps.Update(h.update));
+      GEEPS_RETURN_IF_ERROR(ps.Clock());
+    }
+    return Status::OK();
+  });
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  ASSERT_OK(st);
+  // Iteration 1 completes clock 2 (the recorded prologue is clock 0).
+  EXPECT_NE(log.find("table 0 ('layer'): clock 2 has waited"), std::string::npos) << log;
+  EXPECT_NE(log.find("for the update of worker 1 (the others have sent theirs)"),
+            std::string::npos)
+      << log;
+  EXPECT_EQ(log.find("worker 0 ("), std::string::npos) << log;
+}
+
 // Random and truncated frames from strangers hit every shard while a cluster
 // trains; its sums stay exact and the shards count the drops.
 TEST(MalformedFrameTest, InjectedFramesLeaveClusterSumsExact) {

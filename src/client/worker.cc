@@ -930,7 +930,9 @@ StatusOr<const float*> Worker::Read(ReadHandle h) {
             std::to_string(config_.timeout.count()) + " ms for rows of clock >= " +
             std::to_string(required) + "; server partition " +
             std::to_string(lowest_partition) + " is still at clock " + std::to_string(lowest) +
-            " (a slower worker has not clocked: is one stuck, failed or shut down?)");
+            " (some worker's update of that clock has not reached it: a worker is stuck, "
+            "failed or shut down, or the update was lost on the way; the shard logs which "
+            "workers it waits for)");
       }
     }
     if (section_ == kRepeated && read_in_place_[h.id]) {

@@ -270,11 +270,41 @@ void ShardChannel::Run() {
       GEEPS_LOG(Error) << "shard partition " << partition_ << ": " << e.what();
     }
     if (stop_.load()) break;
+    ReportStalls();
     if (::poll(fds, 2, kPollSafetyMs) < 0 && errno != EINTR) {
       GEEPS_LOG(Error) << "shard partition " << partition_
                        << ": poll failed: " << std::strerror(errno);
       break;
     }
+  }
+}
+
+void ShardChannel::ReportStalls() {
+  const auto now = std::chrono::steady_clock::now();
+  const auto after = config_.timeout / 2;
+  for (size_t id = 0; id < tables_.size(); ++id) {
+    if (!tables_[id]) continue;
+    TableState& t = *tables_[id];
+    if (t.min_clock == t.stall_reported || now - t.last_advance < after) continue;
+    // Workers that have not delivered clock min_clock while another has.
+    std::vector<int> missing;
+    bool someone_ahead = false;
+    for (int w = 0; w < config_.num_workers; ++w) {
+      if (t.clocks[w] > t.min_clock) someone_ahead = true;
+      else missing.push_back(w);
+    }
+    if (!someone_ahead || missing.empty()) continue;
+    t.stall_reported = t.min_clock;
+    std::string who;
+    for (int w : missing) who += (who.empty() ? "" : ", ") + std::to_string(w);
+    GEEPS_LOG(Warning) << "shard partition " << partition_ << ", table " << id << " ('"
+                       << config_.tables[id].name << "'): clock " << t.min_clock
+                       << " has waited "
+                       << std::chrono::duration_cast<std::chrono::milliseconds>(now - t.last_advance)
+                              .count()
+                       << " ms for the update of worker" << (missing.size() > 1 ? "s " : " ")
+                       << who << " (the others have sent theirs): is it stuck or gone, or was its "
+                       << "update lost on the way?";
   }
 }
 
@@ -436,6 +466,7 @@ void ShardChannel::HandleUpdate(int worker, const DecodedMessage& m) {
     t.pending.erase(t.pending.begin());
   }
   t.min_clock = new_min;
+  t.last_advance = std::chrono::steady_clock::now();
   MaybeSnapshot(m.header.table, t, new_min);
   // The rest of each push (all of it unless early parts went out: those
   // were of this push, new_min being the old minimum + 1).

@@ -14,6 +14,7 @@
 #define GEEPS_SERVER_SHARD_CHANNEL_H_
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <map>
@@ -146,6 +147,10 @@ class ShardChannel {
     // Per push group: subscribed rows already sent, as early parts, of the
     // push of clock min_clock + 1 (pipelined updates).
     std::vector<uint64_t> pushed_early;
+    // When min_clock last advanced (or the shard started), and the clock a
+    // stall was last reported at (ReportStalls).
+    std::chrono::steady_clock::time_point last_advance = std::chrono::steady_clock::now();
+    int64_t stall_reported = -1;
   };
   enum DropReason : uint32_t {
     kDropFraming = 0,
@@ -184,6 +189,11 @@ class ShardChannel {
   void MaybeSnapshot(TableId table, const TableState& t, int64_t clock);
   void RunWriter();
   void Drop(DropReason reason, const std::string& what);
+  // Logs, once per table and clock, a minimum clock that has waited more
+  // than half of Config::timeout for some workers while others have sent
+  // theirs: the shard names the workers it waits for (a Read that times out
+  // on a worker cannot know which one is missing).
+  void ReportStalls();
 
   zmq::context_t* context_;
   const Config config_;
