@@ -139,7 +139,10 @@ class GeePS {
   // read's slack, at most Config::timeout.
   StatusOr<const float*> Read(ReadHandle handle);
   Status PostRead(ReadHandle handle);
-  // Returns a zeroed device buffer for the deltas of the update's rows.
+  // Returns a zeroed device buffer for the deltas of the update's rows. On
+  // the host backend an update may be sent from this buffer itself; then
+  // PreUpdate first waits (at most Config::timeout) until the previous
+  // clock's update has left it, which under BSP it always has.
   StatusOr<float*> PreUpdate(UpdateHandle handle);
   // Adds the deltas into the parameters; they reach the servers when the
   // table's last update of the iteration is done.
