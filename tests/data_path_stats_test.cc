@@ -5,6 +5,8 @@
 // bytes") states per path.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
 #include <vector>
 
 #include "geeps/embedded_cluster.h"
@@ -96,6 +98,41 @@ TEST(DataPathStatsTest, APooledUpdateBufferIsCopiedIntoTheSlot) {
   EXPECT_EQ(p.to_slot, kIterations * kV);
   EXPECT_EQ(p.zero, kIterations * kV);
   EXPECT_EQ(run.shard.apply_bytes, kIterations * kV);
+}
+
+// An update sent in place from its buffer is zeroed again, by the thread
+// that waits for the next push or by PreUpdate: every PreUpdate returns
+// zeros, although the previous clock filled the same buffer.
+TEST(DataPathStatsTest, EveryPreUpdateBufferIsZero) {
+  Config c;
+  c.num_workers = 2;
+  c.tables = {{"W", kRows, kWidth}};
+  c.timeout = std::chrono::milliseconds(10000);
+  auto cluster = EmbeddedCluster::Start(c);
+  ASSERT_OK(cluster.status());
+  ASSERT_OK((*cluster)->RunWorkers([&](GeePS& ps) -> Status {
+    GEEPS_ASSIGN_OR_RETURN(const testing::ReadUpdateHandles h,
+                           testing::RecordReadUpdateClock(ps, 0, RowRange(0, kRows)));
+    std::vector<float> seen(kRows * kWidth);
+    const std::vector<float> sevens(kRows * kWidth, 7.0f);
+    for (int i = 0; i < 20; ++i) {
+      GEEPS_ASSIGN_OR_RETURN(const float* w, ps.Read(h.read));
+      (void)w;
+      GEEPS_RETURN_IF_ERROR(ps.PostRead(h.read));
+      GEEPS_ASSIGN_OR_RETURN(float* d, ps.PreUpdate(h.update));
+      GEEPS_RETURN_IF_ERROR(ps.CopyToHost(seen.data(), d, seen.size()));
+      for (float v : seen)
+        if (v != 0.0f)
+          return InternalError("clock " + std::to_string(i) + ": PreUpdate returned " +
+                               std::to_string(v) + ", not a zeroed buffer");
+      GEEPS_RETURN_IF_ERROR(ps.CopyFromHost(d, sevens.data(), sevens.size()));
+      GEEPS_RETURN_IF_ERROR(ps.Update(h.update));
+      GEEPS_RETURN_IF_ERROR(ps.Clock());
+      // Worker 1 lags, so worker 0's Reads wait (and zero ahead meanwhile).
+      if (ps.rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    return Status::OK();
+  }));
 }
 
 TEST(DataPathStatsTest, ReadMyWritesGathersAndGoesThroughTheOplog) {

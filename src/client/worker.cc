@@ -769,6 +769,7 @@ Status Worker::AdvanceTable(TableId id) {
       slot->send_from = static_cast<const float*>(device_->HostAlias(ub.buffer));
       slot->send_first_pos = direct_first_pos_[direct_handle_];
       slot->send_refs = ub.send_refs.get();
+      update_bufs_[direct_handle_].awaits_zero = true;
     } else if (direct != nullptr) {
       // The update's rows are the slot's positions first..first+n-1, all
       // in device memory (PlanDirectUpdates); the oplog stays clean.
@@ -966,6 +967,13 @@ StatusOr<float*> Worker::PreUpdate(UpdateHandle h) {
   AccessBuffers& b = update_bufs_[h.id];
   const size_t floats = a.rows.size() * config_.tables[a.table].row_width;
   GEEPS_RETURN_IF_ERROR(AcquireBuffer(b, floats * sizeof(float), {MemoryManager::Kind::kUpdate, h.id}));
+  if (b.zeroed_ahead) {
+    // Zeroed while the application waited for a push (the bytes counted then).
+    b.zeroed_ahead = false;
+    GEEPS_RETURN_IF_ERROR(Advance());
+    return b.buffer;
+  }
+  b.awaits_zero = false;
   if (b.send_refs) {
     // The previous clock's update may still be leaving from this buffer
     // (under SSP the application can get here first): wait for ZeroMQ.
@@ -1289,11 +1297,15 @@ bool Worker::WaitForPushes(std::unique_lock<std::mutex>& lock, SteadyClock::time
     const int64_t left_ms =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1;
     lock.unlock();
+    // Idle until a push comes: zero the update buffers ZeroMQ has released
+    // (PreUpdate then skips them); while one is still held, look again in
+    // 1 ms.
+    const bool held = ZeroReleasedUpdateBuffers();
     for (pollfd& f : wait_fds_) f.revents = 0;
     // Readable: a push may have arrived, a channel thread installed one,
     // or the worker is shutting down (wake_fd).
     const int ready = ::poll(wait_fds_.data(), wait_fds_.size(),
-                             static_cast<int>(std::min<int64_t>(left_ms, 200)));
+                             static_cast<int>(std::min<int64_t>(left_ms, held ? 1 : 200)));
     if (ready > 0 && (wait_fds_[0].revents & POLLIN)) {
       uint64_t count;
       (void)!::read(wait_.wake_fd, &count, sizeof(count));
@@ -1309,6 +1321,27 @@ bool Worker::WaitForPushes(std::unique_lock<std::mutex>& lock, SteadyClock::time
   wait_.last_wait_ns.store(WaitState::NowNs());
   for (auto& c : channels_) c->ResumeBackground();
   return result;
+}
+
+bool Worker::ZeroReleasedUpdateBuffers() {
+  bool held = false;
+  for (size_t h = 0; h < update_bufs_.size(); ++h) {
+    AccessBuffers& b = update_bufs_[h];
+    if (!b.awaits_zero) continue;
+    if (b.send_refs->load(std::memory_order_acquire) > 0) {
+      held = true;
+      continue;
+    }
+    const RecordedAccess& a = seq_.updates()[h];
+    const size_t floats = a.rows.size() * config_.tables[a.table].row_width;
+    b.awaits_zero = false;
+    if (!device_->Fill(b.buffer, 0.0f, floats, stream_.get()).ok() ||
+        !device_->Synchronize(stream_.get()).ok())
+      continue;  // PreUpdate zeroes it (and reports the error) then
+    ClientCounters::Count(counters_.zero_bytes, floats * sizeof(float));
+    b.zeroed_ahead = true;
+  }
+  return held;
 }
 
 void Worker::WakeWaiters() {

@@ -126,6 +126,10 @@ class Worker {
     // ZeroMQ messages still reading it, which PreUpdate waits out before
     // zeroing it again.
     std::shared_ptr<std::atomic<int>> send_refs;
+    // Sent in place and not zeroed since; zeroed by a thread waiting for
+    // pushes once ZeroMQ has released it (zeroed_ahead: PreUpdate skips it).
+    bool awaits_zero = false;
+    bool zeroed_ahead = false;
   };
 
   Status CheckRecording(const char* call) const;
@@ -191,6 +195,10 @@ class Worker {
   bool WaitForPushes(std::unique_lock<std::mutex>& lock,
                      std::chrono::steady_clock::time_point deadline,
                      const std::function<bool()>& done);
+  // Zeroes the update buffers sent in place that ZeroMQ has released, while
+  // the application thread would only wait (WaitForPushes); returns whether
+  // one is still held.
+  bool ZeroReleasedUpdateBuffers();
   WaitState wait_;
   std::vector<pollfd> wait_fds_;  // wait_.wake_fd, then every channel's poll_fds()
   Phase phase_ = Phase::kRecording;
