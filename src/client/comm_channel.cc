@@ -1,7 +1,6 @@
 #include "client/comm_channel.h"
 
 #include <poll.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -58,10 +57,7 @@ int64_t WaitState::NowNs() {
 }
 
 void WaitState::Wake() const {
-  if (wake_fd < 0) return;
-  const uint64_t one = 1;
-  // Fails only when the counter is about to overflow: it is readable then.
-  (void)!::write(wake_fd, &one, sizeof(one));
+  if (wake_fd >= 0) transport::SignalWakeFd(wake_fd);
 }
 
 CommChannel::CommChannel(const ClientContext& ctx, zmq::context_t* zmq_context,
@@ -81,11 +77,9 @@ Status CommChannel::Start() {
   auto stream = ctx_.device->CreateStream();
   if (!stream.ok()) return stream.status();
   stream_ = std::move(stream).value();
-  wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (wake_fd_ < 0)
-    return UnavailableError("worker " + std::to_string(ctx_.rank) + " channel " +
-                            std::to_string(channel_) +
-                            ": cannot create an eventfd: " + std::strerror(errno));
+  GEEPS_ASSIGN_OR_RETURN(wake_fd_,
+                         transport::NewWakeFd("worker " + std::to_string(ctx_.rank) +
+                                              " channel " + std::to_string(channel_)));
   try {
     const std::string id = transport::WorkerRoutingId(ctx_.rank);
     for (const std::string& ep : endpoints_) {
@@ -152,18 +146,14 @@ int CommChannel::PumpLocked(bool app) {
 }
 
 void CommChannel::ResumeBackground() {
-  if (sleep_until_ns_.load() > WaitState::NowNs() + kHandOffNs) {
-    const uint64_t one = 1;
-    (void)!::write(wake_fd_, &one, sizeof(one));
-  }
+  if (sleep_until_ns_.load() > WaitState::NowNs() + kHandOffNs) transport::SignalWakeFd(wake_fd_);
 }
 
 void CommChannel::Stop() {
   std::lock_guard<std::mutex> lock(stop_mu_);
   if (!started_.exchange(false)) return;
   stop_.store(true);
-  const uint64_t one = 1;
-  (void)!::write(wake_fd_, &one, sizeof(one));
+  transport::SignalWakeFd(wake_fd_);
   if (thread_.joinable()) thread_.join();
   std::lock_guard<std::mutex> io(io_mu_);
   shards_.clear();  // linger: what was sent is still delivered
@@ -204,10 +194,7 @@ void CommChannel::Run() {
                        << ": poll failed: " << std::strerror(errno);
       break;
     }
-    if (fds[0].revents & POLLIN) {
-      uint64_t count;
-      (void)!::read(wake_fd_, &count, sizeof(count));
-    }
+    if (fds[0].revents & POLLIN) transport::ClearWakeFd(wake_fd_);
     if (stop_.load()) break;
     bool readable = false;
     for (nfds_t i = 1; i < watched; ++i) readable |= (fds[i].revents & POLLIN) != 0;
@@ -390,16 +377,16 @@ bool CommChannel::HandlePush(int shard, std::vector<zmq::message_t>& frames) {
   const bool whole = m.header.offset == 0 && !(m.header.flags & transport::kFlagMore);
   const bool direct = whole && !rmw;
   if (direct) {
-    partial.table = -1;
+    partial.active = false;
   } else if (m.header.offset == 0) {
     // Keep the buffer (and its pages) from one push to the next.
-    partial.table = static_cast<int>(m.header.table);
+    partial.active = true;
     partial.clock = m.header.clock;
     partial.received = 0;
     partial.rows.resize(static_cast<size_t>(s.cache_count) * t.width);
-  } else if (partial.table != static_cast<int>(m.header.table) ||
-             partial.clock != m.header.clock || partial.received != m.header.offset) {
-    partial.table = -1;
+  } else if (!partial.active || partial.clock != m.header.clock ||
+             partial.received != m.header.offset) {
+    partial.active = false;
     return Drop("push part out of sequence");
   }
   if (!direct) {
@@ -409,7 +396,7 @@ bool CommChannel::HandlePush(int shard, std::vector<zmq::message_t>& frames) {
                 m.header.row_count * t.width * sizeof(float));
     partial.received += m.header.row_count;
     if (m.header.flags & transport::kFlagMore) return false;
-    partial.table = -1;
+    partial.active = false;
     if (partial.received != s.cache_count) return Drop("push ended before all subscribed rows");
   } else if (m.header.row_count != s.cache_count) {
     return Drop("push ended before all subscribed rows");

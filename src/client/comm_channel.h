@@ -160,7 +160,7 @@ class CommChannel {
   std::unique_ptr<device::Stream> stream_;
   // A push being received in parts, per shard socket and table.
   struct PartialPush {
-    int table = -1;  // -1: none in progress
+    bool active = false;  // a push of this table is being received
     int64_t clock = 0;
     uint64_t received = 0;  // rows received so far
     std::vector<float> rows;

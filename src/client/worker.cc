@@ -2,7 +2,6 @@
 
 #include "common/env_flags.h"
 
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,11 +13,31 @@
 
 #include "common/logging.h"
 #include "common/partition.h"
+#include "transport/socket_util.h"
 
 namespace geeps::client {
 namespace {
 
 using SteadyClock = std::chrono::steady_clock;
+
+// How long a stopped worker waits for ZeroMQ to release the memory it sends
+// from: its sockets' linger time (1 s), and a little more.
+constexpr std::chrono::milliseconds kReleaseWait{2000};
+
+// Waits until ZeroMQ has released every message counted by `refs` (its free
+// functions decrement, with release order), or `deadline`; returns whether
+// it has.
+bool WaitReleased(const std::atomic<int>& refs, SteadyClock::time_point deadline) {
+  for (int spin = 0; refs.load(std::memory_order_acquire) > 0; ++spin) {
+    if (SteadyClock::now() >= deadline) return false;
+    if (spin < 64) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+  return true;
+}
 
 // Position of each of `rows` in the sorted `cached` rows.
 std::vector<uint32_t> Positions(const std::vector<uint64_t>& cached,
@@ -91,13 +110,9 @@ Worker::~Worker() {
 
 bool Worker::UpdateBuffersStillSending() const {
   // As SlotsStillSending(): within ZeroMQ's linger time, and a little more.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(2000);
+  const auto deadline = SteadyClock::now() + kReleaseWait;
   for (const AccessBuffers& b : update_bufs_) {
-    if (!b.send_refs) continue;
-    while (b.send_refs->load(std::memory_order_acquire) > 0 &&
-           std::chrono::steady_clock::now() < deadline)
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    if (b.send_refs->load(std::memory_order_acquire) > 0) return true;
+    if (b.send_refs && !WaitReleased(*b.send_refs, deadline)) return true;
   }
   return false;
 }
@@ -106,15 +121,12 @@ std::vector<void*> Worker::SlotsStillSending() const {
   // The channels' sockets are closed; ZeroMQ sends what they queued within
   // their linger time (1 s) or drops it, and releases each zero-copy
   // message then. Wait a little longer than that.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(2000);
+  const auto deadline = SteadyClock::now() + kReleaseWait;
   std::vector<void*> busy;
   for (const auto& t : tables_) {
     if (!t) continue;
     for (const auto& slot : t->slots) {
-      while (slot->zmq_refs.load(std::memory_order_acquire) > 0 &&
-             std::chrono::steady_clock::now() < deadline)
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      if (slot->zmq_refs.load(std::memory_order_acquire) > 0) busy.push_back(slot->host);
+      if (!WaitReleased(slot->zmq_refs, deadline)) busy.push_back(slot->host);
     }
   }
   if (!busy.empty()) {
@@ -632,10 +644,9 @@ Status Worker::FinishVirtualIteration() {
   ctx.tables = &tables_;
   ctx.counters = &counters_;
   ctx.security = security_;
-  wait_.wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (wait_.wake_fd < 0)
-    return fail(UnavailableError("worker " + std::to_string(rank_) +
-                                 ": cannot create an eventfd: " + std::strerror(errno)));
+  StatusOr<int> wake_fd = transport::NewWakeFd("worker " + std::to_string(rank_));
+  if (!wake_fd.ok()) return fail(wake_fd.status());
+  wait_.wake_fd = *wake_fd;
   wait_fds_.push_back({wait_.wake_fd, POLLIN, 0});
   for (int k = 0; k < config_.num_channels; ++k) {
     std::vector<std::string> endpoints;
@@ -769,7 +780,7 @@ Status Worker::AdvanceTable(TableId id) {
       slot->send_from = static_cast<const float*>(device_->HostAlias(ub.buffer));
       slot->send_first_pos = direct_first_pos_[direct_handle_];
       slot->send_refs = ub.send_refs.get();
-      update_bufs_[direct_handle_].awaits_zero = true;
+      update_bufs_[direct_handle_].zeroing = AccessBuffers::Zeroing::kPending;
     } else if (direct != nullptr) {
       // The update's rows are the slot's positions first..first+n-1, all
       // in device memory (PlanDirectUpdates); the oplog stays clean.
@@ -967,33 +978,19 @@ StatusOr<float*> Worker::PreUpdate(UpdateHandle h) {
   AccessBuffers& b = update_bufs_[h.id];
   const size_t floats = a.rows.size() * config_.tables[a.table].row_width;
   GEEPS_RETURN_IF_ERROR(AcquireBuffer(b, floats * sizeof(float), {MemoryManager::Kind::kUpdate, h.id}));
-  if (b.zeroed_ahead) {
-    // Zeroed while the application waited for a push (the bytes counted then).
-    b.zeroed_ahead = false;
-    GEEPS_RETURN_IF_ERROR(Advance());
-    return b.buffer;
-  }
-  b.awaits_zero = false;
-  if (b.send_refs) {
+  // Unless a Read zeroed it while it waited (ZeroReleasedUpdateBuffers).
+  if (b.zeroing != AccessBuffers::Zeroing::kDone) {
     // The previous clock's update may still be leaving from this buffer
     // (under SSP the application can get here first): wait for ZeroMQ.
-    const auto deadline = SteadyClock::now() + config_.timeout;
-    for (int spin = 0; b.send_refs->load(std::memory_order_acquire) > 0; ++spin) {
-      if (SteadyClock::now() >= deadline)
-        return DeadlineExceededError("PreUpdate(update#" + std::to_string(h.id) +
-                                     "): the previous update is still being sent from its "
-                                     "buffer after " + std::to_string(config_.timeout.count()) +
-                                     " ms (is the network stuck?)");
-      if (spin < 64) {
-        std::this_thread::yield();
-      } else {
-        std::this_thread::sleep_for(std::chrono::microseconds(50));
-      }
-    }
+    if (b.send_refs && !WaitReleased(*b.send_refs, SteadyClock::now() + config_.timeout))
+      return DeadlineExceededError("PreUpdate(update#" + std::to_string(h.id) +
+                                   "): the previous update is still being sent from its "
+                                   "buffer after " + std::to_string(config_.timeout.count()) +
+                                   " ms (is the network stuck?)");
+    b.zeroing = AccessBuffers::Zeroing::kNone;
+    GEEPS_RETURN_IF_ERROR(ZeroBuffer(b.buffer, floats));
   }
-  GEEPS_RETURN_IF_ERROR(device_->Fill(b.buffer, 0.0f, floats, stream_.get()));
-  GEEPS_RETURN_IF_ERROR(device_->Synchronize(stream_.get()));
-  ClientCounters::Count(counters_.zero_bytes, floats * sizeof(float));
+  b.zeroing = AccessBuffers::Zeroing::kNone;
   GEEPS_RETURN_IF_ERROR(Advance());
   return b.buffer;
 }
@@ -1306,10 +1303,7 @@ bool Worker::WaitForPushes(std::unique_lock<std::mutex>& lock, SteadyClock::time
     // or the worker is shutting down (wake_fd).
     const int ready = ::poll(wait_fds_.data(), wait_fds_.size(),
                              static_cast<int>(std::min<int64_t>(left_ms, held ? 1 : 200)));
-    if (ready > 0 && (wait_fds_[0].revents & POLLIN)) {
-      uint64_t count;
-      (void)!::read(wait_.wake_fd, &count, sizeof(count));
-    }
+    if (ready > 0 && (wait_fds_[0].revents & POLLIN)) transport::ClearWakeFd(wait_.wake_fd);
     for (auto& c : channels_) c->Pump();
     lock.lock();
     if (done()) {
@@ -1323,23 +1317,27 @@ bool Worker::WaitForPushes(std::unique_lock<std::mutex>& lock, SteadyClock::time
   return result;
 }
 
+Status Worker::ZeroBuffer(float* buffer, size_t floats) {
+  GEEPS_RETURN_IF_ERROR(device_->Fill(buffer, 0.0f, floats, stream_.get()));
+  GEEPS_RETURN_IF_ERROR(device_->Synchronize(stream_.get()));
+  ClientCounters::Count(counters_.zero_bytes, floats * sizeof(float));
+  return Status::OK();
+}
+
 bool Worker::ZeroReleasedUpdateBuffers() {
   bool held = false;
   for (size_t h = 0; h < update_bufs_.size(); ++h) {
     AccessBuffers& b = update_bufs_[h];
-    if (!b.awaits_zero) continue;
+    if (b.zeroing != AccessBuffers::Zeroing::kPending) continue;
     if (b.send_refs->load(std::memory_order_acquire) > 0) {
       held = true;
       continue;
     }
     const RecordedAccess& a = seq_.updates()[h];
-    const size_t floats = a.rows.size() * config_.tables[a.table].row_width;
-    b.awaits_zero = false;
-    if (!device_->Fill(b.buffer, 0.0f, floats, stream_.get()).ok() ||
-        !device_->Synchronize(stream_.get()).ok())
-      continue;  // PreUpdate zeroes it (and reports the error) then
-    ClientCounters::Count(counters_.zero_bytes, floats * sizeof(float));
-    b.zeroed_ahead = true;
+    // On an error PreUpdate zeroes it again, and reports the error then.
+    b.zeroing = ZeroBuffer(b.buffer, a.rows.size() * config_.tables[a.table].row_width).ok()
+                    ? AccessBuffers::Zeroing::kDone
+                    : AccessBuffers::Zeroing::kNone;
   }
   return held;
 }

@@ -126,10 +126,11 @@ class Worker {
     // ZeroMQ messages still reading it, which PreUpdate waits out before
     // zeroing it again.
     std::shared_ptr<std::atomic<int>> send_refs;
-    // Sent in place and not zeroed since; zeroed by a thread waiting for
-    // pushes once ZeroMQ has released it (zeroed_ahead: PreUpdate skips it).
-    bool awaits_zero = false;
-    bool zeroed_ahead = false;
+    // A buffer sent in place is zeroed by a Read that waits for pushes once
+    // ZeroMQ has released it (kPending until then); PreUpdate skips a
+    // buffer that is kDone.
+    enum class Zeroing { kNone, kPending, kDone };
+    Zeroing zeroing = Zeroing::kNone;
   };
 
   Status CheckRecording(const char* call) const;
@@ -199,6 +200,9 @@ class Worker {
   // the application thread would only wait (WaitForPushes); returns whether
   // one is still held.
   bool ZeroReleasedUpdateBuffers();
+  // Fills `floats` floats of device memory with zeros on stream_ and waits
+  // (counted as zero_bytes).
+  Status ZeroBuffer(float* buffer, size_t floats);
   WaitState wait_;
   std::vector<pollfd> wait_fds_;  // wait_.wake_fd, then every channel's poll_fds()
   Phase phase_ = Phase::kRecording;

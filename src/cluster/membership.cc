@@ -195,6 +195,13 @@ StatusOr<JobLayout> Membership::RendezvousAsCoordinator(const PeerInfo& self,
       if (joined[r]) Send("ABORT " + why, r);
     }
   };
+  // A process that conflicts with the job: it, and everyone who joined, is
+  // told why at once.
+  auto refuse = [&](const std::string& routing_id, const std::string& why) {
+    SendTo(routing_id, "ABORT " + why);
+    abort_all(why);
+    return InvalidArgumentError("the job could not start: " + why);
+  };
   while (std::count(joined.begin(), joined.end(), true) < world_size_) {
     if (SteadyClock::now() >= deadline) {
       std::vector<int> missing;
@@ -216,15 +223,10 @@ StatusOr<JobLayout> Membership::RendezvousAsCoordinator(const PeerInfo& self,
       }
       const int from = ParsePeerId(frames[0]);
       const std::string id = frames[0].to_string();
-      if (from >= world_size_) {
-        // Told at once, not left to time out: its rank does not exist here.
-        SendTo(id, "ABORT rank " + std::to_string(from) + " is outside rank 0's world size " +
-                       std::to_string(world_size_) + " (check GEEPS_WORLD_SIZE on every rank)");
-        failure = "a process started as rank " + std::to_string(from) + ", but the world size is " +
-                  std::to_string(world_size_);
-        abort_all(failure);
-        return InvalidArgumentError("the job could not start: " + failure);
-      }
+      if (from >= world_size_)
+        return refuse(id, "a process started as rank " + std::to_string(from) +
+                              ", but the world size is " + std::to_string(world_size_) +
+                              " (check GEEPS_WORLD_SIZE on every rank)");
       std::istringstream in(frames[1].to_string());
       std::string word;
       int world = 0;
@@ -236,14 +238,9 @@ StatusOr<JobLayout> Membership::RendezvousAsCoordinator(const PeerInfo& self,
         continue;
       }
       if (joined[from] && id == peer_ids_[from]) continue;  // a repeated HELLO
-      if (joined[from]) {
-        // Two processes claim one rank: both are told, and everyone else.
-        failure = "two processes started as rank " + std::to_string(from) +
-                  " (check GEEPS_RANK or the launcher's rank variables)";
-        SendTo(id, "ABORT " + failure);
-        abort_all(failure);
-        return InvalidArgumentError("the job could not start: " + failure);
-      }
+      if (joined[from])
+        return refuse(id, "two processes started as rank " + std::to_string(from) +
+                              " (check GEEPS_RANK or the launcher's rank variables)");
       joined[from] = true;
       peer_ids_[from] = id;
       peers[from] = peer;
@@ -416,16 +413,17 @@ void Membership::RunCoordinator() {
     WaitForInput(interval);
     while (transport::TryRecvMultipart(*socket_, context_, &frames)) {
       const int from = frames.size() == 2 ? ParsePeerId(frames[0]) : -1;
+      const std::string id = frames.size() == 2 ? frames[0].to_string() : "";
       const std::string text = frames.size() == 2 ? frames[1].to_string() : "";
-      if (from > 0 && from < world_size_ && frames[0].to_string() != peer_ids_[from] &&
-          text.rfind("HELLO", 0) == 0) {
+      const bool known = from > 0 && from < world_size_ && id == peer_ids_[from];
+      if (!known && from > 0 && from < world_size_ && text.rfind("HELLO", 0) == 0) {
         // A process that starts as a rank of the running job: told at once.
-        SendTo(frames[0].to_string(), "ABORT rank " + std::to_string(from) +
-                                          " is already running in this job (two processes "
-                                          "started as rank " + std::to_string(from) + "?)");
+        SendTo(id, "ABORT rank " + std::to_string(from) +
+                       " is already running in this job (two processes started as rank " +
+                       std::to_string(from) + "?)");
         continue;
       }
-      if (from <= 0 || from >= world_size_ || frames[0].to_string() != peer_ids_[from]) {
+      if (!known) {
         Drop("control frame from an unknown sender");
         continue;
       }

@@ -3,7 +3,6 @@
 #include "server/row_ops.h"
 
 #include <poll.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -61,8 +60,8 @@ Status ShardChannel::Restore(int64_t clock) {
     if (t && t->span.size() > 0) shape.emplace_back(t->span.size(), t->width);
   GEEPS_ASSIGN_OR_RETURN(CheckpointData d,
                          ReadCheckpointFile(config_.checkpoint_dir, fingerprint_, partition_,
-                                            clock, CheckpointFileBytes(shape, mac_key_.has_value()),
-                                            mac_key_ ? &*mac_key_ : nullptr));
+                                            clock, CheckpointFileBytes(shape, mac_key() != nullptr),
+                                            mac_key()));
   const std::string what = CheckpointPath(config_.checkpoint_dir, partition_, clock);
   // Check every entry against this partition's tables before changing state.
   std::vector<const CheckpointTable*> by_table(tables_.size(), nullptr);
@@ -142,10 +141,10 @@ Status ShardChannel::Start() {
     }
     socket_ = std::move(socket).value();
   }
-  if (wake_fd_ < 0) wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (wake_fd_ < 0)
-    return UnavailableError("shard partition " + std::to_string(partition_) +
-                            ": cannot create an eventfd: " + std::strerror(errno));
+  if (wake_fd_ < 0) {
+    GEEPS_ASSIGN_OR_RETURN(wake_fd_,
+                           transport::NewWakeFd("shard partition " + std::to_string(partition_)));
+  }
   started_ = true;
   if (!config_.checkpoint_dir.empty()) {
     writer_stop_ = false;
@@ -159,8 +158,7 @@ void ShardChannel::Stop() {
   if (!started_) return;
   started_ = false;
   stop_.store(true);
-  const uint64_t one = 1;
-  (void)!::write(wake_fd_, &one, sizeof(one));
+  transport::SignalWakeFd(wake_fd_);
   if (thread_.joinable()) thread_.join();
   // The writer finishes the checkpoints handed to it (complete ones only).
   {
@@ -181,8 +179,7 @@ void ShardChannel::RunWriter() {
     to_write_.pop_front();
     lock.unlock();
     writer_cv_.notify_all();  // room in the queue
-    const Status st = WriteCheckpointFile(config_.checkpoint_dir, d, /*keep=*/2,
-                                          mac_key_ ? &*mac_key_ : nullptr);
+    const Status st = WriteCheckpointFile(config_.checkpoint_dir, d, /*keep=*/2, mac_key());
     if (st.ok()) {
       checkpoints_written_.fetch_add(1);
       last_checkpoint_clock_.store(d.clock);
@@ -253,6 +250,7 @@ void ShardChannel::Run() {
   // ZMQ_EVENTS shows nothing more before blocking again.
   pollfd fds[2] = {{static_cast<int>(socket_->get(zmq::sockopt::fd)), POLLIN, 0},
                    {wake_fd_, POLLIN, 0}};
+  auto next_stall_check = std::chrono::steady_clock::now();
   while (!stop_.load()) {
     try {
       int budget = 0;
@@ -270,7 +268,12 @@ void ShardChannel::Run() {
       GEEPS_LOG(Error) << "shard partition " << partition_ << ": " << e.what();
     }
     if (stop_.load()) break;
-    ReportStalls();
+    // At most every kPollSafetyMs, not per message.
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= next_stall_check) {
+      ReportStalls(now);
+      next_stall_check = now + std::chrono::milliseconds(kPollSafetyMs);
+    }
     if (::poll(fds, 2, kPollSafetyMs) < 0 && errno != EINTR) {
       GEEPS_LOG(Error) << "shard partition " << partition_
                        << ": poll failed: " << std::strerror(errno);
@@ -279,8 +282,7 @@ void ShardChannel::Run() {
   }
 }
 
-void ShardChannel::ReportStalls() {
-  const auto now = std::chrono::steady_clock::now();
+void ShardChannel::ReportStalls(std::chrono::steady_clock::time_point now) {
   const auto after = config_.timeout / 2;
   for (size_t id = 0; id < tables_.size(); ++id) {
     if (!tables_[id]) continue;
@@ -574,7 +576,8 @@ void ShardChannel::PushRows(const std::vector<int>& workers, TableId table, Tabl
     if (zero_copy) {
       push_zero_copy_bytes_.fetch_add(static_cast<int64_t>(n * row_bytes),
                                       std::memory_order_relaxed);
-      t.rows->held_end = std::max<uint64_t>(t.rows->held_end, rows[first + n - 1] - t.span.begin + 1);
+      t.rows->held_end =
+          std::max<uint64_t>(t.rows->held_end, rows[first + n - 1] - t.span.begin + 1);
     } else {
       payload.rebuild(n * row_bytes);
       char* out = static_cast<char*>(payload.data());

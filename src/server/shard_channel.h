@@ -193,7 +193,7 @@ class ShardChannel {
   // than half of Config::timeout for some workers while others have sent
   // theirs: the shard names the workers it waits for (a Read that times out
   // on a worker cannot know which one is missing).
-  void ReportStalls();
+  void ReportStalls(std::chrono::steady_clock::time_point now);
 
   zmq::context_t* context_;
   const Config config_;
@@ -211,6 +211,7 @@ class ShardChannel {
   // clocks workers asked for, the checkpoints being assembled.
   const uint64_t fingerprint_;
   std::optional<CheckpointKey> mac_key_;  // set before the threads start
+  const CheckpointKey* mac_key() const { return mac_key_ ? &*mac_key_ : nullptr; }
   int checkpoint_tables_ = 0;  // shared tables with rows in this partition
   std::set<int64_t> requested_;
   std::map<int64_t, CheckpointData> assembling_;

@@ -1,6 +1,11 @@
 #include "transport/socket_util.h"
 
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 
 #include "transport/tsan.h"
 
@@ -25,6 +30,22 @@ int64_t LargestFrameBytes(const Config& c) {
   for (const TableSpec& t : c.tables)
     widest = std::max<uint64_t>(widest, uint64_t{t.row_width} * sizeof(float));
   return static_cast<int64_t>(std::max<uint64_t>(c.max_message_bytes, widest) + 4096);
+}
+
+StatusOr<int> NewWakeFd(const std::string& who) {
+  const int fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (fd < 0) return UnavailableError(who + ": cannot create an eventfd: " + std::strerror(errno));
+  return fd;
+}
+
+void SignalWakeFd(int fd) {
+  const uint64_t one = 1;
+  (void)!::write(fd, &one, sizeof(one));
+}
+
+void ClearWakeFd(int fd) {
+  uint64_t count;
+  (void)!::read(fd, &count, sizeof(count));
 }
 
 void WakeUp(zmq::context_t* context, const std::string& endpoint) {

@@ -7,6 +7,7 @@
 #include <zmq.hpp>
 
 #include "geeps/config.h"
+#include "geeps/status.h"
 
 namespace geeps::transport {
 
@@ -19,6 +20,14 @@ bool TryRecvMultipart(zmq::socket_t& socket, zmq::context_t* context,
 // Sends one byte to the PULL socket bound at `endpoint` to wake its thread's
 // poll. Never throws; a lost wake-up is covered by the poll timeout.
 void WakeUp(zmq::context_t* context, const std::string& endpoint);
+
+// An eventfd that wakes a thread polling it (non-blocking, close-on-exec);
+// kUnavailable naming `who` when none can be made.
+StatusOr<int> NewWakeFd(const std::string& who);
+// Makes `fd` readable; never fails (a full counter is readable already).
+void SignalWakeFd(int fd);
+// Makes `fd` unreadable again (reads the counter back to 0).
+void ClearWakeFd(int fd);
 
 // The largest frame a legal data-plane message of a job with config `c`
 // has: a part of at most max_message_bytes, or one row of the widest table
