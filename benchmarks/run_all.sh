@@ -10,7 +10,7 @@
 # Uses build/ (GEEPS_BUILD_DIR names another; bash scripts/build.sh builds
 # the benchmarks); builds it first if a benchmark is missing.
 # GEEPS_BENCHMARKS="scale scale-netns" runs only those stages (of: micro rw
-# rw-2x2 scale scale-netns memory training); the summary covers every CSV
+# rw-2x2 scale scale-netns memory idle training); the summary covers every CSV
 # in OUT.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,6 +33,7 @@ if wanted micro; then need+=(micro_bench); fi
 if wanted rw rw-2x2; then need+=(rw_bench); fi
 if wanted scale scale-netns; then need+=(scale_bench); fi
 if wanted memory; then need+=(memory_bench); fi
+if wanted idle; then need+=(idle_bench); fi
 for b in "${need[@]}"; do
   if [[ ! -x "$bin/$b" ]]; then
     GEEPS_BUILD_DIR="$build_dir" bash scripts/build.sh -DGEEPS_BUILD_BENCHMARKS=ON
@@ -60,6 +61,7 @@ stage scale "$bin/scale_bench" --repeat 5 --out "$out/scale_bench.json" --csv "$
 stage scale-netns "$bin/scale_bench" --netns --rate 1gbit --repeat 3 --out "$out/scale_bench_netns.json" \
   --csv "$out/scale_bench_netns.csv"
 stage memory "$bin/memory_bench" --out "$out/memory_bench.json" --csv "$out/memory_bench.csv"
+stage idle "$bin/idle_bench" --connections 1000 --out "$out/idle_bench.json"
 if [[ -x "$build_dir/examples/fashion_mnist/fmnist_throughput" ]]; then
   stage training "$build_dir/examples/fashion_mnist/fmnist_throughput" --out "$out/training.json" \
     --csv "$out/training.csv"
@@ -104,6 +106,15 @@ shopt -s nullglob
     echo "## scale_bench_netns"
     echo
     echo "Skipped: $(sed -n 's/.*"skipped":"\([^"]*\)".*/\1/p' "$netns_json")"
+  fi
+  idle_json="$out/idle_bench.json"
+  if [[ -f "$idle_json" ]]; then
+    echo
+    echo "## idle_bench"
+    echo
+    echo "A two-rank job idling: $(json_number "$idle_json" cpu_cores_idle) cores busy;" \
+      "with $(json_number "$idle_json" connections_held) idle TCP connections held on the coordinator's port:" \
+      "$(json_number "$idle_json" cpu_cores_with_connections) cores busy."
   fi
 } > "$out/summary.md"
 cat "$out/summary.md"

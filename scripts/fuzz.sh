@@ -9,7 +9,7 @@
 #
 #   GEEPS_FUZZ_SECONDS   fuzzing time per target (default 60)
 #   GEEPS_FUZZ_TARGETS   targets to run (default: fuzz_wire fuzz_config fuzz_process_env
-#                        fuzz_checkpoint)
+#                        fuzz_checkpoint fuzz_control)
 #   GEEPS_FUZZ_PARALLEL  targets fuzzed at once (default 2, one per core)
 #   GEEPS_FUZZ_KEEP      1: go on from the corpus a previous run grew in
 #                        build-fuzz/fuzz-out/<target>/corpus instead of a fresh copy
@@ -20,7 +20,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 seconds="${GEEPS_FUZZ_SECONDS:-60}"
-targets="${GEEPS_FUZZ_TARGETS:-fuzz_wire fuzz_config fuzz_process_env fuzz_checkpoint}"
+targets="${GEEPS_FUZZ_TARGETS:-fuzz_wire fuzz_config fuzz_process_env fuzz_checkpoint fuzz_control}"
 parallel="${GEEPS_FUZZ_PARALLEL:-2}"
 keep="${GEEPS_FUZZ_KEEP:-0}"
 cxx="${GEEPS_FUZZ_CXX:-clang++-14}"

@@ -25,8 +25,10 @@ struct JobStats {
   ShardStats shard;
 };
 
-JobStats RunOne(bool read_my_writes, uint64_t device_memory_budget = 0) {
+JobStats RunOne(bool read_my_writes, uint64_t device_memory_budget = 0,
+                uint64_t pipeline_part_bytes = 0) {
   Config c;
+  c.pipeline_part_bytes = pipeline_part_bytes;
   c.device_memory_budget = device_memory_budget;
   c.num_workers = 1;
   c.tables = {{"W", kRows, kWidth}};
@@ -86,6 +88,19 @@ TEST(DataPathStatsTest, DirectUpdatesAndReadsInPlaceSkipTheirPasses) {
   EXPECT_LE(run.shard.fold_bytes, kIterations * kV);
   EXPECT_EQ(run.shard.push_zero_copy_bytes, run.shard.pushes_sent * kV);
   EXPECT_LE(run.shard.push_copy_bytes, kIterations * kV);
+}
+
+// A push in parts (pipelined, 8 parts per clock here) is written into the
+// cache part by part as it arrives: one pass, as a push in one part, not a
+// copy into a staging buffer and another out of it.
+TEST(DataPathStatsTest, APushInPartsIsInstalledInOnePass) {
+  const JobStats run = RunOne(/*read_my_writes=*/false, 0, /*pipeline_part_bytes=*/kV / 8);
+  const DataPathBytes& p = run.worker.data_path;
+  ASSERT_GT(run.shard.early_push_parts, 0);
+  ASSERT_EQ(run.worker.reads_in_place, kIterations);
+  EXPECT_EQ(p.install, run.worker.pushes_installed * kV);
+  EXPECT_GE(run.worker.pushes_installed, kIterations);
+  EXPECT_EQ(run.shard.apply_bytes, kIterations * kV);
 }
 
 // A buffer from the memory manager's pool may go to another access while

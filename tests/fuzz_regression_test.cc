@@ -30,6 +30,9 @@
 #define GEEPS_FUZZ_ENTRY GeepsFuzzCheckpoint
 #include "fuzz/fuzz_checkpoint.cc"
 #undef GEEPS_FUZZ_ENTRY
+#define GEEPS_FUZZ_ENTRY GeepsFuzzControl
+#include "fuzz/fuzz_control.cc"
+#undef GEEPS_FUZZ_ENTRY
 
 #ifndef GEEPS_FUZZ_DIR
 #error "GEEPS_FUZZ_DIR (the path of tests/fuzz) must be defined"
@@ -76,7 +79,8 @@ const fs::path kFuzzDir = GEEPS_FUZZ_DIR;
 
 TEST(FuzzRegressionTest, FoldersExist) {
   EXPECT_TRUE(fs::is_directory(kFuzzDir / "regressions")) << kFuzzDir;
-  for (const char* target : {"fuzz_wire", "fuzz_config", "fuzz_process_env", "fuzz_checkpoint"})
+  for (const char* target : {"fuzz_wire", "fuzz_config", "fuzz_process_env", "fuzz_checkpoint",
+                             "fuzz_control"})
     EXPECT_FALSE(Inputs(kFuzzDir / "corpus" / target).empty()) << target;
 }
 
@@ -95,6 +99,13 @@ TEST(FuzzRegressionTest, CheckpointRegressions) {
 }
 TEST(FuzzRegressionTest, CheckpointCorpus) {
   EXPECT_GT(Replay(kFuzzDir / "corpus" / "fuzz_checkpoint", GeepsFuzzCheckpoint), 0u);
+}
+
+TEST(FuzzRegressionTest, ControlRegressions) {
+  Replay(kFuzzDir / "regressions" / "fuzz_control", GeepsFuzzControl);
+}
+TEST(FuzzRegressionTest, ControlCorpus) {
+  EXPECT_GT(Replay(kFuzzDir / "corpus" / "fuzz_control", GeepsFuzzControl), 0u);
 }
 
 TEST(FuzzRegressionTest, WireCorpus) {

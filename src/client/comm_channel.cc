@@ -368,53 +368,78 @@ bool CommChannel::HandlePush(int shard, std::vector<zmq::message_t>& frames) {
       m.header.offset + m.header.row_count > s.cache_count)
     return Drop("push shape does not match the subscription");
   // Parts of one push arrive in order on this shard's socket (pipelined
-  // pushes may interleave with other tables' pushes); collect them, then
-  // install the whole push at once.
+  // pushes may interleave with other tables' pushes). Without
+  // read-my-writes and while no in-place read of the table is open, they
+  // are written straight into the cache as they come (the slice is marked
+  // `installing`, so no Read sees the mix); otherwise they are collected
+  // and the whole push installed at once.
   PartialPush& partial = partial_[shard][m.header.table];
   const bool rmw = ctx_.config->read_my_writes;
-  // A push in one part is installed straight from the message unless
-  // read-my-writes must add to it first.
-  const bool whole = m.header.offset == 0 && !(m.header.flags & transport::kFlagMore);
-  const bool direct = whole && !rmw;
-  if (direct) {
+  const bool more = (m.header.flags & transport::kFlagMore) != 0;
+  const size_t part_floats = static_cast<size_t>(m.header.row_count) * t.width;
+  if (m.header.offset == 0) {
+    if (partial.active && partial.in_cache) {
+      // The previous push's parts were cut off: its slice stays marked
+      // until this one is whole.
+      partial.in_cache = false;
+    }
     partial.active = false;
-  } else if (m.header.offset == 0) {
-    // Keep the buffer (and its pages) from one push to the next.
-    partial.active = true;
-    partial.clock = m.header.clock;
-    partial.received = 0;
-    partial.rows.resize(static_cast<size_t>(s.cache_count) * t.width);
+    if (more) {
+      std::lock_guard<std::mutex> lock(t.mu);
+      if (m.header.clock <= s.age || m.header.aux < s.included)
+        return Drop("stale or repeated push");
+      partial.active = true;
+      partial.clock = m.header.clock;
+      partial.received = 0;
+      partial.in_cache = !rmw && t.open_in_place_reads == 0;
+      if (partial.in_cache) s.installing = true;
+    }
   } else if (!partial.active || partial.clock != m.header.clock ||
              partial.received != m.header.offset) {
-    partial.active = false;
+    partial.active = false;  // an installing slice stays marked (torn)
     return Drop("push part out of sequence");
   }
-  if (!direct) {
-    ClientCounters::Count(ctx_.counters->install_bytes,
-                          m.header.row_count * t.width * sizeof(float));
-    std::memcpy(partial.rows.data() + m.header.offset * t.width, m.payload,
-                m.header.row_count * t.width * sizeof(float));
-    partial.received += m.header.row_count;
-    if (m.header.flags & transport::kFlagMore) return false;
+  if (!more && m.header.offset + m.header.row_count != s.cache_count) {
     partial.active = false;
-    if (partial.received != s.cache_count) return Drop("push ended before all subscribed rows");
-  } else if (m.header.row_count != s.cache_count) {
     return Drop("push ended before all subscribed rows");
   }
-  std::vector<float>& staging = partial.rows;
-  // The rows in cached-position order, as bytes (a payload need not be
-  // aligned for floats; copies do not care).
-  const char* rows_bytes = direct ? reinterpret_cast<const char*>(m.payload)
-                                  : reinterpret_cast<const char*>(staging.data());
-  const size_t floats = static_cast<size_t>(s.cache_count) * t.width;
-  const size_t offset = static_cast<size_t>(s.cache_begin) * t.width;
-  {
+  const char* payload = reinterpret_cast<const char*>(m.payload);
+  if (partial.active && partial.in_cache) {
+    std::lock_guard<std::mutex> lock(t.mu);
+    ClientCounters::Count(ctx_.counters->install_bytes, part_floats * sizeof(float));
+    if (!InstallRows(t, s, static_cast<uint32_t>(m.header.offset),
+                     static_cast<uint32_t>(m.header.row_count), payload, false))
+      return false;
+    partial.received += m.header.row_count;
+    if (more) return false;
+    partial.active = false;
+    FinishInstall(t, s, m.header.clock, m.header.aux, false);
+  } else {
+    if (partial.active) {
+      // Collect this part; a push in one part is installed from the message.
+      if (partial.received == 0) partial.rows.resize(static_cast<size_t>(s.cache_count) * t.width);
+      ClientCounters::Count(ctx_.counters->install_bytes, part_floats * sizeof(float));
+      std::memcpy(partial.rows.data() + m.header.offset * t.width, payload,
+                  part_floats * sizeof(float));
+      partial.received += m.header.row_count;
+      if (more) return false;
+      partial.active = false;
+      payload = reinterpret_cast<const char*>(partial.rows.data());
+    } else if (rmw) {
+      ClientCounters::Count(ctx_.counters->install_bytes, part_floats * sizeof(float));
+      partial.rows.assign(reinterpret_cast<const float*>(m.payload),
+                          reinterpret_cast<const float*>(m.payload) + part_floats);
+      payload = reinterpret_cast<const char*>(partial.rows.data());
+    }
     std::lock_guard<std::mutex> lock(t.mu);
     if (m.header.clock <= s.age || m.header.aux < s.included)
       return Drop("stale or repeated push");
     // Installing: one pass over the rows, plus one per own delta re-added.
+    const size_t floats = static_cast<size_t>(s.cache_count) * t.width;
     ClientCounters::Count(ctx_.counters->install_bytes, floats * sizeof(float));
     if (rmw) {
+      const size_t offset = static_cast<size_t>(s.cache_begin) * t.width;
+      float* staging = partial.rows.data();
       for (const OplogSlot* slot : t.retained) {
         if (slot->clock < m.header.aux) continue;
         ClientCounters::Count(ctx_.counters->install_bytes, floats * sizeof(float));
@@ -422,41 +447,55 @@ bool CommChannel::HandlePush(int shard, std::vector<zmq::message_t>& frames) {
         for (size_t i = 0; i < floats; ++i) staging[i] += d[i];
       }
     }
-    // Install by pieces: rows in device memory are copied in, rows the
-    // memory manager keeps in host memory are written in place.
-    device::Device* dev = ctx_.device;
-    const size_t w = t.width;
-    Status st;
-    t.ForPieces(s.cache_begin, s.cache_count, [&](const CacheRun& piece, uint32_t off) {
-      const char* src = rows_bytes + off * w * sizeof(float);
-      const size_t n = piece.count * w;
-      if (!piece.on_device) {
-        float* dst = t.host_cache + piece.at * w;
-        std::memcpy(dst, src, n * sizeof(float));
-        if (rmw && t.oplog_dirty) {
-          const float* d = t.host_oplog + piece.at * w;
-          for (size_t i = 0; i < n; ++i) dst[i] += d[i];
-        }
-        return;
-      }
-      if (st.ok())
-        st = dev->Copy(t.cache + piece.at * w, src, n * sizeof(float),
-                       device::CopyKind::kHostToDevice, stream_.get());
-      if (st.ok() && rmw && t.oplog_dirty)
-        st = dev->Add(t.cache + piece.at * w, t.oplog + piece.at * w, n, stream_.get());
-    });
-    if (st.ok()) st = dev->Synchronize(stream_.get());
-    if (!st.ok()) {
-      GEEPS_LOG(Error) << "worker " << ctx_.rank << ": installing a push failed: " << st;
-      return false;
-    }
-    s.age = m.header.clock;
-    s.included = m.header.aux;
-    ReleaseSlots(t, rmw);
+    if (!InstallRows(t, s, 0, s.cache_count, payload, rmw)) return false;
+    FinishInstall(t, s, m.header.clock, m.header.aux, rmw);
   }
   ctx_.counters->pushes_installed.fetch_add(1);
   t.cv.notify_all();
   return true;
+}
+
+bool CommChannel::InstallRows(TableCache& t, const PartitionSlice& s, uint32_t first,
+                              uint32_t count, const char* rows_bytes, bool rmw) {
+  // Install by pieces: rows in device memory are copied in, rows the memory
+  // manager keeps in host memory are written in place. `rows_bytes` holds
+  // the slice's rows first .. first + count - 1, in cached-position order (a
+  // payload need not be aligned for floats; copies do not care).
+  device::Device* dev = ctx_.device;
+  const size_t w = t.width;
+  Status st;
+  t.ForPieces(s.cache_begin + first, count, [&](const CacheRun& piece, uint32_t off) {
+    const char* src = rows_bytes + off * w * sizeof(float);
+    const size_t n = piece.count * w;
+    if (!piece.on_device) {
+      float* dst = t.host_cache + piece.at * w;
+      std::memcpy(dst, src, n * sizeof(float));
+      if (rmw && t.oplog_dirty) {
+        const float* d = t.host_oplog + piece.at * w;
+        for (size_t i = 0; i < n; ++i) dst[i] += d[i];
+      }
+      return;
+    }
+    if (st.ok())
+      st = dev->Copy(t.cache + piece.at * w, src, n * sizeof(float),
+                     device::CopyKind::kHostToDevice, stream_.get());
+    if (st.ok() && rmw && t.oplog_dirty)
+      st = dev->Add(t.cache + piece.at * w, t.oplog + piece.at * w, n, stream_.get());
+  });
+  if (st.ok()) st = dev->Synchronize(stream_.get());
+  if (!st.ok()) {
+    GEEPS_LOG(Error) << "worker " << ctx_.rank << ": installing a push failed: " << st;
+    return false;
+  }
+  return true;
+}
+
+void CommChannel::FinishInstall(TableCache& t, PartitionSlice& s, int64_t clock,
+                                int64_t included, bool rmw) {
+  s.age = clock;
+  s.included = included;
+  s.installing = false;
+  ReleaseSlots(t, rmw);
 }
 
 }  // namespace geeps::client

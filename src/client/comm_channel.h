@@ -143,6 +143,13 @@ class CommChannel {
   void SendUpdate(TableCache& t, const PartitionSlice& s, OplogSlot& slot);
   // Returns whether a push was installed.
   bool HandlePush(int shard, std::vector<zmq::message_t>& frames);
+  // Under t.mu: copies `count` rows of slice `s` from its `first` row on into
+  // the cache (adding the oplog with read-my-writes); false on a device error.
+  bool InstallRows(TableCache& t, const PartitionSlice& s, uint32_t first, uint32_t count,
+                   const char* rows_bytes, bool rmw);
+  // Under t.mu: the slice now holds the push of `clock`.
+  void FinishInstall(TableCache& t, PartitionSlice& s, int64_t clock, int64_t included,
+                     bool rmw);
   void SendFrames(int shard, zmq::message_t* frames, size_t count);
   bool Drop(const std::string& what);  // returns false
 
@@ -163,6 +170,7 @@ class CommChannel {
     bool active = false;  // a push of this table is being received
     int64_t clock = 0;
     uint64_t received = 0;  // rows received so far
+    bool in_cache = false;  // written straight into the cache (else `rows`)
     std::vector<float> rows;
   };
   std::vector<std::vector<PartialPush>> partial_;

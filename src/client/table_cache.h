@@ -14,6 +14,9 @@
 //  - oplog holds this worker's deltas of the current clock not yet handed to
 //    the communication threads (zero where none).
 //  - slices[i].age only grows.
+//  - a push in parts is written into the cache part by part only while no
+//    in-place read is open, and a Read waits while a slice it covers is
+//    being written so (slices[i].installing): no reader sees half a push.
 #ifndef GEEPS_CLIENT_TABLE_CACHE_H_
 #define GEEPS_CLIENT_TABLE_CACHE_H_
 
@@ -40,6 +43,10 @@ struct PartitionSlice {
   std::vector<uint32_t> update_pos;       // their positions in the cache
   int64_t age = 0;       // minimum clock of the last installed push
   int64_t included = 0;  // this worker's clocks included in that push
+  // A push in parts is being written straight into the cache (or one was
+  // cut off there): the slice's cache rows are a mix of two pushes, and a
+  // Read of them waits until a whole push has been installed.
+  bool installing = false;
 };
 
 // One clock's deltas of a table, copied to host memory for sending.
@@ -86,6 +93,10 @@ struct TableCache {
   std::mutex mu;
   std::condition_variable cv;
   bool oplog_dirty = false;
+  // Reads returned in place (the cache rows themselves) and not yet
+  // PostRead: while any is open, pushes in parts go through a staging
+  // buffer instead of straight into the cache.
+  int open_in_place_reads = 0;
   std::vector<PartitionSlice> slices;  // partitions with a non-empty span
   std::vector<std::unique_ptr<OplogSlot>> slots;
   std::deque<OplogSlot*> retained;     // by clock, oldest first

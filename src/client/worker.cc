@@ -910,7 +910,7 @@ StatusOr<const float*> Worker::Read(ReadHandle h) {
     std::unique_lock<std::mutex> lock(t.mu);
     auto fresh = [&] {
       for (int si : b.slices)
-        if (t.slices[si].age < required) return false;
+        if (t.slices[si].age < required || t.slices[si].installing) return false;
       return true;
     };
     if (!fresh()) {
@@ -935,6 +935,16 @@ StatusOr<const float*> Worker::Read(ReadHandle h) {
             lowest_partition = t.slices[si].partition;
           }
         }
+        if (lowest_partition < 0) {
+          for (int si : b.slices)
+            if (t.slices[si].installing) lowest_partition = t.slices[si].partition;
+          return DeadlineExceededError(
+              "Read(read#" + std::to_string(h.id) + ") of table " + std::to_string(a.table) +
+              " ('" + config_.tables[a.table].name + "') waited " +
+              std::to_string(config_.timeout.count()) + " ms for the rest of a push in parts " +
+              "from server partition " + std::to_string(lowest_partition) +
+              " (its parts stopped coming, or one was dropped: the worker's log says which)");
+        }
         return DeadlineExceededError(
             "Read(read#" + std::to_string(h.id) + ") of table " + std::to_string(a.table) +
             " ('" + config_.tables[a.table].name + "') at clock " +
@@ -951,6 +961,8 @@ StatusOr<const float*> Worker::Read(ReadHandle h) {
       // The cache rows themselves (PlanInPlaceReads): nothing to gather.
       const float* rows = t.cache + static_cast<size_t>(read_first_pos_[h.id]) * t.width;
       reads_in_place_.fetch_add(1);
+      ++t.open_in_place_reads;
+      b.open_in_place = true;
       lock.unlock();
       GEEPS_RETURN_IF_ERROR(Advance());
       return rows;
@@ -967,6 +979,12 @@ Status Worker::PostRead(ReadHandle h) {
   std::lock_guard<std::mutex> api_lock(api_mu_);
   GEEPS_RETURN_IF_ERROR(Expect(OpType::kPostRead, h.id, read_bufs_.size(), "PostRead"));
   EmulateCompute();
+  if (read_bufs_[h.id].open_in_place) {
+    TableCache& t = *tables_[seq_.reads()[h.id].table];
+    std::lock_guard<std::mutex> lock(t.mu);
+    --t.open_in_place_reads;
+    read_bufs_[h.id].open_in_place = false;
+  }
   GEEPS_RETURN_IF_ERROR(ReleaseBuffer(read_bufs_[h.id]));
   return Advance();
 }

@@ -131,6 +131,9 @@ class Worker {
     // buffer that is kDone.
     enum class Zeroing { kNone, kPending, kDone };
     Zeroing zeroing = Zeroing::kNone;
+    // A read returned in place and not yet PostRead (counted in the table's
+    // open_in_place_reads).
+    bool open_in_place = false;
   };
 
   Status CheckRecording(const char* call) const;

@@ -13,6 +13,8 @@
 namespace geeps::cluster {
 namespace {
 
+static_assert(kMaxControlText == static_cast<size_t>(transport::kControlFrameLimit));
+
 using SteadyClock = std::chrono::steady_clock;
 
 std::string NewRoutingId(int rank) {
@@ -22,60 +24,6 @@ std::string NewRoutingId(int rank) {
   return "r" + std::to_string(rank) + "." + nonce;
 }
 
-// The rank a routing id "r<rank>.<nonce>" claims (any rank: the caller
-// checks it against the world size), or -1 if it is not one.
-int ParsePeerId(const zmq::message_t& id) {
-  const std::string s(static_cast<const char*>(id.data()), id.size());
-  const size_t dot = s.find('.');
-  if (s.size() < 4 || s.size() > 40 || s[0] != 'r' || dot == std::string::npos || dot < 2 ||
-      dot > 8 || dot + 1 == s.size())
-    return -1;
-  int v = 0;
-  for (size_t i = 1; i < dot; ++i) {
-    if (s[i] < '0' || s[i] > '9') return -1;
-    v = v * 10 + (s[i] - '0');
-  }
-  for (size_t i = dot + 1; i < s.size(); ++i)
-    if (!std::isxdigit(static_cast<unsigned char>(s[i]))) return -1;
-  return std::to_string(v) == s.substr(1, dot - 1) ? v : -1;
-}
-
-bool ValidRole(int role) { return role >= 0 && role <= 2; }
-bool HasShard(ProcessRole r) { return r != ProcessRole::kWorker; }
-bool HasWorker(ProcessRole r) { return r != ProcessRole::kServer; }
-
-// Reads "<rank> <role> <n> <endpoint>..." from `in`.
-bool ReadPeer(std::istream& in, int channels, PeerInfo* peer) {
-  int role = -1;
-  size_t n = 0;
-  if (!(in >> peer->rank >> role >> n) || !ValidRole(role) || n > 64) return false;
-  peer->role = static_cast<ProcessRole>(role);
-  peer->endpoints.resize(n);
-  for (auto& ep : peer->endpoints) {
-    if (!(in >> ep) || ep.size() > 512) return false;
-  }
-  if (channels < 0) return true;  // checked later, against the fingerprint
-  return HasShard(peer->role) ? n == static_cast<size_t>(channels) : n == 0;
-}
-
-void WritePeer(std::ostream& out, const PeerInfo& peer) {
-  out << peer.rank << ' ' << static_cast<int>(peer.role) << ' ' << peer.endpoints.size();
-  for (const auto& ep : peer.endpoints) out << ' ' << ep;
-}
-
-// Reads the optional " CKPT <n> (<partition> <clock>)..." of a HELLO.
-bool ReadCheckpoints(std::istream& in, PeerInfo* peer) {
-  std::string word;
-  if (!(in >> word)) return true;  // none
-  size_t n = 0;
-  if (word != "CKPT" || !(in >> n) || n > 1000000) return false;
-  peer->checkpoints.resize(n);
-  for (auto& [p, k] : peer->checkpoints) {
-    if (!(in >> p >> k) || p < 0 || k <= 0) return false;
-  }
-  return true;
-}
-
 std::string Join(const std::vector<int>& v) {
   std::string s;
   for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
@@ -83,59 +31,6 @@ std::string Join(const std::vector<int>& v) {
 }
 
 }  // namespace
-
-JobLayout MakeLayout(std::vector<PeerInfo> peers) {
-  JobLayout l;
-  l.worker_index.assign(peers.size(), -1);
-  l.shard_index.assign(peers.size(), -1);
-  for (size_t r = 0; r < peers.size(); ++r) {
-    if (HasWorker(peers[r].role)) l.worker_index[r] = l.num_workers++;
-    if (HasShard(peers[r].role)) l.shard_index[r] = l.num_shards++;
-  }
-  l.peers = std::move(peers);
-  return l;
-}
-
-std::string EncodeHello(const PeerInfo& self, int world_size, uint64_t fingerprint) {
-  std::ostringstream out;
-  out << "HELLO " << world_size << ' ' << fingerprint << ' ';
-  WritePeer(out, self);
-  if (!self.checkpoints.empty()) {
-    out << " CKPT " << self.checkpoints.size();
-    for (const auto& [p, k] : self.checkpoints) out << ' ' << p << ' ' << k;
-  }
-  return out.str();
-}
-
-std::string EncodeWelcome(const JobLayout& layout) {
-  std::ostringstream out;
-  out << "WELCOME " << layout.peers.size();
-  for (const PeerInfo& p : layout.peers) {
-    out << '\n';
-    WritePeer(out, p);
-  }
-  if (layout.resume_clock > 0) out << "\nRESUME " << layout.resume_clock;
-  return out.str();
-}
-
-StatusOr<JobLayout> DecodeWelcome(const std::string& text, int world_size, int channels) {
-  std::istringstream in(text);
-  std::string word;
-  int n = 0;
-  if (!(in >> word >> n) || word != "WELCOME" || n != world_size)
-    return InvalidArgumentError("malformed WELCOME from the coordinator");
-  std::vector<PeerInfo> peers(n);
-  for (int r = 0; r < n; ++r) {
-    if (!ReadPeer(in, channels, &peers[r]) || peers[r].rank != r)
-      return InvalidArgumentError("malformed WELCOME entry for rank " + std::to_string(r));
-  }
-  JobLayout layout = MakeLayout(std::move(peers));
-  if (in >> word) {
-    if (word != "RESUME" || !(in >> layout.resume_clock) || layout.resume_clock <= 0)
-      return InvalidArgumentError("malformed WELCOME from the coordinator (resume clock)");
-  }
-  return layout;
-}
 
 Membership::Membership(zmq::context_t* context, int rank, int world_size, HostPort coordinator,
                        std::chrono::milliseconds timeout,
@@ -221,22 +116,20 @@ StatusOr<JobLayout> Membership::RendezvousAsCoordinator(const PeerInfo& self,
         Drop("rendezvous frame count");
         continue;
       }
-      const int from = ParsePeerId(frames[0]);
+      const int from = ParsePeerId(frames[0].to_string());
       const std::string id = frames[0].to_string();
       if (from >= world_size_)
         return refuse(id, "a process started as rank " + std::to_string(from) +
                               ", but the world size is " + std::to_string(world_size_) +
                               " (check GEEPS_WORLD_SIZE on every rank)");
-      std::istringstream in(frames[1].to_string());
-      std::string word;
-      int world = 0;
-      uint64_t fp = 0;
-      PeerInfo peer;
-      if (from <= 0 || !(in >> word >> world >> fp) || word != "HELLO" ||
-          !ReadPeer(in, -1, &peer) || peer.rank != from || !ReadCheckpoints(in, &peer)) {
+      StatusOr<Hello> hello = DecodeHello(frames[1].to_string(), from);
+      if (!hello.ok()) {
         Drop("malformed HELLO");
         continue;
       }
+      const int world = hello->world_size;
+      const uint64_t fp = hello->fingerprint;
+      const PeerInfo& peer = hello->peer;
       if (joined[from] && id == peer_ids_[from]) continue;  // a repeated HELLO
       if (joined[from])
         return refuse(id, "two processes started as rank " + std::to_string(from) +
@@ -412,7 +305,7 @@ void Membership::RunCoordinator() {
   while (!stop_.load()) {
     WaitForInput(interval);
     while (transport::TryRecvMultipart(*socket_, context_, &frames)) {
-      const int from = frames.size() == 2 ? ParsePeerId(frames[0]) : -1;
+      const int from = frames.size() == 2 ? ParsePeerId(frames[0].to_string()) : -1;
       const std::string id = frames.size() == 2 ? frames[0].to_string() : "";
       const std::string text = frames.size() == 2 ? frames[1].to_string() : "";
       const bool known = from > 0 && from < world_size_ && id == peer_ids_[from];
@@ -482,9 +375,8 @@ void Membership::RunPeer() {
         return;
       } else if (text.rfind("LOST ", 0) == 0) {
         last_seen = SteadyClock::now();
-        int lost = -1;
-        std::istringstream in(text.substr(5));
-        if (!(in >> lost) || lost <= 0 || lost >= world_size_) {
+        const int lost = ParseLost(text, world_size_);
+        if (lost < 0) {
           Drop("malformed LOST");
           continue;
         }

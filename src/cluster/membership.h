@@ -32,6 +32,7 @@
 #include <zmq.hpp>
 
 #include "cluster/bootstrap.h"
+#include "cluster/control_text.h"
 #include "geeps/process.h"
 #include "geeps/status.h"
 
@@ -40,34 +41,6 @@ class SecurityConfig;
 }  // namespace geeps::transport
 
 namespace geeps::cluster {
-
-struct PeerInfo {
-  int rank = 0;
-  ProcessRole role = ProcessRole::kWorkerAndServer;
-  std::vector<std::string> endpoints;  // its shard's channel endpoints
-  // (partition, clock) of the checkpoint files it sees (HELLO only; for
-  // Config::resume).
-  std::vector<std::pair<int, int64_t>> checkpoints;
-};
-
-struct JobLayout {
-  std::vector<PeerInfo> peers;    // by rank
-  std::vector<int> worker_index;  // per rank: its index among workers, or -1
-  std::vector<int> shard_index;   // per rank: its index among shards, or -1
-  int num_workers = 0;
-  int num_shards = 0;
-  int64_t resume_clock = 0;  // the checkpoint every rank restores; 0: none
-};
-
-// Rank 0's choice of the checkpoint clock, given every rank's HELLO.
-using ResumeChooser = std::function<StatusOr<int64_t>(const JobLayout& layout)>;
-
-// Builds the layout from the peers (by rank): workers and shards are
-// numbered in rank order.
-JobLayout MakeLayout(std::vector<PeerInfo> peers);
-std::string EncodeHello(const PeerInfo& self, int world_size, uint64_t fingerprint);
-std::string EncodeWelcome(const JobLayout& layout);  // with resume_clock
-StatusOr<JobLayout> DecodeWelcome(const std::string& text, int world_size, int channels);
 
 class Membership {
  public:

@@ -152,6 +152,17 @@ CHECKPOINT = {
     "empty": b"",
 }
 
+# fuzz_control: byte 0 picks the decoder, byte 1 its parameter (fuzz_control.cc).
+CONTROL = {
+    "hello_worker": b"\x00\x02HELLO 3 4660 2 1 0",
+    "hello_shard": b"\x00\x01HELLO 2 4660 1 0 1 tcp://127.0.0.1:5001",
+    "hello_ckpt": b"\x00\x01HELLO 2 4660 1 0 1 tcp://h:1 CKPT 2 0 4 1 8",
+    "welcome_two": b"\x01\x09WELCOME 2\n0 0 1 tcp://a:1\n1 1 0",
+    "welcome_resume": b"\x01\x09WELCOME 2\n0 0 1 tcp://a:1\n1 2 1 tcp://b:2\nRESUME 8",
+    "peer_id": b"\x02\x00r12.0123abcd4567ef89",
+    "lost": b"\x03\x07LOST 3",
+}
+
 
 def write(target, seeds):
     d = os.path.join(HERE, "corpus", target)
@@ -167,3 +178,4 @@ if __name__ == "__main__":
     write("fuzz_config", CONFIG)
     write("fuzz_process_env", PROCESS_ENV)
     write("fuzz_checkpoint", CHECKPOINT)
+    write("fuzz_control", CONTROL)

@@ -1,0 +1,140 @@
+#include "cluster/control_text.h"
+
+#include <cctype>
+#include <sstream>
+
+namespace geeps::cluster {
+namespace {
+
+bool ValidRole(int role) { return role >= 0 && role <= 2; }
+bool HasShard(ProcessRole r) { return r != ProcessRole::kWorker; }
+bool HasWorker(ProcessRole r) { return r != ProcessRole::kServer; }
+
+// Reads "<rank> <role> <n> <endpoint>..." from `in`.
+bool ReadPeer(std::istream& in, int channels, PeerInfo* peer) {
+  int role = -1;
+  size_t n = 0;
+  if (!(in >> peer->rank >> role >> n) || !ValidRole(role) || n > 64) return false;
+  peer->role = static_cast<ProcessRole>(role);
+  peer->endpoints.resize(n);
+  for (auto& ep : peer->endpoints) {
+    if (!(in >> ep) || ep.size() > 512) return false;
+  }
+  if (channels < 0) return true;  // checked later, against the fingerprint
+  return HasShard(peer->role) ? n == static_cast<size_t>(channels) : n == 0;
+}
+
+void WritePeer(std::ostream& out, const PeerInfo& peer) {
+  out << peer.rank << ' ' << static_cast<int>(peer.role) << ' ' << peer.endpoints.size();
+  for (const auto& ep : peer.endpoints) out << ' ' << ep;
+}
+
+// Reads the optional " CKPT <n> (<partition> <clock>)..." of a HELLO.
+bool ReadCheckpoints(std::istream& in, PeerInfo* peer) {
+  std::string word;
+  if (!(in >> word)) return true;  // none
+  size_t n = 0;
+  if (word != "CKPT" || !(in >> n) || n > 1000000) return false;
+  peer->checkpoints.resize(n);
+  for (auto& [p, k] : peer->checkpoints) {
+    if (!(in >> p >> k) || p < 0 || k <= 0) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int ParsePeerId(const std::string& s) {
+  const size_t dot = s.find('.');
+  if (s.size() < 4 || s.size() > 40 || s[0] != 'r' || dot == std::string::npos || dot < 2 ||
+      dot > 8 || dot + 1 == s.size())
+    return -1;
+  int v = 0;
+  for (size_t i = 1; i < dot; ++i) {
+    if (s[i] < '0' || s[i] > '9') return -1;
+    v = v * 10 + (s[i] - '0');
+  }
+  for (size_t i = dot + 1; i < s.size(); ++i)
+    if (!std::isxdigit(static_cast<unsigned char>(s[i]))) return -1;
+  return std::to_string(v) == s.substr(1, dot - 1) ? v : -1;
+}
+
+
+JobLayout MakeLayout(std::vector<PeerInfo> peers) {
+  JobLayout l;
+  l.worker_index.assign(peers.size(), -1);
+  l.shard_index.assign(peers.size(), -1);
+  for (size_t r = 0; r < peers.size(); ++r) {
+    if (HasWorker(peers[r].role)) l.worker_index[r] = l.num_workers++;
+    if (HasShard(peers[r].role)) l.shard_index[r] = l.num_shards++;
+  }
+  l.peers = std::move(peers);
+  return l;
+}
+
+std::string EncodeHello(const PeerInfo& self, int world_size, uint64_t fingerprint) {
+  std::ostringstream out;
+  out << "HELLO " << world_size << ' ' << fingerprint << ' ';
+  WritePeer(out, self);
+  if (!self.checkpoints.empty()) {
+    out << " CKPT " << self.checkpoints.size();
+    for (const auto& [p, k] : self.checkpoints) out << ' ' << p << ' ' << k;
+  }
+  return out.str();
+}
+
+std::string EncodeWelcome(const JobLayout& layout) {
+  std::ostringstream out;
+  out << "WELCOME " << layout.peers.size();
+  for (const PeerInfo& p : layout.peers) {
+    out << '\n';
+    WritePeer(out, p);
+  }
+  if (layout.resume_clock > 0) out << "\nRESUME " << layout.resume_clock;
+  return out.str();
+}
+
+StatusOr<JobLayout> DecodeWelcome(const std::string& text, int world_size, int channels) {
+  std::istringstream in(text);
+  std::string word;
+  int n = 0;
+  if (!(in >> word >> n) || word != "WELCOME" || n != world_size)
+    return InvalidArgumentError("malformed WELCOME from the coordinator");
+  std::vector<PeerInfo> peers(n);
+  for (int r = 0; r < n; ++r) {
+    if (!ReadPeer(in, channels, &peers[r]) || peers[r].rank != r)
+      return InvalidArgumentError("malformed WELCOME entry for rank " + std::to_string(r));
+  }
+  JobLayout layout = MakeLayout(std::move(peers));
+  if (in >> word) {
+    if (word != "RESUME" || !(in >> layout.resume_clock) || layout.resume_clock <= 0)
+      return InvalidArgumentError("malformed WELCOME from the coordinator (resume clock)");
+  }
+  return layout;
+}
+
+StatusOr<Hello> DecodeHello(const std::string& text, int from) {
+  if (from <= 0 || text.size() > kMaxControlText)
+    return InvalidArgumentError("malformed HELLO");
+  std::istringstream in(text);
+  std::string word;
+  Hello h;
+  if (!(in >> word >> h.world_size >> h.fingerprint) || word != "HELLO" ||
+      !ReadPeer(in, -1, &h.peer) || h.peer.rank != from || !ReadCheckpoints(in, &h.peer))
+    return InvalidArgumentError("malformed HELLO");
+  return h;
+}
+
+int ParseLost(const std::string& text, int world_size) {
+  // At most 9 digits: no overflow.
+  if (text.rfind("LOST ", 0) != 0 || text.size() > 14) return -1;
+  int v = 0;
+  for (size_t i = 5; i < text.size(); ++i) {
+    if (text[i] < '0' || text[i] > '9') return -1;
+    v = v * 10 + (text[i] - '0');
+  }
+  if (text.size() == 5 || std::to_string(v) != text.substr(5)) return -1;
+  return v > 0 && v < world_size ? v : -1;
+}
+
+}  // namespace geeps::cluster
