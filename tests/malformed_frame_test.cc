@@ -80,13 +80,15 @@ TEST(MalformedFrameTest, ShardDropsAndCountsEveryBadFrame) {
   std::vector<float> rows = RecvPush(w, &clock);
   EXPECT_EQ(clock, 1);
   EXPECT_EQ(rows, (std::vector<float>{1, 2, 3, 0, 0, 0}));
-  Send(w, Frames(Header(MsgType::kUpdate, 0, 0, 1, 3), {2}, three)), ++bad;  // clock 0 again
+  // Clock 0 again: a repeat (a resend), skipped and counted apart, not a drop.
+  Send(w, Frames(Header(MsgType::kUpdate, 0, 0, 1, 3), {2}, three));
   Send(w, Frames(Header(MsgType::kUpdate, 0, 1, 1, 3), {7}, {10, 20, 30}));
   rows = RecvPush(w, &clock);
   EXPECT_EQ(clock, 2);
   EXPECT_EQ(rows, (std::vector<float>{1, 2, 3, 10, 20, 30}));
   shard.Stop();
   EXPECT_EQ(shard.GetStats().frames_dropped, bad);
+  EXPECT_EQ(shard.GetStats().repeated_rows_skipped, 1);
   EXPECT_EQ(shard.GetStats().updates_applied, 2);
   std::vector<float> all = shard.RowsForTesting(0);
   ASSERT_EQ(all.size(), 30u);
@@ -134,6 +136,53 @@ TEST(MalformedFrameTest, SubscriptionAfterTheFirstClockIsDropped) {
   EXPECT_FALSE(w1.recv(none));
   shard.Stop();
   EXPECT_EQ(shard.GetStats().frames_dropped, 1);
+}
+
+// A worker that resends what a connection reset may have lost (issue 15,
+// docs/architecture.md "Connection loss and resend") does no harm: an update
+// of a clock it completed is skipped, and a message in parts that restarts
+// at offset 0 after some parts arrived applies only the rows not applied
+// before. Sums stay exact; none of it counts as a dropped frame.
+TEST(MalformedFrameTest, RepeatedAndRestartedUpdatesLeaveExactSums) {
+  Config c;
+  c.num_workers = 1;
+  c.tables = {{"t", 4, 2}};
+  zmq::context_t ctx;
+  testing::g_context = &ctx;
+  server::ShardChannel shard(&ctx, c, 0, "inproc://shard-repeats");
+  ASSERT_OK(shard.Start());
+  const auto socket0 = testing::WorkerSocket(ctx, 0, "inproc://shard-repeats");
+  zmq::socket_t& w = *socket0;
+  // An update part of `clock` over `rows`, each value v; `more`: not the last.
+  auto part = [](int64_t clock, std::vector<uint64_t> rows, uint64_t offset, float v, bool more) {
+    WireHeader h = Header(MsgType::kUpdate, 0, clock, rows.size(), 2);
+    h.offset = offset;
+    h.flags = more ? transport::kFlagMore : 0;
+    return Frames(h, rows, std::vector<float>(rows.size() * 2, v));
+  };
+  Send(w, Frames(Header(MsgType::kSubscribe, 0, 0, 4, 2), {0, 1, 2, 3}, {}));
+  Send(w, part(0, {0, 1, 2, 3}, 0, 1, false));
+  int64_t clock = -1;
+  EXPECT_EQ(RecvPush(w, &clock), std::vector<float>(8, 1.0f));
+  EXPECT_EQ(clock, 1);
+  Send(w, part(0, {0, 1, 2, 3}, 0, 1, false));  // clock 0 again: skipped
+  // Clock 1 in two parts; the first arrives, then the whole message again.
+  Send(w, part(1, {0, 1}, 0, 2, true));
+  Send(w, part(1, {0, 1}, 0, 2, true));
+  Send(w, part(1, {2, 3}, 2, 2, false));
+  EXPECT_EQ(RecvPush(w, &clock), std::vector<float>(8, 3.0f));
+  EXPECT_EQ(clock, 2);
+  // Clock 2 restarted twice, cut differently the second time.
+  Send(w, part(2, {0, 1, 2}, 0, 4, true));
+  Send(w, part(2, {0}, 0, 4, true));
+  Send(w, part(2, {1, 2, 3}, 1, 4, false));
+  EXPECT_EQ(RecvPush(w, &clock), std::vector<float>(8, 7.0f));
+  EXPECT_EQ(clock, 3);
+  shard.Stop();
+  const ShardStats st = shard.GetStats();
+  EXPECT_EQ(st.frames_dropped, 0);
+  EXPECT_EQ(st.repeated_rows_skipped, 4 + 2 + 3);
+  EXPECT_EQ(st.rows_applied, 12);
 }
 
 // A stranger that sends a frame larger than any legal one (here one byte

@@ -78,6 +78,10 @@ struct ShardStats {
   // Push parts sent before the minimum clock advanced: rows every worker had
   // updated for the clock (pipelined updates, Config::pipeline_part_bytes).
   int64_t early_push_parts = 0;
+  // Update rows received again and not applied again: a worker resent a
+  // clock it had already completed here, or restarted a message in parts
+  // the shard had partly applied (after a connection reset). Not errors.
+  int64_t repeated_rows_skipped = 0;
 
   // Adds the counters of `other` (e.g. of another channel of the shard).
   void Add(const ShardStats& other);

@@ -51,6 +51,7 @@ void ShardStats::Add(const ShardStats& o) {
   push_copy_bytes += o.push_copy_bytes;
   push_zero_copy_bytes += o.push_zero_copy_bytes;
   early_push_parts += o.early_push_parts;
+  repeated_rows_skipped += o.repeated_rows_skipped;
 }
 
 std::string ShardStats::ToJson() const {
@@ -64,7 +65,8 @@ std::string ShardStats::ToJson() const {
     << ",\"apply_bytes\":" << apply_bytes << ",\"fold_bytes\":" << fold_bytes
     << ",\"push_copy_bytes\":" << push_copy_bytes
     << ",\"push_zero_copy_bytes\":" << push_zero_copy_bytes
-    << ",\"early_push_parts\":" << early_push_parts << "}";
+    << ",\"early_push_parts\":" << early_push_parts
+    << ",\"repeated_rows_skipped\":" << repeated_rows_skipped << "}";
   return o.str();
 }
 

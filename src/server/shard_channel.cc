@@ -232,6 +232,7 @@ ShardStats ShardChannel::GetStats() const {
   s.push_copy_bytes = push_copy_bytes_.load();
   s.push_zero_copy_bytes = push_zero_copy_bytes_.load();
   s.early_push_parts = early_push_parts_.load();
+  s.repeated_rows_skipped = repeated_rows_skipped_.load();
   s.bytes_received = bytes_received_.load();
   s.bytes_sent = bytes_sent_.load();
   s.frames_dropped = frames_dropped_.load();
@@ -408,11 +409,34 @@ void ShardChannel::HandleSubscribe(int worker, const DecodedMessage& m) {
 
 void ShardChannel::HandleUpdate(int worker, const DecodedMessage& m) {
   TableState& t = *tables_[m.header.table];
+  if (m.header.clock < t.clocks[worker]) {
+    // A clock this worker completed here, sent again (a resend after a
+    // connection reset): already applied, so harmless; not an error.
+    repeated_rows_skipped_.fetch_add(static_cast<int64_t>(m.header.row_count),
+                                     std::memory_order_relaxed);
+    return;
+  }
   if (m.header.clock != t.clocks[worker])
     return Drop(kDropClock, "update for clock " + std::to_string(m.header.clock) +
                                 " from worker " + std::to_string(worker) + ", expected " +
                                 std::to_string(t.clocks[worker]));
+  PartState& p = t.parts[worker];
+  if (m.header.offset == 0 && p.type == m.header.type && p.clock == m.header.clock) {
+    // The message restarts: it was cut off and is sent again whole. Rows
+    // below the furthest offset reached were applied; they are skipped.
+    const uint64_t applied = std::max(p.applied_before, p.next);
+    p = PartState{};
+    p.applied_before = applied;
+  }
+  const uint64_t applied_before = p.applied_before;
   if (!AcceptPart(t, worker, m)) return;
+  // Rows of this part not applied before (all of them but after a restart).
+  const uint64_t skip = applied_before > m.header.offset
+                            ? std::min<uint64_t>(applied_before - m.header.offset,
+                                                 m.header.row_count)
+                            : 0;
+  if (skip > 0)
+    repeated_rows_skipped_.fetch_add(static_cast<int64_t>(skip), std::memory_order_relaxed);
   // A worker asks for a checkpoint at the end of this clock. Every
   // partition gets this worker's update of the clock, for every table,
   // before any table's minimum can pass it.
@@ -423,11 +447,12 @@ void ShardChannel::HandleUpdate(int worker, const DecodedMessage& m) {
   if (direct) {
     // Rows arrive in ascending order: this part writes from its first row
     // up, above anything an early push part still holds.
-    float* rows =
-        Writable(t, m.header.row_count > 0 ? m.RowAt(0) - t.span.begin : t.span.size()).data();
-    for (uint64_t i = 0; i < m.header.row_count; ++i)
+    float* rows = Writable(t, m.header.row_count > skip ? m.RowAt(skip) - t.span.begin
+                                                        : t.span.size())
+                      .data();
+    for (uint64_t i = skip; i < m.header.row_count; ++i)
       AddRow(rows + (m.RowAt(i) - t.span.begin) * w, m.payload + i * w * sizeof(float), w);
-  } else if (m.header.row_count > 0) {
+  } else if (m.header.row_count > skip) {
     // Deterministic mode keeps each worker's deltas apart, so that they are
     // added in rank order whatever order they arrived in.
     const int64_t key = m.header.clock * config_.num_workers +
@@ -441,11 +466,11 @@ void ShardChannel::HandleUpdate(int worker, const DecodedMessage& m) {
         acc.assign(t.data().size(), 0.0f);
       }
     }
-    for (uint64_t i = 0; i < m.header.row_count; ++i)
+    for (uint64_t i = skip; i < m.header.row_count; ++i)
       AddRow(acc.data() + (m.RowAt(i) - t.span.begin) * w, m.payload + i * w * sizeof(float), w);
   }
-  rows_applied_.fetch_add(static_cast<int64_t>(m.header.row_count));
-  apply_bytes_.fetch_add(static_cast<int64_t>(m.header.row_count * w * sizeof(float)),
+  rows_applied_.fetch_add(static_cast<int64_t>(m.header.row_count - skip));
+  apply_bytes_.fetch_add(static_cast<int64_t>((m.header.row_count - skip) * w * sizeof(float)),
                          std::memory_order_relaxed);
   if (m.header.flags & transport::kFlagMore) {  // the clock ends with the last part
     if (direct) MaybePushEarly(m.header.table, t);

@@ -97,6 +97,9 @@ class ShardChannel {
     int64_t clock = 0;
     uint64_t next = 0;      // expected offset of the next part
     uint64_t last_row = 0;  // last row of the previous part
+    // Updates: the message was restarted at offset 0 (resent after a
+    // connection reset); its rows below this offset were applied before.
+    uint64_t applied_before = 0;
   };
   // A partition's rows of a table, shared with the zero-copy pushes still
   // being sent from them: ZeroMQ holds a reference per push part until it
@@ -233,6 +236,7 @@ class ShardChannel {
   // rows (after every read of them by ZeroMQ or, over inproc, the receiver).
   static void ReleaseRows(void* data, void* hint);
   std::atomic<int64_t> early_push_parts_{0};
+  std::atomic<int64_t> repeated_rows_skipped_{0};
   std::atomic<int64_t> updates_applied_{0}, rows_applied_{0}, pushes_sent_{0},
       bytes_received_{0}, bytes_sent_{0}, frames_dropped_{0};
   uint32_t logged_drop_reasons_ = 0;  // thread-owned
