@@ -104,13 +104,10 @@ TEST(MalformedFrameTest, SubscriptionAfterTheFirstClockIsDropped) {
   Config c;
   c.num_workers = 2;
   c.tables = {{"t", 4, 2}};
-  zmq::context_t ctx;
-  testing::g_context = &ctx;
-  server::ShardChannel shard(&ctx, c, 0, "inproc://shard-late-subscribe");
-  ASSERT_OK(shard.Start());
-  const auto socket0 = testing::WorkerSocket(ctx, 0, "inproc://shard-late-subscribe");
-  const auto socket1 = testing::WorkerSocket(ctx, 1, "inproc://shard-late-subscribe");
-  zmq::socket_t &w0 = *socket0, &w1 = *socket1;
+  testing::ShardRig rig(c, "inproc://shard-late-subscribe", 2);
+  ASSERT_OK(rig.started);
+  server::ShardChannel& shard = rig.shard;
+  zmq::socket_t &w0 = rig.worker(0), &w1 = rig.worker(1);
   auto update = [](uint32_t sender, int64_t clock, float v) {
     WireHeader h = Header(MsgType::kUpdate, 0, clock, 1, 2);
     h.sender = sender;
@@ -147,12 +144,10 @@ TEST(MalformedFrameTest, RepeatedAndRestartedUpdatesLeaveExactSums) {
   Config c;
   c.num_workers = 1;
   c.tables = {{"t", 4, 2}};
-  zmq::context_t ctx;
-  testing::g_context = &ctx;
-  server::ShardChannel shard(&ctx, c, 0, "inproc://shard-repeats");
-  ASSERT_OK(shard.Start());
-  const auto socket0 = testing::WorkerSocket(ctx, 0, "inproc://shard-repeats");
-  zmq::socket_t& w = *socket0;
+  testing::ShardRig rig(c, "inproc://shard-repeats", 1);
+  ASSERT_OK(rig.started);
+  server::ShardChannel& shard = rig.shard;
+  zmq::socket_t& w = rig.worker(0);
   // An update part of `clock` over `rows`, each value v; `more`: not the last.
   auto part = [](int64_t clock, std::vector<uint64_t> rows, uint64_t offset, float v, bool more) {
     WireHeader h = Header(MsgType::kUpdate, 0, clock, rows.size(), 2);

@@ -77,12 +77,10 @@ TEST(ShardPushTest, UpdatesNeverWriteRowsThatAPushStillHolds) {
   Config c;
   c.num_workers = 1;
   c.tables = {{"t", 4, 2}};
-  zmq::context_t ctx;
-  testing::g_context = &ctx;
-  server::ShardChannel shard(&ctx, c, 0, "inproc://shard-push-hold");
-  ASSERT_OK(shard.Start());
-  const auto socket = testing::WorkerSocket(ctx, 0, "inproc://shard-push-hold");
-  zmq::socket_t& w = *socket;
+  testing::ShardRig rig(c, "inproc://shard-push-hold", 1);
+  ASSERT_OK(rig.started);
+  server::ShardChannel& shard = rig.shard;
+  zmq::socket_t& w = rig.worker(0);
   const std::vector<uint64_t> rows = {0, 1, 2, 3};
   Send(w, Frames(From(0, MsgType::kSubscribe, 0, rows.size()), rows, {}));
   auto recv_push = [&w](std::vector<zmq::message_t>* frames) {

@@ -9,6 +9,8 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "geeps/config.h"
+#include "server/shard_channel.h"
 #include "transport/tsan.h"
 #include "transport/wire.h"
 
@@ -57,6 +59,24 @@ inline std::unique_ptr<zmq::socket_t> WorkerSocket(zmq::context_t& ctx, int rank
   w->connect(endpoint);
   return w;
 }
+
+// A shard (partition 0 of config `c`) on inproc `endpoint`, started, and
+// `workers` DEALER sockets connected to it as workers 0, 1, ... Members go
+// in reverse order: sockets, then the shard, then the context.
+struct ShardRig {
+  ShardRig(const Config& c, const std::string& endpoint, int workers)
+      : shard(&ctx, c, 0, endpoint) {
+    g_context = &ctx;
+    started = shard.Start();
+    for (int r = 0; r < workers; ++r) sockets.push_back(WorkerSocket(ctx, r, endpoint));
+  }
+  zmq::socket_t& worker(int r) { return *sockets[r]; }
+
+  zmq::context_t ctx;
+  server::ShardChannel shard;
+  Status started;
+  std::vector<std::unique_ptr<zmq::socket_t>> sockets;
+};
 
 // Receives every frame of one message into *frames (the messages stay open:
 // over inproc a push's payload is then still the shard's buffer); false on a

@@ -45,6 +45,10 @@ struct WorkerStats {
   // not advance while they are open).
   int64_t reads_in_place = 0;
   int64_t frames_dropped = 0;     // malformed or unexpected frames dropped
+  // TCP/IPC connections to server partitions that were lost (reset or
+  // closed) while the worker ran; ZeroMQ reconnects, but what was in flight
+  // is lost (docs/reliability.md, "A connection that resets mid-job").
+  int64_t connection_losses = 0;
   DataPathBytes data_path;        // bytes moved per stage
   uint64_t device_bytes_in_use = 0;
   // The memory manager (zero without a device memory budget).

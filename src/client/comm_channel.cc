@@ -92,8 +92,24 @@ Status CommChannel::Start() {
       if (ep.rfind("inproc://", 0) != 0) transport::ConfigureCurveClient(*s, ctx_.security);
       s->connect(ep);
       zmq_fds_.push_back(static_cast<int>(s->get(zmq::sockopt::fd)));
+      std::unique_ptr<zmq::socket_t> monitor;
+      if (ep.rfind("inproc://", 0) != 0) {
+        // Connection losses (a reset, a peer that closed): counted, and
+        // named by a Read that times out on this partition's rows.
+        const std::string mon = "inproc://geeps-monitor-" +
+                                std::to_string(reinterpret_cast<uintptr_t>(s.get()));
+        if (zmq_socket_monitor(s->handle(), mon.c_str(), ZMQ_EVENT_DISCONNECTED) != 0)
+          throw zmq::error_t();
+        monitor = std::make_unique<zmq::socket_t>(*zmq_context_, zmq::socket_type::pair);
+        monitor->set(zmq::sockopt::linger, 0);
+        monitor->connect(mon);
+        monitor_fds_.push_back(static_cast<int>(monitor->get(zmq::sockopt::fd)));
+      }
+      monitors_.push_back(std::move(monitor));
       shards_.push_back(std::move(s));
     }
+    losses_ = std::make_unique<Losses[]>(shards_.size());
+    num_losses_ = shards_.size();
     partial_.assign(shards_.size(), std::vector<PartialPush>(ctx_.tables->size()));
   } catch (const zmq::error_t& e) {
     return UnavailableError("worker " + std::to_string(ctx_.rank) + " channel " +
@@ -142,7 +158,44 @@ int CommChannel::PumpLocked(bool app) {
     }
   }
   if (app && installed > 0) ctx_.counters->pushes_installed_by_app.fetch_add(installed);
+  DrainMonitorsLocked();
   return installed;
+}
+
+void CommChannel::DrainMonitorsLocked() {
+  for (size_t s = 0; s < monitors_.size(); ++s) {
+    zmq::socket_t* m = monitors_[s].get();
+    if (m == nullptr) continue;
+    // An event is two frames: 2 bytes of event id and 4 of value, then the
+    // endpoint.
+    while (m->get(zmq::sockopt::events) & ZMQ_POLLIN) {
+      zmq::message_t event, endpoint;
+      if (!m->recv(event, zmq::recv_flags::dontwait)) break;
+      if (event.more()) (void)m->recv(endpoint, zmq::recv_flags::dontwait);
+      uint16_t id = 0;
+      if (event.size() >= sizeof(id)) std::memcpy(&id, event.data(), sizeof(id));
+      if (id != ZMQ_EVENT_DISCONNECTED) continue;
+      const int64_t n = losses_[s].count.fetch_add(1) + 1;
+      losses_[s].last_ns.store(WaitState::NowNs());
+      ctx_.counters->connection_losses.fetch_add(1);
+      if (n == 1) {
+        GEEPS_LOG(Warning) << "worker " << ctx_.rank << ": the connection to server partition "
+                           << s * ctx_.config->num_channels + channel_ << " (" << endpoints_[s]
+                           << ") was lost; ZeroMQ reconnects, but an update or push in "
+                              "flight is lost with it (libgeeps does not resend yet); "
+                              "further losses are only counted";
+      }
+    }
+  }
+}
+
+int64_t CommChannel::ConnectionLosses(int shard, int64_t* last_ns) const {
+  if (!losses_ || shard < 0 || static_cast<size_t>(shard) >= num_losses_) {
+    if (last_ns != nullptr) *last_ns = 0;
+    return 0;
+  }
+  if (last_ns != nullptr) *last_ns = losses_[shard].last_ns.load();
+  return losses_[shard].count.load();
 }
 
 void CommChannel::ResumeBackground() {
@@ -156,6 +209,11 @@ void CommChannel::Stop() {
   transport::SignalWakeFd(wake_fd_);
   if (thread_.joinable()) thread_.join();
   std::lock_guard<std::mutex> io(io_mu_);
+  for (size_t s = 0; s < monitors_.size(); ++s) {
+    if (monitors_[s] == nullptr) continue;
+    zmq_socket_monitor(shards_[s]->handle(), nullptr, 0);  // stop monitoring
+    monitors_[s].reset();
+  }
   shards_.clear();  // linger: what was sent is still delivered
 }
 
@@ -163,6 +221,7 @@ void CommChannel::Run() {
   std::vector<pollfd> fds;
   fds.push_back({wake_fd_, POLLIN, 0});
   for (int fd : zmq_fds_) fds.push_back({fd, POLLIN, 0});
+  for (int fd : monitor_fds_) fds.push_back({fd, POLLIN, 0});
   constexpr int64_t kSafetyNs = int64_t{kPollSafetyMs} * 1000000;
   while (!stop_.load()) {
     // While an application thread waits for pushes, or waited within the

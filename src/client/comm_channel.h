@@ -43,7 +43,7 @@ namespace geeps::client {
 struct ClientCounters {
   std::atomic<int64_t> messages_sent{0}, messages_received{0}, bytes_sent{0},
       bytes_received{0}, pushes_installed{0}, pushes_installed_by_app{0},
-      frames_dropped{0};
+      frames_dropped{0}, connection_losses{0};
   // WorkerStats::data_path, by stage (relaxed: statistics only).
   std::atomic<int64_t> gather_bytes{0}, zero_bytes{0}, scatter_add_bytes{0}, to_slot_bytes{0},
       pack_bytes{0}, install_bytes{0}, app_copy_bytes{0};
@@ -117,6 +117,10 @@ class CommChannel {
   // Stops and joins the thread, then closes the sockets (what was sent is
   // still delivered: linger). Idempotent.
   void Stop();
+  // How often the TCP/IPC connection to shard `shard` was lost while the
+  // channel ran (a socket monitor's ZMQ_EVENT_DISCONNECTED; ZeroMQ then
+  // reconnects), and when last (steady clock ns, 0: never).
+  int64_t ConnectionLosses(int shard, int64_t* last_ns) const;
 
  private:
   void Run();
@@ -152,6 +156,8 @@ class CommChannel {
                      bool rmw);
   void SendFrames(int shard, zmq::message_t* frames, size_t count);
   bool Drop(const std::string& what);  // returns false
+  // Reads the socket monitors' events (connection losses). REQUIRES: io_mu_.
+  void DrainMonitorsLocked();
 
   ClientContext ctx_;
   zmq::context_t* zmq_context_;
@@ -163,6 +169,16 @@ class CommChannel {
   // whichever thread sends or receives.
   std::mutex io_mu_;
   std::vector<std::unique_ptr<zmq::socket_t>> shards_;  // DEALER per shard
+  // Per shard: a PAIR socket receiving the DEALER's monitor events (null
+  // over inproc, which has no connections to lose), and the losses seen.
+  std::vector<std::unique_ptr<zmq::socket_t>> monitors_;
+  std::vector<int> monitor_fds_;
+  struct Losses {
+    std::atomic<int64_t> count{0};
+    std::atomic<int64_t> last_ns{0};
+  };
+  std::unique_ptr<Losses[]> losses_;  // set in Start, then fixed
+  size_t num_losses_ = 0;
   std::vector<int> zmq_fds_;                            // ZMQ_FD per shard socket
   std::unique_ptr<device::Stream> stream_;
   // A push being received in parts, per shard socket and table.

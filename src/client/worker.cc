@@ -943,8 +943,10 @@ StatusOr<const float*> Worker::Read(ReadHandle h) {
               " ('" + config_.tables[a.table].name + "') waited " +
               std::to_string(config_.timeout.count()) + " ms for the rest of a push in parts " +
               "from server partition " + std::to_string(lowest_partition) +
+              LossNote(lowest_partition) +
               " (its parts stopped coming, or one was dropped: the worker's log says which)");
         }
+        const std::string loss = LossNote(lowest_partition);
         return DeadlineExceededError(
             "Read(read#" + std::to_string(h.id) + ") of table " + std::to_string(a.table) +
             " ('" + config_.tables[a.table].name + "') at clock " +
@@ -952,9 +954,10 @@ StatusOr<const float*> Worker::Read(ReadHandle h) {
             std::to_string(config_.timeout.count()) + " ms for rows of clock >= " +
             std::to_string(required) + "; server partition " +
             std::to_string(lowest_partition) + " is still at clock " + std::to_string(lowest) +
-            " (some worker's update of that clock has not reached it: a worker is stuck, "
-            "failed or shut down, or the update was lost on the way; the shard logs which "
-            "workers it waits for)");
+            (loss.empty() ? " (some worker's update of that clock has not reached it: a worker "
+                            "is stuck, failed or shut down, or the update was lost on the way; "
+                            "the shard logs which workers it waits for)"
+                          : loss));
       }
     }
     if (section_ == kRepeated && read_in_place_[h.id]) {
@@ -973,6 +976,23 @@ StatusOr<const float*> Worker::Read(ReadHandle h) {
   }
   GEEPS_RETURN_IF_ERROR(Advance());
   return static_cast<const float*>(b.buffer);
+}
+
+std::string Worker::LossNote(int partition) const {
+  if (partition < 0) return "";
+  const int channels = config_.num_channels;
+  const size_t ch = static_cast<size_t>(partition % channels);
+  if (ch >= channels_.size() || !channels_[ch]) return "";
+  int64_t last_ns = 0;
+  const int64_t n = channels_[ch]->ConnectionLosses(partition / channels, &last_ns);
+  if (n == 0) return "";
+  const double ago = static_cast<double>(WaitState::NowNs() - last_ns) / 1e9;
+  char when[32];
+  std::snprintf(when, sizeof(when), "%.1f", ago);
+  return "; the connection from this worker to that partition was lost " + std::to_string(n) +
+         " time(s), the last " + when +
+         " s ago: an update or push in flight then was lost with it, and libgeeps does not "
+         "resend it yet (docs/reliability.md, \"A connection that resets mid-job\")";
 }
 
 Status Worker::PostRead(ReadHandle h) {
@@ -1251,6 +1271,7 @@ WorkerStats Worker::GetStats() const {
   s.updates_direct = updates_direct_.load();
   s.reads_in_place = reads_in_place_.load();
   s.frames_dropped = counters_.frames_dropped.load();
+  s.connection_losses = counters_.connection_losses.load();
   s.data_path.gather = counters_.gather_bytes.load();
   s.data_path.zero = counters_.zero_bytes.load();
   s.data_path.scatter_add = counters_.scatter_add_bytes.load();

@@ -191,6 +191,9 @@ class Worker {
   mutable std::mutex failure_mu_;
   Status peer_failure_;  // guarded by failure_mu_
   Status PeerFailure() const;
+  // For a Read's timeout: "; the connection from this worker to it was lost
+  // N time(s), the last ... ago: ..." when it was, else "".
+  std::string LossNote(int partition) const;
   std::atomic<bool> tables_ready_{false};  // tables_ built (FinishVirtualIteration)
   void WakeWaiters();  // notifies every table's waiters; any thread
   // Waits until done() (called with `lock` held) or the deadline, receiving

@@ -27,6 +27,7 @@ std::string WorkerStats::ToJson() const {
     << ",\"updates_direct\":" << updates_direct
     << ",\"reads_in_place\":" << reads_in_place
     << ",\"frames_dropped\":" << frames_dropped
+    << ",\"connection_losses\":" << connection_losses
     << ",\"data_path_bytes\":" << data_path.ToJson()
     << ",\"device_bytes_in_use\":" << device_bytes_in_use
     << ",\"memory_stall_seconds\":" << memory_stall_seconds
