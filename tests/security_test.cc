@@ -366,6 +366,78 @@ TEST_F(ZapHandlerTest, AdmitsTheJobKeyAndEncrypts) {
   EXPECT_EQ(security_->rejected_connections(), 0);
 }
 
+// Every libgeeps socket sets ZMQ_MAXMSGSIZE (docs/reliability.md, "Frames
+// larger than any legal message"). With CURVE on, a stranger without a key
+// gets as far as the handshake; its command frames are held to the same
+// limit: a CURVE greeting followed by a command frame that announces
+// 256 MiB is cut off when its size arrives, and the process does not grow
+// by the bytes sent after it.
+TEST_F(ZapHandlerTest, AnOversizedHandshakeCommandIsCutOff) {
+  // The fixture's server, as libgeeps configures its sockets: a limit.
+  server_.reset();
+  server_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::router);
+  server_->set(zmq::sockopt::linger, 0);
+  server_->set(zmq::sockopt::maxmsgsize, int64_t{1} << 20);
+  geeps::transport::ConfigureCurveServer(*server_, security_.get());
+  server_->bind("tcp://127.0.0.1:*");
+  endpoint_ = server_->get(zmq::sockopt::last_endpoint);
+  const int port = std::stoi(endpoint_.substr(endpoint_.rfind(':') + 1));
+  auto resident = [] {
+    std::ifstream statm("/proc/self/statm");
+    long pages = 0, rss = 0;
+    statm >> pages >> rss;
+    return rss * sysconf(_SC_PAGESIZE);
+  };
+  const long rss_before = resident();
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  timeval tv{10, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+  // ZMTP 3.0 greeting: signature, version 3.0, mechanism "CURVE", client.
+  unsigned char greeting[64] = {0xFF, 0, 0, 0, 0, 0, 0, 0, 1, 0x7F, 3, 0};
+  std::memcpy(greeting + 12, "CURVE", 5);
+  ASSERT_EQ(send(fd, greeting, sizeof(greeting), MSG_NOSIGNAL), 64);
+  unsigned char theirs[64];
+  size_t got = 0;
+  while (got < sizeof(theirs)) {
+    const ssize_t n = recv(fd, theirs + got, sizeof(theirs) - got, 0);
+    ASSERT_GT(n, 0) << "the server did not greet";
+    got += static_cast<size_t>(n);
+  }
+  EXPECT_EQ(std::string(reinterpret_cast<char*>(theirs) + 12, 5), "CURVE");
+  // A long command frame of 256 MiB (flags: command | long, 8-byte size).
+  unsigned char frame[9] = {0x06, 0, 0, 0, 0, 0x10, 0, 0, 0};
+  ASSERT_EQ(send(fd, frame, sizeof(frame), MSG_NOSIGNAL), 9);
+  // Stream its body: the server must drop the connection long before 64 MiB.
+  std::vector<char> chunk(1 << 20, 'x');
+  int64_t sent = 0;
+  bool cut = false;
+  while (sent < (int64_t{64} << 20)) {
+    const ssize_t n = send(fd, chunk.data(), chunk.size(), MSG_NOSIGNAL);
+    if (n <= 0) {
+      cut = true;  // EPIPE / ECONNRESET: the server closed the connection
+      break;
+    }
+    sent += n;
+  }
+  if (!cut) {  // everything went into buffers: the peer must have closed
+    char b;
+    cut = recv(fd, &b, 1, 0) <= 0;
+  }
+  close(fd);
+  EXPECT_TRUE(cut) << "the connection took " << sent << " bytes of an oversized command";
+  EXPECT_LT(sent, int64_t{64} << 20);
+  EXPECT_LT(resident() - rss_before, long{32} << 20) << "the process grew by the frame";
+  std::vector<zmq::message_t> frames;
+  EXPECT_FALSE(ReceiveWithin(*server_, milliseconds(100), &frames));
+}
+
 TEST_F(ZapHandlerTest, RefusesAPlainSocket) {
   zmq::socket_t plain(outside_, zmq::socket_type::dealer);
   ExpectRejected(plain, "plain DEALER");
