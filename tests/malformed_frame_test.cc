@@ -229,8 +229,13 @@ TEST(MalformedFrameTest, AFrameOverTheLimitDisconnectsItsSender) {
   Send(w, Frames(Header(MsgType::kUpdate, 0, 0, 8, 4), rows, std::vector<float>(32, 2.0f)));
   int64_t clock = -1;
   EXPECT_EQ(RecvPush(w, &clock), std::vector<float>(32, 2.0f));
+  // The cut-off connection is counted (the shard's socket monitor).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (shard.GetStats().connections_closed < 1 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   shard.Stop();
   const ShardStats s = shard.GetStats();
+  EXPECT_EQ(s.connections_closed, 1) << "the stranger's disconnection was not counted";
   EXPECT_EQ(s.frames_dropped, 0) << "the oversized frame reached the shard";
   EXPECT_LT(s.bytes_received, limit) << "the oversized frame reached the shard";
 }

@@ -86,6 +86,10 @@ struct ShardStats {
   // clock it had already completed here, or restarted a message in parts
   // the shard had partly applied (after a connection reset). Not errors.
   int64_t repeated_rows_skipped = 0;
+  // TCP/IPC connections to this shard that ended: a worker's at its end, a
+  // lost one, or a stranger's cut off (an oversized frame, a failed CURVE
+  // handshake). ZeroMQ drops those frames before the shard sees them.
+  int64_t connections_closed = 0;
 
   // Adds the counters of `other` (e.g. of another channel of the shard).
   void Add(const ShardStats& other);

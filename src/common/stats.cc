@@ -53,6 +53,7 @@ void ShardStats::Add(const ShardStats& o) {
   push_zero_copy_bytes += o.push_zero_copy_bytes;
   early_push_parts += o.early_push_parts;
   repeated_rows_skipped += o.repeated_rows_skipped;
+  connections_closed += o.connections_closed;
 }
 
 std::string ShardStats::ToJson() const {
@@ -67,7 +68,8 @@ std::string ShardStats::ToJson() const {
     << ",\"push_copy_bytes\":" << push_copy_bytes
     << ",\"push_zero_copy_bytes\":" << push_zero_copy_bytes
     << ",\"early_push_parts\":" << early_push_parts
-    << ",\"repeated_rows_skipped\":" << repeated_rows_skipped << "}";
+    << ",\"repeated_rows_skipped\":" << repeated_rows_skipped
+    << ",\"connections_closed\":" << connections_closed << "}";
   return o.str();
 }
 

@@ -145,6 +145,22 @@ Status ShardChannel::Start() {
     GEEPS_ASSIGN_OR_RETURN(wake_fd_,
                            transport::NewWakeFd("shard partition " + std::to_string(partition_)));
   }
+  if (!monitor_ && endpoint_.rfind("inproc://", 0) != 0) {
+    // Connections that end (a worker that left, a stranger cut off for an
+    // oversized frame or a failed handshake): counted.
+    const std::string mon = "inproc://geeps-shard-monitor-" +
+                            std::to_string(reinterpret_cast<uintptr_t>(this));
+    try {
+      if (zmq_socket_monitor(socket_->handle(), mon.c_str(), ZMQ_EVENT_DISCONNECTED) != 0)
+        throw zmq::error_t();
+      monitor_ = std::make_unique<zmq::socket_t>(*context_, zmq::socket_type::pair);
+      monitor_->set(zmq::sockopt::linger, 0);
+      monitor_->connect(mon);
+    } catch (const zmq::error_t& e) {
+      return UnavailableError("shard partition " + std::to_string(partition_) +
+                              ": socket monitor: " + e.what());
+    }
+  }
   started_ = true;
   if (!config_.checkpoint_dir.empty()) {
     writer_stop_ = false;
@@ -167,6 +183,10 @@ void ShardChannel::Stop() {
   }
   writer_cv_.notify_all();
   if (writer_.joinable()) writer_.join();
+  if (monitor_) {
+    zmq_socket_monitor(socket_->handle(), nullptr, 0);
+    monitor_.reset();
+  }
   socket_.reset();
 }
 
@@ -233,6 +253,7 @@ ShardStats ShardChannel::GetStats() const {
   s.push_zero_copy_bytes = push_zero_copy_bytes_.load();
   s.early_push_parts = early_push_parts_.load();
   s.repeated_rows_skipped = repeated_rows_skipped_.load();
+  s.connections_closed = connections_closed_.load();
   s.bytes_received = bytes_received_.load();
   s.bytes_sent = bytes_sent_.load();
   s.frames_dropped = frames_dropped_.load();
@@ -249,8 +270,9 @@ void ShardChannel::Run() {
   // Polls the socket's ZMQ_FD (not zmq_poll, which costs a syscall per
   // socket per call to read its state): edge-triggered, so receive until
   // ZMQ_EVENTS shows nothing more before blocking again.
-  pollfd fds[2] = {{static_cast<int>(socket_->get(zmq::sockopt::fd)), POLLIN, 0},
-                   {wake_fd_, POLLIN, 0}};
+  pollfd fds[3] = {{static_cast<int>(socket_->get(zmq::sockopt::fd)), POLLIN, 0},
+                   {wake_fd_, POLLIN, 0},
+                   {monitor_ ? static_cast<int>(monitor_->get(zmq::sockopt::fd)) : -1, POLLIN, 0}};
   auto next_stall_check = std::chrono::steady_clock::now();
   while (!stop_.load()) {
     try {
@@ -262,6 +284,14 @@ void ShardChannel::Run() {
         // Close the message now: over inproc its payload may be the
         // sender's own buffer, which it waits to get back (zero-copy sends).
         frames.clear();
+      }
+      if (monitor_) {  // its ZMQ_FD is edge-triggered too: drain it
+        while (monitor_->get(zmq::sockopt::events) & ZMQ_POLLIN) {
+          zmq::message_t event, address;
+          if (!monitor_->recv(event, zmq::recv_flags::dontwait)) break;
+          if (event.more()) (void)monitor_->recv(address, zmq::recv_flags::dontwait);
+          connections_closed_.fetch_add(1, std::memory_order_relaxed);
+        }
       }
       if (budget == 256) continue;  // more is queued: check stop_, go on
     } catch (const zmq::error_t& e) {
@@ -275,7 +305,7 @@ void ShardChannel::Run() {
       ReportStalls(now);
       next_stall_check = now + std::chrono::milliseconds(kPollSafetyMs);
     }
-    if (::poll(fds, 2, kPollSafetyMs) < 0 && errno != EINTR) {
+    if (::poll(fds, 3, kPollSafetyMs) < 0 && errno != EINTR) {
       GEEPS_LOG(Error) << "shard partition " << partition_
                        << ": poll failed: " << std::strerror(errno);
       break;

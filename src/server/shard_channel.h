@@ -205,6 +205,10 @@ class ShardChannel {
   std::vector<std::unique_ptr<TableState>> tables_;  // by TableId; null if local
 
   std::unique_ptr<zmq::socket_t> socket_;   // owned by the thread once started
+  // TCP/IPC: a PAIR socket receiving socket_'s ZMQ_EVENT_DISCONNECTED (null
+  // over inproc); read by the thread.
+  std::unique_ptr<zmq::socket_t> monitor_;
+  std::atomic<int64_t> connections_closed_{0};
   int wake_fd_ = -1;                        // eventfd: wakes the thread on Stop()
   std::thread thread_;
   std::atomic<bool> stop_{false};
