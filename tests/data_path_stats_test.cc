@@ -59,6 +59,10 @@ JobStats RunOne(bool read_my_writes, uint64_t device_memory_budget = 0,
     return Status::OK();
   });
   EXPECT_TRUE(st.ok()) << st;
+  // The shard may still be sending the last push: its counters are read
+  // once it has stopped (each push counts its bytes, then itself).
+  const Status down = (*cluster)->Shutdown();
+  EXPECT_TRUE(down.ok()) << down;
   out.shard = (*cluster)->GetShardStats(0);
   return out;
 }
