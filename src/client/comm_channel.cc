@@ -96,13 +96,7 @@ Status CommChannel::Start() {
       if (ep.rfind("inproc://", 0) != 0) {
         // Connection losses (a reset, a peer that closed): counted, and
         // named by a Read that times out on this partition's rows.
-        const std::string mon = "inproc://geeps-monitor-" +
-                                std::to_string(reinterpret_cast<uintptr_t>(s.get()));
-        if (zmq_socket_monitor(s->handle(), mon.c_str(), ZMQ_EVENT_DISCONNECTED) != 0)
-          throw zmq::error_t();
-        monitor = std::make_unique<zmq::socket_t>(*zmq_context_, zmq::socket_type::pair);
-        monitor->set(zmq::sockopt::linger, 0);
-        monitor->connect(mon);
+        monitor = transport::MonitorDisconnects(*zmq_context_, *s);
         monitor_fds_.push_back(static_cast<int>(monitor->get(zmq::sockopt::fd)));
       }
       monitors_.push_back(std::move(monitor));
@@ -164,27 +158,18 @@ int CommChannel::PumpLocked(bool app) {
 
 void CommChannel::DrainMonitorsLocked() {
   for (size_t s = 0; s < monitors_.size(); ++s) {
-    zmq::socket_t* m = monitors_[s].get();
-    if (m == nullptr) continue;
-    // An event is two frames: 2 bytes of event id and 4 of value, then the
-    // endpoint.
-    while (m->get(zmq::sockopt::events) & ZMQ_POLLIN) {
-      zmq::message_t event, endpoint;
-      if (!m->recv(event, zmq::recv_flags::dontwait)) break;
-      if (event.more()) (void)m->recv(endpoint, zmq::recv_flags::dontwait);
-      uint16_t id = 0;
-      if (event.size() >= sizeof(id)) std::memcpy(&id, event.data(), sizeof(id));
-      if (id != ZMQ_EVENT_DISCONNECTED) continue;
-      const int64_t n = losses_[s].count.fetch_add(1) + 1;
-      losses_[s].last_ns.store(WaitState::NowNs());
-      ctx_.counters->connection_losses.fetch_add(1);
-      if (n == 1) {
-        GEEPS_LOG(Warning) << "worker " << ctx_.rank << ": the connection to server partition "
-                           << s * ctx_.config->num_channels + channel_ << " (" << endpoints_[s]
-                           << ") was lost; ZeroMQ reconnects, but an update or push in "
-                              "flight is lost with it (libgeeps does not resend yet); "
-                              "further losses are only counted";
-      }
+    if (monitors_[s] == nullptr) continue;
+    const int lost = transport::CountDisconnects(*monitors_[s]);
+    if (lost == 0) continue;
+    const int64_t before = losses_[s].count.fetch_add(lost);
+    losses_[s].last_ns.store(WaitState::NowNs());
+    ctx_.counters->connection_losses.fetch_add(lost);
+    if (before == 0) {
+      GEEPS_LOG(Warning) << "worker " << ctx_.rank << ": the connection to server partition "
+                         << s * ctx_.config->num_channels + channel_ << " (" << endpoints_[s]
+                         << ") was lost; ZeroMQ reconnects, but an update or push in "
+                            "flight is lost with it (libgeeps does not resend yet); "
+                            "further losses are only counted";
     }
   }
 }
@@ -209,11 +194,7 @@ void CommChannel::Stop() {
   transport::SignalWakeFd(wake_fd_);
   if (thread_.joinable()) thread_.join();
   std::lock_guard<std::mutex> io(io_mu_);
-  for (size_t s = 0; s < monitors_.size(); ++s) {
-    if (monitors_[s] == nullptr) continue;
-    zmq_socket_monitor(shards_[s]->handle(), nullptr, 0);  // stop monitoring
-    monitors_[s].reset();
-  }
+  for (size_t s = 0; s < monitors_.size(); ++s) transport::StopMonitor(*shards_[s], monitors_[s]);
   shards_.clear();  // linger: what was sent is still delivered
 }
 
@@ -437,11 +418,8 @@ bool CommChannel::HandlePush(int shard, std::vector<zmq::message_t>& frames) {
   const bool more = (m.header.flags & transport::kFlagMore) != 0;
   const size_t part_floats = static_cast<size_t>(m.header.row_count) * t.width;
   if (m.header.offset == 0) {
-    if (partial.active && partial.in_cache) {
-      // The previous push's parts were cut off: its slice stays marked
-      // until this one is whole.
-      partial.in_cache = false;
-    }
+    // A new push. If the previous one's parts were cut off while written
+    // into the cache, its slice stays marked until this one is whole.
     partial.active = false;
     if (more) {
       std::lock_guard<std::mutex> lock(t.mu);

@@ -935,22 +935,21 @@ StatusOr<const float*> Worker::Read(ReadHandle h) {
             lowest_partition = t.slices[si].partition;
           }
         }
+        const std::string what = "Read(read#" + std::to_string(h.id) + ") of table " +
+                                 std::to_string(a.table) + " ('" +
+                                 config_.tables[a.table].name + "')";
         if (lowest_partition < 0) {
           for (int si : b.slices)
             if (t.slices[si].installing) lowest_partition = t.slices[si].partition;
           return DeadlineExceededError(
-              "Read(read#" + std::to_string(h.id) + ") of table " + std::to_string(a.table) +
-              " ('" + config_.tables[a.table].name + "') waited " +
-              std::to_string(config_.timeout.count()) + " ms for the rest of a push in parts " +
-              "from server partition " + std::to_string(lowest_partition) +
-              LossNote(lowest_partition) +
+              what + " waited " + std::to_string(config_.timeout.count()) +
+              " ms for the rest of a push in parts from server partition " +
+              std::to_string(lowest_partition) + LossNote(lowest_partition) +
               " (its parts stopped coming, or one was dropped: the worker's log says which)");
         }
         const std::string loss = LossNote(lowest_partition);
         return DeadlineExceededError(
-            "Read(read#" + std::to_string(h.id) + ") of table " + std::to_string(a.table) +
-            " ('" + config_.tables[a.table].name + "') at clock " +
-            std::to_string(clock_.load()) + " waited " +
+            what + " at clock " + std::to_string(clock_.load()) + " waited " +
             std::to_string(config_.timeout.count()) + " ms for rows of clock >= " +
             std::to_string(required) + "; server partition " +
             std::to_string(lowest_partition) + " is still at clock " + std::to_string(lowest) +

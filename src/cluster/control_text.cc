@@ -42,6 +42,18 @@ bool ReadCheckpoints(std::istream& in, PeerInfo* peer) {
   return true;
 }
 
+// The value of `s`, a number in canonical decimal (digits only, no leading
+// zero) of 1 to 9 digits (so no overflow), or -1.
+int CanonicalDecimal(const std::string& s) {
+  if (s.empty() || s.size() > 9) return -1;
+  int v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return -1;
+    v = v * 10 + (c - '0');
+  }
+  return std::to_string(v) == s ? v : -1;
+}
+
 }  // namespace
 
 int ParsePeerId(const std::string& s) {
@@ -49,16 +61,10 @@ int ParsePeerId(const std::string& s) {
   if (s.size() < 4 || s.size() > 40 || s[0] != 'r' || dot == std::string::npos || dot < 2 ||
       dot > 8 || dot + 1 == s.size())
     return -1;
-  int v = 0;
-  for (size_t i = 1; i < dot; ++i) {
-    if (s[i] < '0' || s[i] > '9') return -1;
-    v = v * 10 + (s[i] - '0');
-  }
   for (size_t i = dot + 1; i < s.size(); ++i)
     if (!std::isxdigit(static_cast<unsigned char>(s[i]))) return -1;
-  return std::to_string(v) == s.substr(1, dot - 1) ? v : -1;
+  return CanonicalDecimal(s.substr(1, dot - 1));
 }
-
 
 JobLayout MakeLayout(std::vector<PeerInfo> peers) {
   JobLayout l;
@@ -126,14 +132,8 @@ StatusOr<Hello> DecodeHello(const std::string& text, int from) {
 }
 
 int ParseLost(const std::string& text, int world_size) {
-  // At most 9 digits: no overflow.
-  if (text.rfind("LOST ", 0) != 0 || text.size() > 14) return -1;
-  int v = 0;
-  for (size_t i = 5; i < text.size(); ++i) {
-    if (text[i] < '0' || text[i] > '9') return -1;
-    v = v * 10 + (text[i] - '0');
-  }
-  if (text.size() == 5 || std::to_string(v) != text.substr(5)) return -1;
+  if (text.rfind("LOST ", 0) != 0) return -1;
+  const int v = CanonicalDecimal(text.substr(5));
   return v > 0 && v < world_size ? v : -1;
 }
 

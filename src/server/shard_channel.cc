@@ -148,14 +148,8 @@ Status ShardChannel::Start() {
   if (!monitor_ && endpoint_.rfind("inproc://", 0) != 0) {
     // Connections that end (a worker that left, a stranger cut off for an
     // oversized frame or a failed handshake): counted.
-    const std::string mon = "inproc://geeps-shard-monitor-" +
-                            std::to_string(reinterpret_cast<uintptr_t>(this));
     try {
-      if (zmq_socket_monitor(socket_->handle(), mon.c_str(), ZMQ_EVENT_DISCONNECTED) != 0)
-        throw zmq::error_t();
-      monitor_ = std::make_unique<zmq::socket_t>(*context_, zmq::socket_type::pair);
-      monitor_->set(zmq::sockopt::linger, 0);
-      monitor_->connect(mon);
+      monitor_ = transport::MonitorDisconnects(*context_, *socket_);
     } catch (const zmq::error_t& e) {
       return UnavailableError("shard partition " + std::to_string(partition_) +
                               ": socket monitor: " + e.what());
@@ -183,10 +177,7 @@ void ShardChannel::Stop() {
   }
   writer_cv_.notify_all();
   if (writer_.joinable()) writer_.join();
-  if (monitor_) {
-    zmq_socket_monitor(socket_->handle(), nullptr, 0);
-    monitor_.reset();
-  }
+  transport::StopMonitor(*socket_, monitor_);
   socket_.reset();
 }
 
@@ -285,14 +276,9 @@ void ShardChannel::Run() {
         // sender's own buffer, which it waits to get back (zero-copy sends).
         frames.clear();
       }
-      if (monitor_) {  // its ZMQ_FD is edge-triggered too: drain it
-        while (monitor_->get(zmq::sockopt::events) & ZMQ_POLLIN) {
-          zmq::message_t event, address;
-          if (!monitor_->recv(event, zmq::recv_flags::dontwait)) break;
-          if (event.more()) (void)monitor_->recv(address, zmq::recv_flags::dontwait);
-          connections_closed_.fetch_add(1, std::memory_order_relaxed);
-        }
-      }
+      if (monitor_)  // its ZMQ_FD is edge-triggered too: drain it
+        connections_closed_.fetch_add(transport::CountDisconnects(*monitor_),
+                                      std::memory_order_relaxed);
       if (budget == 256) continue;  // more is queued: check stop_, go on
     } catch (const zmq::error_t& e) {
       if (e.num() == ETERM) break;

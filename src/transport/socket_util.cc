@@ -25,6 +25,39 @@ bool TryRecvMultipart(zmq::socket_t& socket, zmq::context_t* context,
   return true;
 }
 
+std::unique_ptr<zmq::socket_t> MonitorDisconnects(zmq::context_t& context,
+                                                  zmq::socket_t& socket) {
+  const std::string endpoint =
+      "inproc://geeps-monitor-" + std::to_string(reinterpret_cast<uintptr_t>(&socket));
+  if (zmq_socket_monitor(socket.handle(), endpoint.c_str(), ZMQ_EVENT_DISCONNECTED) != 0)
+    throw zmq::error_t();
+  auto monitor = std::make_unique<zmq::socket_t>(context, zmq::socket_type::pair);
+  monitor->set(zmq::sockopt::linger, 0);
+  monitor->connect(endpoint);
+  return monitor;
+}
+
+int CountDisconnects(zmq::socket_t& monitor) {
+  int n = 0;
+  // An event is two frames: 2 bytes of event id and 4 of value, then the
+  // endpoint.
+  while (monitor.get(zmq::sockopt::events) & ZMQ_POLLIN) {
+    zmq::message_t event, endpoint;
+    if (!monitor.recv(event, zmq::recv_flags::dontwait)) break;
+    if (event.more()) (void)monitor.recv(endpoint, zmq::recv_flags::dontwait);
+    uint16_t id = 0;
+    if (event.size() >= sizeof(id)) std::memcpy(&id, event.data(), sizeof(id));
+    if (id == ZMQ_EVENT_DISCONNECTED) ++n;
+  }
+  return n;
+}
+
+void StopMonitor(zmq::socket_t& socket, std::unique_ptr<zmq::socket_t>& monitor) {
+  if (!monitor) return;
+  zmq_socket_monitor(socket.handle(), nullptr, 0);
+  monitor.reset();
+}
+
 int64_t LargestFrameBytes(const Config& c) {
   uint64_t widest = 0;
   for (const TableSpec& t : c.tables)

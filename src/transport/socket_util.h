@@ -2,6 +2,7 @@
 #ifndef GEEPS_TRANSPORT_SOCKET_UTIL_H_
 #define GEEPS_TRANSPORT_SOCKET_UTIL_H_
 
+#include <memory>
 #include <string>
 #include <vector>
 #include <zmq.hpp>
@@ -35,6 +36,19 @@ void ClearWakeFd(int fd);
 // it as ZMQ_MAXMSGSIZE, so a peer that announces a larger frame is
 // disconnected before anything is allocated for it.
 int64_t LargestFrameBytes(const Config& c);
+
+// Connections of `socket` that end (a reset, a peer that closed, a peer cut
+// off by ZeroMQ for an oversized frame or a failed handshake): a PAIR socket
+// receiving `socket`'s ZMQ_EVENT_DISCONNECTED (a socket monitor), to be
+// polled through its ZMQ_FD and drained with CountDisconnects. Throws
+// zmq::error_t. StopMonitor(socket, monitor) before closing `socket`.
+std::unique_ptr<zmq::socket_t> MonitorDisconnects(zmq::context_t& context,
+                                                  zmq::socket_t& socket);
+// Receives every queued event of `monitor` without waiting (its ZMQ_FD is
+// edge-triggered: call after each wake-up); returns how many were
+// disconnections.
+int CountDisconnects(zmq::socket_t& monitor);
+void StopMonitor(zmq::socket_t& socket, std::unique_ptr<zmq::socket_t>& monitor);
 
 // The same for the control plane (membership: hellos, layouts, aborts).
 inline constexpr int64_t kControlFrameLimit = int64_t{16} << 20;
