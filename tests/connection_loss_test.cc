@@ -39,8 +39,8 @@ int KillConnections(int port) {
   return std::system(cmd.c_str());
 }
 
-// Whether `ss -K` can destroy a socket here: kills a loopback connection of
-// its own and checks that it is gone.
+// Whether `ss -K` can be used here: ss is installed and we are root. (Whether
+// the kernel then destroys the sockets shows in the test's loss counts.)
 bool CanKillSockets(std::string* why) {
   if (std::system("command -v ss >/dev/null 2>&1") != 0) {
     *why = "ss (iproute2) is not installed";
