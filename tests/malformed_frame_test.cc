@@ -255,6 +255,7 @@ TEST(MalformedFrameTest, AWorkerTakesItsRoutingIdOverFromASquatter) {
   const std::string endpoint = "tcp://127.0.0.1:" + std::to_string(testing::FreePort());
   server::ShardChannel shard(&ctx, c, 0, endpoint);
   ASSERT_OK(shard.Start());
+  ::testing::internal::CaptureStderr();
   const auto squatter = testing::WorkerSocket(ctx, 0, endpoint);
   squatter->send(zmq::str_buffer("not a message"), zmq::send_flags::none);
   // Wait until the shard has seen (and dropped) it: the squatter holds w0.
@@ -270,7 +271,48 @@ TEST(MalformedFrameTest, AWorkerTakesItsRoutingIdOverFromASquatter) {
   EXPECT_EQ(RecvPush(w, &clock), std::vector<float>(8, 3.0f))
       << "the real worker's messages did not reach the shard";
   EXPECT_EQ(clock, 1);
+  // Judged once the squatter's connection has stayed open for 2 s.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (shard.GetStats().routing_id_handovers == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   shard.Stop();
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(shard.GetStats().routing_id_handovers, 1);
+  EXPECT_NE(log.find("messages of worker 0 (routing id w0) came from a new connection while "
+                     "the one they came from stayed open"),
+            std::string::npos)
+      << log;
+}
+
+// A worker whose connection ended and that connects again (a reconnect
+// after a loss) is not taken for a handover: nothing is counted or logged.
+TEST(MalformedFrameTest, AReconnectIsNotAHandover) {
+  Config c;
+  c.num_workers = 1;
+  c.tables = {{"t", 4, 2}};
+  zmq::context_t ctx;
+  testing::g_context = &ctx;
+  const std::string endpoint = "tcp://127.0.0.1:" + std::to_string(testing::FreePort());
+  server::ShardChannel shard(&ctx, c, 0, endpoint);
+  ASSERT_OK(shard.Start());
+  const std::vector<uint64_t> rows = {0, 1, 2, 3};
+  {
+    const auto first = testing::WorkerSocket(ctx, 0, endpoint);
+    first->set(zmq::sockopt::linger, 2000);
+    Send(*first, Frames(Header(MsgType::kSubscribe, 0, 0, 4, 2), rows, {}));
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (shard.GetStats().connections_closed < 1 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_EQ(shard.GetStats().connections_closed, 1);
+  const auto socket = testing::WorkerSocket(ctx, 0, endpoint);
+  Send(*socket, Frames(Header(MsgType::kUpdate, 0, 0, 4, 2), rows, std::vector<float>(8, 3.0f)));
+  int64_t clock = -1;
+  EXPECT_EQ(RecvPush(*socket, &clock), std::vector<float>(8, 3.0f));
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // past the grace period
+  shard.Stop();
+  EXPECT_EQ(shard.GetStats().routing_id_handovers, 0);
+  EXPECT_EQ(shard.GetStats().frames_dropped, 0);
 }
 
 // A worker whose update of a clock does not come (here: late by more than

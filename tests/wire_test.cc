@@ -63,6 +63,50 @@ TEST(WireTest, ClockOnlyUpdateHasOneFrame) {
   EXPECT_FALSE(extra.Decode().ok());
 }
 
+// Resync and Ack: one header frame, no rows, no parts, a clock in `aux`.
+TEST(WireTest, ResyncAndAckAreHeaderOnly) {
+  for (MsgType type : {MsgType::kResync, MsgType::kAck}) {
+    WireHeader h;
+    h.type = static_cast<uint16_t>(type);
+    h.sender = 1;
+    h.table = 2;
+    h.aux = 7;
+    Msg m;
+    m.frames.emplace_back(kHeaderBytes);
+    SetHeader(m, h);
+    auto d = m.Decode();
+    ASSERT_TRUE(d.ok()) << MsgTypeName(type) << ": " << d.status();
+    EXPECT_EQ(d->type, type);
+    EXPECT_EQ(d->header.aux, 7);
+    auto bad = [&](WireHeader changed, size_t frames, const char* what) {
+      Msg b;
+      b.frames.emplace_back(kHeaderBytes);
+      SetHeader(b, changed);
+      for (size_t i = 1; i < frames; ++i) b.frames.emplace_back(8, 0);
+      EXPECT_FALSE(b.Decode().ok()) << MsgTypeName(type) << ": " << what;
+    };
+    WireHeader x = h;
+    x.row_count = 1;
+    bad(x, 2, "a row");
+    x = h;
+    x.offset = 1;
+    bad(x, 1, "an offset");
+    x = h;
+    x.flags = kFlagMore;
+    bad(x, 1, "the more flag");
+    x = h;
+    x.aux = -1;
+    bad(x, 1, "a negative clock");
+    bad(h, 2, "a second frame");
+  }
+  WireHeader h;
+  h.type = static_cast<uint16_t>(MsgType::kAck) + 1;  // past the last type
+  Msg m;
+  m.frames.emplace_back(kHeaderBytes);
+  SetHeader(m, h);
+  EXPECT_FALSE(m.Decode().ok());
+}
+
 TEST(WireTest, RejectsEveryBadField) {
   auto expect_bad = [](Msg m, const char* what) {
     auto d = m.Decode();

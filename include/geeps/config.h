@@ -137,6 +137,16 @@ struct Config {
   // (a shard pushes early only with it set).
   uint64_t pipeline_part_bytes = 0;
 
+  // Multi-process jobs (TCP/IPC): survive a worker-to-partition connection
+  // that is lost and comes back (docs/architecture.md, "Connection loss and
+  // resend"). A worker keeps each update until a push acknowledges it and
+  // sends it again after a reconnect; a partition keeps the rows of its
+  // last push until every subscriber has acknowledged it, and pushes them
+  // again to a worker that reconnects without it. Off: a lost update or
+  // push makes the job time out naming the lost connection. Every rank of a
+  // job must agree.
+  bool resend_after_connection_loss = true;
+
   // Checkpoints (docs/architecture.md, "Checkpoints"). Each server partition
   // writes its rows to checkpoint_dir (empty: no checkpoints) when its
   // minimum clock reaches a multiple of checkpoint_every (0: only on

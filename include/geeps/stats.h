@@ -46,9 +46,16 @@ struct WorkerStats {
   int64_t reads_in_place = 0;
   int64_t frames_dropped = 0;     // malformed or unexpected frames dropped
   // TCP/IPC connections to server partitions that were lost (reset or
-  // closed) while the worker ran; ZeroMQ reconnects, but what was in flight
-  // is lost (docs/reliability.md, "A connection that resets mid-job").
+  // closed) while the worker ran; ZeroMQ reconnects (docs/reliability.md,
+  // "A connection that resets mid-job").
   int64_t connection_losses = 0;
+  // Resends after a loss (Config::resend_after_connection_loss; queued at
+  // once, sent by ZeroMQ once it has reconnected): one per loss, each a
+  // Resync per table with rows there and the updates no push had included
+  // yet, counted in updates_resent (docs/architecture.md, "Connection loss
+  // and resend").
+  int64_t reconnects = 0;
+  int64_t updates_resent = 0;
   DataPathBytes data_path;        // bytes moved per stage
   uint64_t device_bytes_in_use = 0;
   // The memory manager (zero without a device memory budget).
@@ -90,6 +97,15 @@ struct ShardStats {
   // lost one, or a stranger's cut off (an oversized frame, a failed CURVE
   // handshake). ZeroMQ drops those frames before the shard sees them.
   int64_t connections_closed = 0;
+  // Times a worker's routing id came from a new connection while the one
+  // its messages came on was still open (the newest takes it over: a stale
+  // connection, or another process using the id; docs/reliability.md).
+  int64_t routing_id_handovers = 0;
+  // Resends after a connection loss: Resync messages received, and pushes
+  // sent again from the held rows of the last push because the worker had
+  // not installed it.
+  int64_t resyncs_received = 0;
+  int64_t repushes = 0;
 
   // Adds the counters of `other` (e.g. of another channel of the shard).
   void Add(const ShardStats& other);

@@ -41,6 +41,7 @@ bool AllIncluded(const TableCache& t, int64_t clock) {
 void ReleaseSlots(TableCache& t, bool read_my_writes) {
   for (auto& slot : t.slots) {
     if (!slot->in_use || slot->pending_sends > 0) continue;
+    if (t.retain_until_acked && !AllIncluded(t, slot->clock)) continue;
     if (slot->retained) {
       if (!read_my_writes || !AllIncluded(t, slot->clock)) continue;
       slot->retained = false;
@@ -102,6 +103,7 @@ Status CommChannel::Start() {
       monitors_.push_back(std::move(monitor));
       shards_.push_back(std::move(s));
     }
+    resend_ = ctx_.config->resend_after_connection_loss;
     losses_ = std::make_unique<Losses[]>(shards_.size());
     num_losses_ = shards_.size();
     partial_.assign(shards_.size(), std::vector<PartialPush>(ctx_.tables->size()));
@@ -167,11 +169,51 @@ void CommChannel::DrainMonitorsLocked() {
     if (before == 0) {
       GEEPS_LOG(Warning) << "worker " << ctx_.rank << ": the connection to server partition "
                          << s * ctx_.config->num_channels + channel_ << " (" << endpoints_[s]
-                         << ") was lost; ZeroMQ reconnects, but an update or push in "
-                            "flight is lost with it (libgeeps does not resend yet); "
-                            "further losses are only counted";
+                         << ") was lost; ZeroMQ reconnects, and "
+                         << (resend_ ? "this worker sends again what was not acknowledged"
+                                     : "an update or push in flight is lost with it "
+                                       "(resend_after_connection_loss is off)")
+                         << "; further losses are only counted";
+    }
+    if (resend_) ResendLocked(static_cast<int>(s));
+  }
+}
+
+void CommChannel::ResendLocked(int shard) {
+  // What ZeroMQ still queued goes out after the reconnect, ahead of this.
+  const int partition = shard * ctx_.config->num_channels + channel_;
+  ctx_.counters->reconnects.fetch_add(1);
+  for (const auto& tp : *ctx_.tables) {
+    if (!tp) continue;
+    TableCache& t = *tp;
+    std::lock_guard<std::mutex> lock(t.mu);
+    for (const PartitionSlice& s : t.slices) {
+      if (s.partition != partition || s.cache_count == 0) continue;
+      if (!s.push_installed) SendSubscribe(t, s);
+      SendControl(shard, MsgType::kResync, t.id, s.age);
+      std::vector<OplogSlot*> unacked;
+      for (const auto& slot : t.slots) {
+        if (slot->in_use && slot->clock >= s.included) unacked.push_back(slot.get());
+      }
+      std::sort(unacked.begin(), unacked.end(),
+                [](const OplogSlot* a, const OplogSlot* b) { return a->clock < b->clock; });
+      for (OplogSlot* slot : unacked) {
+        SendUpdate(t, s, *slot);
+        ctx_.counters->updates_resent.fetch_add(1);
+      }
     }
   }
+}
+
+void CommChannel::SendControl(int shard, MsgType type, uint32_t table, int64_t aux) {
+  WireHeader h;
+  h.type = static_cast<uint16_t>(type);
+  h.sender = static_cast<uint32_t>(ctx_.rank);
+  h.table = table;
+  h.aux = aux;
+  zmq::message_t frame(transport::kHeaderBytes);
+  transport::EncodeHeader(h, frame.data());
+  SendFrames(shard, &frame, 1);
 }
 
 int64_t CommChannel::ConnectionLosses(int shard, int64_t* last_ns) const {
@@ -339,6 +381,7 @@ void CommChannel::SendUpdate(TableCache& t, const PartitionSlice& s, OplogSlot& 
   h.sender = static_cast<uint32_t>(ctx_.rank);
   h.table = t.id;
   h.clock = slot.clock;
+  h.aux = s.age;  // acknowledges that push (the partition may stop holding it)
   h.row_width = t.width;
   if (slot.checkpoint) h.flags = transport::kFlagCheckpoint;
   const uint64_t total = slot.dirty ? s.update_rows.size() : 0;
@@ -489,6 +532,11 @@ bool CommChannel::HandlePush(int shard, std::vector<zmq::message_t>& frames) {
   }
   ctx_.counters->pushes_installed.fetch_add(1);
   t.cv.notify_all();
+  // With other workers, their updates may reach the partition before this
+  // worker's next update (which acknowledges too): acknowledge now, so the
+  // partition stops holding the push's rows before it writes them.
+  if (resend_ && monitors_[shard] != nullptr && ctx_.config->num_workers > 1)
+    SendControl(shard, MsgType::kAck, m.header.table, m.header.clock);
   return true;
 }
 
@@ -532,6 +580,7 @@ void CommChannel::FinishInstall(TableCache& t, PartitionSlice& s, int64_t clock,
   s.age = clock;
   s.included = included;
   s.installing = false;
+  s.push_installed = true;
   ReleaseSlots(t, rmw);
 }
 

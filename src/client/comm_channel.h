@@ -43,7 +43,7 @@ namespace geeps::client {
 struct ClientCounters {
   std::atomic<int64_t> messages_sent{0}, messages_received{0}, bytes_sent{0},
       bytes_received{0}, pushes_installed{0}, pushes_installed_by_app{0},
-      frames_dropped{0}, connection_losses{0};
+      frames_dropped{0}, connection_losses{0}, reconnects{0}, updates_resent{0};
   // WorkerStats::data_path, by stage (relaxed: statistics only).
   std::atomic<int64_t> gather_bytes{0}, zero_bytes{0}, scatter_add_bytes{0}, to_slot_bytes{0},
       pack_bytes{0}, install_bytes{0}, app_copy_bytes{0};
@@ -144,7 +144,18 @@ class CommChannel {
   void SendInParts(int shard, transport::WireHeader h, const uint64_t* rows, uint64_t total,
                    const Payload& payload, uint64_t max_bytes);
   void SendSubscribe(TableCache& t, const PartitionSlice& s);
+  // The update of `slot` to the slice's partition; its `aux` acknowledges
+  // the last push installed from there (the slice's age).
   void SendUpdate(TableCache& t, const PartitionSlice& s, OplogSlot& slot);
+  // A header-only message (kResync, kAck) about `table` with `aux`.
+  void SendControl(int shard, transport::MsgType type, uint32_t table, int64_t aux);
+  // After the connection to `shard` was lost (ZeroMQ reconnects, and sends
+  // what it still queued): for every table with rows there, the
+  // subscription again if no push came yet, a kResync naming the last push
+  // installed (the partition pushes it again if newer), and every update
+  // its pushes have not acknowledged, oldest first. Repeats are harmless:
+  // the partition skips what it has. REQUIRES: io_mu_ held.
+  void ResendLocked(int shard);
   // Returns whether a push was installed.
   bool HandlePush(int shard, std::vector<zmq::message_t>& frames);
   // Under t.mu: copies `count` rows of slice `s` from its `first` row on into
@@ -172,6 +183,8 @@ class CommChannel {
   // Per shard: a PAIR socket receiving the DEALER's monitor events (null
   // over inproc, which has no connections to lose), and the losses seen.
   std::vector<std::unique_ptr<zmq::socket_t>> monitors_;
+  // Config::resend_after_connection_loss (a shard with a monitor resends).
+  bool resend_ = false;
   std::vector<int> monitor_fds_;
   struct Losses {
     std::atomic<int64_t> count{0};

@@ -47,6 +47,9 @@ struct PartitionSlice {
   // cut off there): the slice's cache rows are a mix of two pushes, and a
   // Read of them waits until a whole push has been installed.
   bool installing = false;
+  // A push has been installed: the partition has this worker's subscription
+  // (else a resend after a connection loss sends the subscription again).
+  bool push_installed = false;
 };
 
 // One clock's deltas of a table, copied to host memory for sending.
@@ -100,6 +103,12 @@ struct TableCache {
   std::vector<PartitionSlice> slices;  // partitions with a non-empty span
   std::vector<std::unique_ptr<OplogSlot>> slots;
   std::deque<OplogSlot*> retained;     // by clock, oldest first
+  // Resend after a connection loss (Config::resend_after_connection_loss,
+  // over TCP/IPC): a slot stays in use, its update ready to be sent again,
+  // until every partition's push includes its clock. A direct update sent
+  // in place from its update buffer keeps that buffer the same way: it is
+  // not zeroed or handed out again while such a slot names it.
+  bool retain_until_acked = false;
 
   size_t floats() const { return rows.size() * width; }
 

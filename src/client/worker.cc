@@ -113,6 +113,7 @@ bool Worker::UpdateBuffersStillSending() const {
   const auto deadline = SteadyClock::now() + kReleaseWait;
   for (const AccessBuffers& b : update_bufs_) {
     if (b.send_refs && !WaitReleased(*b.send_refs, deadline)) return true;
+    if (b.alt_refs && !WaitReleased(*b.alt_refs, deadline)) return true;
   }
   return false;
 }
@@ -648,6 +649,13 @@ Status Worker::FinishVirtualIteration() {
   if (!wake_fd.ok()) return fail(wake_fd.status());
   wait_.wake_fd = *wake_fd;
   wait_fds_.push_back({wait_.wake_fd, POLLIN, 0});
+  // Over TCP/IPC a connection can be lost: keep each update until a push
+  // acknowledges it (docs/architecture.md, "Connection loss and resend").
+  const bool lossy = std::any_of(partition_endpoints_.begin(), partition_endpoints_.end(),
+                                 [](const std::string& ep) { return ep.rfind("inproc://", 0) != 0; });
+  for (auto& t : tables_) {
+    if (t) t->retain_until_acked = lossy && config_.resend_after_connection_loss;
+  }
   for (int k = 0; k < config_.num_channels; ++k) {
     std::vector<std::string> endpoints;
     for (int s = 0; s < config_.num_shards; ++s)
@@ -989,9 +997,12 @@ std::string Worker::LossNote(int partition) const {
   char when[32];
   std::snprintf(when, sizeof(when), "%.1f", ago);
   return "; the connection from this worker to that partition was lost " + std::to_string(n) +
-         " time(s), the last " + when +
-         " s ago: an update or push in flight then was lost with it, and libgeeps does not "
-         "resend it yet (docs/reliability.md, \"A connection that resets mid-job\")";
+         " time(s), the last " + when + " s ago" +
+         (config_.resend_after_connection_loss
+              ? std::string(" (what it had not acknowledged was sent again after each loss)")
+              : std::string(": an update or push in flight then was lost with it, and "
+                            "resend_after_connection_loss is off")) +
+         " (docs/reliability.md, \"A connection that resets mid-job\")";
 }
 
 Status Worker::PostRead(ReadHandle h) {
@@ -1015,6 +1026,8 @@ StatusOr<float*> Worker::PreUpdate(UpdateHandle h) {
   AccessBuffers& b = update_bufs_[h.id];
   const size_t floats = a.rows.size() * config_.tables[a.table].row_width;
   GEEPS_RETURN_IF_ERROR(AcquireBuffer(b, floats * sizeof(float), {MemoryManager::Kind::kUpdate, h.id}));
+  if (b.send_refs && tables_[a.table]->retain_until_acked)
+    GEEPS_RETURN_IF_ERROR(FreeKeptBuffer(b, *tables_[a.table], floats));
   // Unless a Read zeroed it while it waited (ZeroReleasedUpdateBuffers).
   if (b.zeroing != AccessBuffers::Zeroing::kDone) {
     // The previous clock's update may still be leaving from this buffer
@@ -1030,6 +1043,44 @@ StatusOr<float*> Worker::PreUpdate(UpdateHandle h) {
   b.zeroing = AccessBuffers::Zeroing::kNone;
   GEEPS_RETURN_IF_ERROR(Advance());
   return b.buffer;
+}
+
+bool Worker::KeptForResend(const TableCache& t, const std::atomic<int>* refs) {
+  for (const auto& slot : t.slots) {
+    if (slot->in_use && slot->send_from != nullptr && slot->send_refs == refs) return true;
+  }
+  return false;
+}
+
+Status Worker::FreeKeptBuffer(AccessBuffers& b, TableCache& t, size_t floats) {
+  std::lock_guard<std::mutex> lock(t.mu);
+  if (!KeptForResend(t, b.send_refs.get())) return Status::OK();
+  if (b.alt == nullptr && memory_ == nullptr) {
+    GEEPS_ASSIGN_OR_RETURN(b.alt, AllocFloats(floats));
+    if (device_->HostAlias(b.alt) == nullptr)
+      return InternalError("an update buffer of the host backend is not host-readable");
+    b.alt_refs = std::make_shared<std::atomic<int>>(0);
+    b.alt_zeroing = AccessBuffers::Zeroing::kNone;
+  }
+  if (b.alt != nullptr && !KeptForResend(t, b.alt_refs.get())) {
+    std::swap(b.buffer, b.alt);
+    std::swap(b.send_refs, b.alt_refs);
+    std::swap(b.zeroing, b.alt_zeroing);
+    return Status::OK();
+  }
+  // Both are kept (more clocks in flight than two, under SSP): the slots
+  // take a copy of this one's update.
+  const float* from = static_cast<const float*>(device_->HostAlias(b.buffer));
+  for (const auto& slot : t.slots) {
+    if (!slot->in_use || slot->send_from == nullptr || slot->send_refs != b.send_refs.get())
+      continue;
+    std::memcpy(slot->host + static_cast<size_t>(slot->send_first_pos) * t.width, from,
+                floats * sizeof(float));
+    ClientCounters::Count(counters_.to_slot_bytes, floats * sizeof(float));
+    slot->send_from = nullptr;
+    slot->send_refs = nullptr;  // its own zmq_refs from now on
+  }
+  return Status::OK();
 }
 
 Status Worker::Update(UpdateHandle h) {
@@ -1271,6 +1322,8 @@ WorkerStats Worker::GetStats() const {
   s.reads_in_place = reads_in_place_.load();
   s.frames_dropped = counters_.frames_dropped.load();
   s.connection_losses = counters_.connection_losses.load();
+  s.reconnects = counters_.reconnects.load();
+  s.updates_resent = counters_.updates_resent.load();
   s.data_path.gather = counters_.gather_bytes.load();
   s.data_path.zero = counters_.zero_bytes.load();
   s.data_path.scatter_add = counters_.scatter_add_bytes.load();
@@ -1366,16 +1419,32 @@ bool Worker::ZeroReleasedUpdateBuffers() {
   bool held = false;
   for (size_t h = 0; h < update_bufs_.size(); ++h) {
     AccessBuffers& b = update_bufs_[h];
-    if (b.zeroing != AccessBuffers::Zeroing::kPending) continue;
-    if (b.send_refs->load(std::memory_order_acquire) > 0) {
-      held = true;
-      continue;
-    }
     const RecordedAccess& a = seq_.updates()[h];
-    // On an error PreUpdate zeroes it again, and reports the error then.
-    b.zeroing = ZeroBuffer(b.buffer, a.rows.size() * config_.tables[a.table].row_width).ok()
-                    ? AccessBuffers::Zeroing::kDone
-                    : AccessBuffers::Zeroing::kNone;
+    const size_t floats = a.rows.size() * config_.tables[a.table].row_width;
+    // The buffer PreUpdate hands out next, and the other one (resend).
+    struct Side {
+      float* buffer;
+      std::atomic<int>* refs;
+      AccessBuffers::Zeroing* zeroing;
+    };
+    for (const Side& side : {Side{b.buffer, b.send_refs.get(), &b.zeroing},
+                             Side{b.alt, b.alt_refs.get(), &b.alt_zeroing}}) {
+      if (side.buffer == nullptr || *side.zeroing != AccessBuffers::Zeroing::kPending) continue;
+      if (side.refs->load(std::memory_order_acquire) > 0) {
+        held = true;
+        continue;
+      }
+      TableCache& t = *tables_[a.table];
+      if (t.retain_until_acked) {
+        // Kept for resending until a push acknowledges it: that push is
+        // what this thread waits for, so no need to look again sooner.
+        std::lock_guard<std::mutex> lock(t.mu);
+        if (KeptForResend(t, side.refs)) continue;
+      }
+      // On an error PreUpdate zeroes it again, and reports the error then.
+      *side.zeroing = ZeroBuffer(side.buffer, floats).ok() ? AccessBuffers::Zeroing::kDone
+                                                           : AccessBuffers::Zeroing::kNone;
+    }
   }
   return held;
 }

@@ -131,6 +131,15 @@ class Worker {
     // buffer that is kDone.
     enum class Zeroing { kNone, kPending, kDone };
     Zeroing zeroing = Zeroing::kNone;
+    // Resend after a connection loss (TableCache::retain_until_acked): the
+    // update of the last clock stays in `buffer` until a push acknowledges
+    // it, so PreUpdate hands out this second buffer meanwhile (the two are
+    // swapped with their refs and zeroing states); allocated when first
+    // needed, never with a memory budget (the update is then copied into
+    // its slot instead).
+    float* alt = nullptr;
+    std::shared_ptr<std::atomic<int>> alt_refs;
+    Zeroing alt_zeroing = Zeroing::kNone;
     // A read returned in place and not yet PostRead (counted in the table's
     // open_in_place_reads).
     bool open_in_place = false;
@@ -155,6 +164,13 @@ class Worker {
   // The same for updates sent in place from their device buffers
   // (AccessBuffers::send_refs): whether ZeroMQ still holds one.
   bool UpdateBuffersStillSending() const;
+  // Whether an update kept for resending is sent from the buffer whose
+  // ZeroMQ count is `refs` (an OplogSlot in use names it). REQUIRES: t.mu.
+  static bool KeptForResend(const TableCache& t, const std::atomic<int>* refs);
+  // PreUpdate of a buffer whose last update is kept for resending: hands
+  // out the other buffer (AccessBuffers::alt), or, where there is none,
+  // copies the kept update into its slot so the buffer is free again.
+  Status FreeKeptBuffer(AccessBuffers& b, TableCache& t, size_t floats);
   void EmulateCompute() const;       // Config::emulated_compute_per_access
   Status EndPrologue();
   Status BuildTables();     // plans cached rows and slices, no memory

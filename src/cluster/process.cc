@@ -26,7 +26,8 @@ namespace {
 // FNV-1a over what every rank must agree on.
 uint64_t Fingerprint(const Config& c) {
   std::string s = "channels=" + std::to_string(c.num_channels) +
-                  (c.deterministic_bsp ? ";deterministic" : "");
+                  (c.deterministic_bsp ? ";deterministic" : "") +
+                  (c.resend_after_connection_loss ? "" : ";noresend");
   for (const TableSpec& t : c.tables) {
     s += ";" + t.name + "," + std::to_string(t.num_rows) + "," + std::to_string(t.row_width) +
          "," + (t.local ? "l" : "s");

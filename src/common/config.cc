@@ -160,6 +160,11 @@ Status ApplyEnvironment(Config* c) {
     GEEPS_ASSIGN_OR_RETURN(long long value, ParseInt("GEEPS_READ_MY_WRITES", text, 0, 1));
     c->read_my_writes = value != 0;
   }
+  if (const char* text = std::getenv("GEEPS_RESEND_AFTER_CONNECTION_LOSS")) {
+    GEEPS_ASSIGN_OR_RETURN(long long value,
+                           ParseInt("GEEPS_RESEND_AFTER_CONNECTION_LOSS", text, 0, 1));
+    c->resend_after_connection_loss = value != 0;
+  }
   if (const char* text = std::getenv("GEEPS_DEVICE_MEMORY_BUDGET")) {
     GEEPS_ASSIGN_OR_RETURN(long long value,
                            ParseInt("GEEPS_DEVICE_MEMORY_BUDGET", text, 0, (1ll << 62)));

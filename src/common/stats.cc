@@ -28,6 +28,7 @@ std::string WorkerStats::ToJson() const {
     << ",\"reads_in_place\":" << reads_in_place
     << ",\"frames_dropped\":" << frames_dropped
     << ",\"connection_losses\":" << connection_losses
+    << ",\"reconnects\":" << reconnects << ",\"updates_resent\":" << updates_resent
     << ",\"data_path_bytes\":" << data_path.ToJson()
     << ",\"device_bytes_in_use\":" << device_bytes_in_use
     << ",\"memory_stall_seconds\":" << memory_stall_seconds
@@ -54,6 +55,9 @@ void ShardStats::Add(const ShardStats& o) {
   early_push_parts += o.early_push_parts;
   repeated_rows_skipped += o.repeated_rows_skipped;
   connections_closed += o.connections_closed;
+  routing_id_handovers += o.routing_id_handovers;
+  resyncs_received += o.resyncs_received;
+  repushes += o.repushes;
 }
 
 std::string ShardStats::ToJson() const {
@@ -69,7 +73,9 @@ std::string ShardStats::ToJson() const {
     << ",\"push_zero_copy_bytes\":" << push_zero_copy_bytes
     << ",\"early_push_parts\":" << early_push_parts
     << ",\"repeated_rows_skipped\":" << repeated_rows_skipped
-    << ",\"connections_closed\":" << connections_closed << "}";
+    << ",\"connections_closed\":" << connections_closed
+    << ",\"routing_id_handovers\":" << routing_id_handovers
+    << ",\"resyncs_received\":" << resyncs_received << ",\"repushes\":" << repushes << "}";
   return o.str();
 }
 

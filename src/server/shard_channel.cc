@@ -23,6 +23,9 @@ using transport::WireHeader;
 
 namespace {
 constexpr int kPollSafetyMs = 200;  // re-check stop_ at least this often
+// How long after a worker's messages move to a new connection the shard
+// waits to hear that the earlier one ended before it calls it a handover.
+constexpr std::chrono::milliseconds kHandoverGrace{2000};
 }  // namespace
 
 ShardChannel::ShardChannel(zmq::context_t* context, const Config& config,
@@ -32,9 +35,12 @@ ShardChannel::ShardChannel(zmq::context_t* context, const Config& config,
       config_(config),
       partition_(partition),
       endpoint_(std::move(endpoint)),
+      holds_pushes_(config.resend_after_connection_loss && endpoint_.rfind("inproc://", 0) != 0),
       socket_(std::move(bound)),
       fingerprint_(JobFingerprint(config)) {
   const int num_partitions = config_.num_shards * config_.num_channels;
+  worker_fd_.assign(config_.num_workers, -1);
+  worker_fd_ended_.assign(config_.num_workers, false);
   tables_.resize(config_.tables.size());
   for (size_t i = 0; i < config_.tables.size(); ++i) {
     const TableSpec& spec = config_.tables[i];
@@ -47,6 +53,8 @@ ShardChannel::ShardChannel(zmq::context_t* context, const Config& config,
     t->subscriptions.resize(config_.num_workers);
     t->subscribed.assign(config_.num_workers, false);
     t->parts.resize(config_.num_workers);
+    t->acked.assign(config_.num_workers, 0);
+    t->whole_next.assign(config_.num_workers, false);
     if (t->span.size() > 0) ++checkpoint_tables_;
     tables_[i] = std::move(t);
   }
@@ -245,6 +253,9 @@ ShardStats ShardChannel::GetStats() const {
   s.early_push_parts = early_push_parts_.load();
   s.repeated_rows_skipped = repeated_rows_skipped_.load();
   s.connections_closed = connections_closed_.load();
+  s.routing_id_handovers = routing_id_handovers_.load();
+  s.resyncs_received = resyncs_received_.load();
+  s.repushes = repushes_.load();
   s.bytes_received = bytes_received_.load();
   s.bytes_sent = bytes_sent_.load();
   s.frames_dropped = frames_dropped_.load();
@@ -276,9 +287,7 @@ void ShardChannel::Run() {
         // sender's own buffer, which it waits to get back (zero-copy sends).
         frames.clear();
       }
-      if (monitor_)  // its ZMQ_FD is edge-triggered too: drain it
-        connections_closed_.fetch_add(transport::CountDisconnects(*monitor_),
-                                      std::memory_order_relaxed);
+      if (monitor_) DrainMonitor();  // its ZMQ_FD is edge-triggered too
       if (budget == 256) continue;  // more is queued: check stop_, go on
     } catch (const zmq::error_t& e) {
       if (e.num() == ETERM) break;
@@ -345,6 +354,10 @@ void ShardChannel::HandleMessage(std::vector<zmq::message_t>& frames) {
   const int worker = transport::ParseWorkerRoutingId(frames[0].data(), frames[0].size(),
                                                      config_.num_workers);
   if (worker < 0) return Drop(kDropSender, "unknown sender routing id");
+  // The descriptor of the connection it came on (ZeroMQ sets it on the
+  // frames read from a TCP/IPC connection, not on the routing id it adds;
+  // -1 otherwise).
+  if (monitor_) NoteConnection(worker, zmq_msg_get(frames[1].handle(), ZMQ_SRCFD));
   FrameView views[4];
   const size_t count = std::min<size_t>(frames.size() - 1, 4);
   if (frames.size() - 1 > 3) return Drop(kDropFraming, "too many frames");
@@ -356,6 +369,8 @@ void ShardChannel::HandleMessage(std::vector<zmq::message_t>& frames) {
     return Drop(kDropSender, "header sender does not match routing id");
   if (m.header.table >= tables_.size() || !tables_[m.header.table])
     return Drop(kDropTable, "unknown or local table " + std::to_string(m.header.table));
+  if (m.type == MsgType::kAck || m.type == MsgType::kResync)
+    return HandleAckOrResync(worker, m);  // no rows (DecodeFrames checked), any width
   if (m.type != MsgType::kSubscribe && m.type != MsgType::kUpdate)
     return Drop(kDropType, std::string("unexpected ") + transport::MsgTypeName(m.type));
   TableState& t = *tables_[m.header.table];
@@ -371,6 +386,60 @@ void ShardChannel::HandleMessage(std::vector<zmq::message_t>& frames) {
     default:
       return Drop(kDropType, std::string("unexpected ") + transport::MsgTypeName(m.type));
   }
+}
+
+void ShardChannel::DrainMonitor() {
+  std::vector<int> ended;
+  connections_closed_.fetch_add(transport::CountDisconnects(*monitor_, &ended),
+                                std::memory_order_relaxed);
+  for (int fd : ended) ConnectionEnded(fd);
+  const auto now = std::chrono::steady_clock::now();
+  for (size_t i = 0; i < pending_handovers_.size();) {
+    if (now - pending_handovers_[i].since < kHandoverGrace) {
+      ++i;
+      continue;
+    }
+    ReportHandover(pending_handovers_[i].worker);
+    pending_handovers_.erase(pending_handovers_.begin() + static_cast<std::ptrdiff_t>(i));
+  }
+}
+
+void ShardChannel::ConnectionEnded(int fd) {
+  for (int w = 0; w < config_.num_workers; ++w)
+    if (worker_fd_[w] == fd) worker_fd_ended_[w] = true;
+  pending_handovers_.erase(std::remove_if(pending_handovers_.begin(), pending_handovers_.end(),
+                                          [fd](const PendingHandover& p) { return p.fd == fd; }),
+                           pending_handovers_.end());
+}
+
+void ShardChannel::NoteConnection(int worker, int fd) {
+  if (fd < 0 || !monitor_ || worker_fd_[worker] == fd) return;  // inproc, or as before
+  DrainMonitor();
+  // A descriptor's number is reused only once its connection has ended:
+  // whoever used it last, or waits to hear of its end, has seen that.
+  ConnectionEnded(fd);
+  const int before = worker_fd_[worker];
+  const bool ended = worker_fd_ended_[worker];
+  worker_fd_[worker] = fd;
+  worker_fd_ended_[worker] = false;
+  if (before < 0 || ended) return;  // its first connection, or a reconnect
+  // The shard may hear of the earlier connection's end after the new one's
+  // first message (a reset it learns of late): judged kHandoverGrace later.
+  pending_handovers_.push_back({worker, before, std::chrono::steady_clock::now()});
+}
+
+void ShardChannel::ReportHandover(int worker) {
+  routing_id_handovers_.fetch_add(1, std::memory_order_relaxed);
+  if (logged_handover_) return;
+  logged_handover_ = true;
+  GEEPS_LOG(Warning) << "shard partition " << partition_ << ": messages of worker " << worker
+                     << " (routing id " << transport::WorkerRoutingId(worker)
+                     << ") came from a new connection while the one they came from stayed "
+                        "open: the newest connection takes the id over "
+                        "(ZMQ_ROUTER_HANDOVER); the other is a stale connection of that "
+                        "worker, or another process using its id (docs/reliability.md, "
+                        "\"A worker's routing id claimed by another connection\"); "
+                        "further handovers are only counted";
 }
 
 bool ShardChannel::AcceptPart(TableState& t, int worker, const DecodedMessage& m) {
@@ -397,9 +466,25 @@ bool ShardChannel::AcceptPart(TableState& t, int worker, const DecodedMessage& m
 
 void ShardChannel::HandleSubscribe(int worker, const DecodedMessage& m) {
   TableState& t = *tables_[m.header.table];
-  if (t.subscribed[worker]) return Drop(kDropDuplicateSubscribe, "second subscription");
+  // A subscription cut off by a lost connection is sent again whole.
+  if (m.header.offset == 0 && t.parts[worker].type == m.header.type) t.parts[worker] = PartState{};
   if (!AcceptPart(t, worker, m)) return;
   std::vector<uint64_t>& rows = t.subscriptions[worker];
+  if (t.subscribed[worker]) {
+    // A worker that lost its connection before a push reached it sends its
+    // subscription again (CommChannel::ResendLocked): the same rows again
+    // are harmless; different ones are not allowed.
+    bool same = m.header.offset + m.header.row_count <= rows.size();
+    for (uint64_t i = 0; same && i < m.header.row_count; ++i)
+      same = rows[m.header.offset + i] == m.RowAt(i);
+    if (same && !(m.header.flags & transport::kFlagMore))
+      same = m.header.offset + m.header.row_count == rows.size();
+    if (!same) {
+      t.parts[worker] = PartState{};
+      return Drop(kDropDuplicateSubscribe, "second subscription, not the same as the first");
+    }
+    return;
+  }
   if (m.header.offset == 0) rows.clear();
   for (uint64_t i = 0; i < m.header.row_count; ++i) rows.push_back(m.RowAt(i));
   if (m.header.flags & transport::kFlagMore) return;
@@ -419,17 +504,27 @@ void ShardChannel::HandleSubscribe(int worker, const DecodedMessage& m) {
     t.push_groups.push_back({worker});
     t.pushed_early.push_back(0);
   }
-  if (t.min_clock > 0)
-    PushRows({worker}, m.header.table, t, 0, rows.size(), /*final_part=*/true, t.min_clock);
+  if (t.min_clock > 0) {
+    PushRows({worker}, m.header.table, t, 0, rows.size(), /*final_part=*/true, t.min_clock,
+             t.rows);
+    HoldPush(t, t.min_clock);  // the rows stay as they are until the minimum passes it
+  }
 }
 
 void ShardChannel::HandleUpdate(int worker, const DecodedMessage& m) {
   TableState& t = *tables_[m.header.table];
+  // `aux` acknowledges the last push the worker had installed (0: none).
+  // One above the minimum was never sent: the whole update is dropped.
+  if (m.header.aux > t.min_clock)
+    return Drop(kDropClock, "update acknowledging push " + std::to_string(m.header.aux) +
+                                " from worker " + std::to_string(worker) +
+                                ", past the minimum clock " + std::to_string(t.min_clock));
   if (m.header.clock < t.clocks[worker]) {
     // A clock this worker completed here, sent again (a resend after a
     // connection reset): already applied, so harmless; not an error.
     repeated_rows_skipped_.fetch_add(static_cast<int64_t>(m.header.row_count),
                                      std::memory_order_relaxed);
+    Acknowledge(t, worker, m.header.aux, m.type);
     return;
   }
   if (m.header.clock != t.clocks[worker])
@@ -446,6 +541,9 @@ void ShardChannel::HandleUpdate(int worker, const DecodedMessage& m) {
   }
   const uint64_t applied_before = p.applied_before;
   if (!AcceptPart(t, worker, m)) return;
+  // Before any row is written: the last acknowledgement of the held push
+  // releases it, and the write needs no copy.
+  Acknowledge(t, worker, m.header.aux, m.type);
   // Rows of this part not applied before (all of them but after a restart).
   const uint64_t skip = applied_before > m.header.offset
                             ? std::min<uint64_t>(applied_before - m.header.offset,
@@ -512,12 +610,108 @@ void ShardChannel::HandleUpdate(int worker, const DecodedMessage& m) {
   t.last_advance = std::chrono::steady_clock::now();
   MaybeSnapshot(m.header.table, t, new_min);
   // The rest of each push (all of it unless early parts went out: those
-  // were of this push, new_min being the old minimum + 1).
+  // were of this push, new_min being the old minimum + 1). A member that
+  // resynced since its early parts went out gets the push whole.
+  for (size_t g = 0; g < t.push_groups.size(); ++g) {
+    const uint64_t size = t.subscriptions[t.push_groups[g].front()].size();
+    const std::vector<int> rest = GroupMembers(t, g, false);
+    if (!rest.empty())
+      PushRows(rest, m.header.table, t, t.pushed_early[g], size, /*final_part=*/true, new_min,
+               t.rows);
+    for (int w : GroupMembers(t, g, true)) {
+      PushRows({w}, m.header.table, t, 0, size, /*final_part=*/true, new_min, t.rows);
+      t.whole_next[w] = false;
+    }
+    t.pushed_early[g] = 0;
+  }
+  // The rows now are exactly this push (of every group): held until every
+  // subscriber has it, since the next direct writes move them on.
+  if (!t.push_groups.empty()) HoldPush(t, new_min);
+}
+
+std::vector<int> ShardChannel::GroupMembers(const TableState& t, size_t g,
+                                            bool whole_next) const {
+  std::vector<int> out;
+  for (int w : t.push_groups[g])
+    if (t.whole_next[w] == whole_next) out.push_back(w);
+  return out;
+}
+
+bool ShardChannel::Acknowledge(TableState& t, int worker, int64_t clock, MsgType type) {
+  if (clock > t.min_clock) {
+    Drop(kDropClock, std::string(transport::MsgTypeName(type)) + " acknowledging push " +
+                         std::to_string(clock) + " from worker " + std::to_string(worker) +
+                         ", past the minimum clock " + std::to_string(t.min_clock));
+    return false;
+  }
+  if (clock > t.acked[worker]) {
+    t.acked[worker] = clock;
+    if (t.held && clock >= t.held_clock) MaybeReleaseHold(t);
+  }
+  return true;
+}
+
+void ShardChannel::HoldPush(TableState& t, int64_t clock) {
+  if (!holds_pushes_) return;
+  if (t.held != t.rows) {
+    ReleaseHold(t);  // the last push's: this one supersedes it
+    // One more hold on the rows, taken and let go on this thread only.
+    t.rows->in_flight.fetch_add(1, std::memory_order_relaxed);
+    t.held = t.rows;
+  }
+  // Unchanged rows held again (nothing was written since the last push):
+  // they are this push's values too.
+  t.rows->held_end = t.span.size();
+  t.held_clock = clock;
+  MaybeReleaseHold(t);
+}
+
+void ShardChannel::MaybeReleaseHold(TableState& t) {
+  if (!t.held) return;
+  for (int w = 0; w < config_.num_workers; ++w)
+    if (t.subscribed[w] && t.acked[w] < t.held_clock) return;
+  ReleaseHold(t);
+}
+
+void ShardChannel::ReleaseHold(TableState& t) {
+  if (!t.held) return;
+  // As ZeroMQ's free function does: a later write (MutableRows, acquire)
+  // that sees the count at 0 writes the rows in place.
+  t.held->in_flight.fetch_sub(1, std::memory_order_release);
+  t.held.reset();
+}
+
+void ShardChannel::HandleAckOrResync(int worker, const DecodedMessage& m) {
+  const TableId table = m.header.table;
+  TableState& t = *tables_[table];
+  const int64_t installed = m.header.aux;
+  // A message the worker may be sending in parts is left as it is: a
+  // resent update restarts at offset 0 (HandleUpdate).
+  if (!Acknowledge(t, worker, installed, m.type)) return;
+  if (m.type == MsgType::kAck) return;
+  resyncs_received_.fetch_add(1, std::memory_order_relaxed);
+  if (!t.subscribed[worker]) return;  // nothing was pushed to it
+  // Early parts of the next push went to its group before the connection
+  // came back (some may be lost): it gets that push whole.
   for (size_t g = 0; g < t.push_groups.size(); ++g) {
     const std::vector<int>& group = t.push_groups[g];
-    PushRows(group, m.header.table, t, t.pushed_early[g],
-             t.subscriptions[group.front()].size(), /*final_part=*/true, new_min);
-    t.pushed_early[g] = 0;
+    if (t.pushed_early[g] > 0 && std::find(group.begin(), group.end(), worker) != group.end())
+      t.whole_next[worker] = true;
+  }
+  if (t.held && installed < t.held_clock) {
+    // Counted before it leaves, so a receiver that looks sees it.
+    repushes_.fetch_add(1, std::memory_order_relaxed);
+    PushRows({worker}, table, t, 0, t.subscriptions[worker].size(), /*final_part=*/true,
+             t.held_clock, t.held);
+  } else if (!t.held && installed < t.min_clock && !logged_unheld_resync_) {
+    logged_unheld_resync_ = true;
+    GEEPS_LOG(Warning) << "shard partition " << partition_ << ", table " << table << " ('"
+                       << config_.tables[table].name << "'): worker " << worker
+                       << " resynced without the push of clock " << t.min_clock
+                       << " (it has " << installed << "), which is not held "
+                       << (holds_pushes_ ? "(every subscriber had acknowledged it)"
+                                         : "(resend_after_connection_loss is off, or inproc)")
+                       << ": it cannot be pushed again; further cases are not logged";
   }
 }
 
@@ -552,9 +746,14 @@ void ShardChannel::MaybePushEarly(TableId table, TableState& t) {
         static_cast<uint64_t>(std::lower_bound(rows.begin(), rows.end(), frontier) - rows.begin()));
     if (below <= t.pushed_early[g] || (below - t.pushed_early[g]) * row_bytes < min_part_bytes)
       continue;
-    // Counted before it leaves, so a receiver that looks sees it.
-    early_push_parts_.fetch_add(1, std::memory_order_relaxed);
-    PushRows(t.push_groups[g], table, t, t.pushed_early[g], below, /*final_part=*/false, c + 1);
+    // Not to members that resynced since the push's first early part: they
+    // get it whole at the advance.
+    const std::vector<int> members = GroupMembers(t, g, false);
+    if (!members.empty()) {
+      // Counted before it leaves, so a receiver that looks sees it.
+      early_push_parts_.fetch_add(1, std::memory_order_relaxed);
+      PushRows(members, table, t, t.pushed_early[g], below, /*final_part=*/false, c + 1, t.rows);
+    }
     t.pushed_early[g] = below;
   }
 }
@@ -587,7 +786,8 @@ std::vector<float>& ShardChannel::Writable(TableState& t, uint64_t first) {
 }
 
 void ShardChannel::PushRows(const std::vector<int>& workers, TableId table, TableState& t,
-                            uint64_t from, uint64_t to, bool final_part, int64_t clock) {
+                            uint64_t from, uint64_t to, bool final_part, int64_t clock,
+                            const std::shared_ptr<SharedRows>& source) {
   const std::vector<uint64_t>& rows = t.subscriptions[workers.front()];
   WireHeader h;
   h.type = static_cast<uint16_t>(MsgType::kPush);
@@ -613,12 +813,13 @@ void ShardChannel::PushRows(const std::vector<int>& workers, TableId table, Tabl
     // own, so that each release goes through ReleaseRows rather than
     // ZeroMQ's internal reference count, which ThreadSanitizer cannot see).
     const bool zero_copy = n > 0 && rows[first + n - 1] - rows[first] == n - 1;
-    float* const from = t.rows->values.data() + (rows[first] - t.span.begin) * t.width;
+    float* const from =
+        zero_copy ? source->values.data() + (rows[first] - t.span.begin) * t.width : nullptr;
     if (zero_copy) {
       push_zero_copy_bytes_.fetch_add(static_cast<int64_t>(n * row_bytes),
                                       std::memory_order_relaxed);
-      t.rows->held_end =
-          std::max<uint64_t>(t.rows->held_end, rows[first + n - 1] - t.span.begin + 1);
+      source->held_end =
+          std::max<uint64_t>(source->held_end, rows[first + n - 1] - t.span.begin + 1);
     } else {
       payload.rebuild(n * row_bytes);
       char* out = static_cast<char*>(payload.data());
@@ -629,7 +830,8 @@ void ShardChannel::PushRows(const std::vector<int>& workers, TableId table, Tabl
         uint64_t j = i + 1;
         while (j < first + n && rows[j] == rows[j - 1] + 1) ++j;
         std::memcpy(out + (i - first) * row_bytes,
-                    t.data().data() + (rows[i] - t.span.begin) * t.width, (j - i) * row_bytes);
+                    source->values.data() + (rows[i] - t.span.begin) * t.width,
+                    (j - i) * row_bytes);
         i = j;
       }
     }
@@ -643,9 +845,9 @@ void ShardChannel::PushRows(const std::vector<int>& workers, TableId table, Tabl
       zmq::message_t header_copy, payload_copy;
       if (!last) header_copy.copy(header);
       if (zero_copy) {
-        t.rows->in_flight.fetch_add(1, std::memory_order_relaxed);
+        source->in_flight.fetch_add(1, std::memory_order_relaxed);
         (last ? payload : payload_copy)
-            .rebuild(from, n * row_bytes, ReleaseRows, new std::shared_ptr<SharedRows>(t.rows));
+            .rebuild(from, n * row_bytes, ReleaseRows, new std::shared_ptr<SharedRows>(source));
       } else if (!last && n > 0) {
         payload_copy.copy(payload);
       }
@@ -662,10 +864,16 @@ void ShardChannel::PushRows(const std::vector<int>& workers, TableId table, Tabl
         }
         bytes_sent_.fetch_add(static_cast<int64_t>(transport::kHeaderBytes + n * row_bytes));
       } catch (const zmq::error_t& e) {
-        // EHOSTUNREACH: the worker's socket is gone (it shut down).
+        // EHOSTUNREACH (router_mandatory): the worker's connection is gone
+        // (it shut down, or it was lost: the worker resyncs when it is
+        // back). Not fatal; its message (a zero-copy payload's hold with
+        // it) is closed unsent. Logged once per error.
         failed[k] = true;
-        GEEPS_LOG(Info) << "shard partition " << partition_ << ": push to worker "
-                        << workers[k] << " failed: " << e.what();
+        if (logged_send_errors_.insert(e.num()).second) {
+          GEEPS_LOG(Info) << "shard partition " << partition_ << ": push to worker "
+                          << workers[k] << " failed: " << e.what()
+                          << "; further failures of this kind are not logged";
+        }
       }
     }
     first += n;

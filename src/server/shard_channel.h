@@ -8,6 +8,13 @@
 // added and every subscriber is pushed its subscribed rows, which then hold
 // exactly every worker's updates of clocks < m.
 //
+// Over TCP/IPC with Config::resend_after_connection_loss, the partition also
+// holds the rows of each table's last push until every subscriber has
+// acknowledged it (an Update's or Ack's `aux`), and pushes them again to a
+// worker that reconnects without it (kResync): a lost push can be sent again
+// exactly although the rows have moved on (docs/architecture.md,
+// "Connection loss and resend").
+//
 // Every received frame is validated before use; a malformed or unexpected
 // one is counted, logged once per kind, and dropped.
 #ifndef GEEPS_SERVER_SHARD_CHANNEL_H_
@@ -104,18 +111,25 @@ class ShardChannel {
   // A partition's rows of a table, shared with the zero-copy pushes still
   // being sent from them: ZeroMQ holds a reference per push part until it
   // has sent it (or the receiver, over inproc, has closed it). The shard
-  // thread writes the rows only through TableState::MutableRows, which
-  // first copies them (copy-on-write) while any push holds them.
+  // itself may hold them too, as the rows of the last push
+  // (TableState::held). The shard thread writes the rows only through
+  // TableState::MutableRows, which first copies them (copy-on-write) while
+  // anything holds them. Invariant: no held rows change, so a push's bytes
+  // (and a held push) stay as they were sent.
   struct SharedRows {
     std::vector<float> values;
-    // Zero-copy push parts of `values` not yet released. Incremented by the
-    // shard thread; decremented (release) by ZeroMQ's free function, on its
-    // I/O thread or the receiver's; read (acquire) before writing.
+    // Holds on `values` not yet released: zero-copy push parts, plus one
+    // while these are TableState::held. Incremented by the shard thread;
+    // decremented (release) by ZeroMQ's free function, on its I/O thread or
+    // the receiver's, or by the shard thread when it lets go of the held
+    // push; read (acquire) before writing.
     std::atomic<int64_t> in_flight{0};
-    // Rows [0, held_end) of the span are what in-flight pushes may hold
-    // (shard thread only; 0 once in_flight is seen at 0). A write at or
-    // past it needs no copy: the pipelined parts of a push hold the rows
-    // every worker has updated, while the clock's later parts write above.
+    // Rows [0, held_end) of the span are what the holds may cover (shard
+    // thread only; 0 once in_flight is seen at 0; the whole span while the
+    // shard holds them as the last push, and until in_flight next drops to
+    // 0). A write at or past it needs no copy: the pipelined parts of a
+    // push hold the rows every worker has updated, while the clock's later
+    // parts write above.
     uint64_t held_end = 0;
   };
   struct TableState {
@@ -131,9 +145,10 @@ class ShardChannel {
     int64_t min_clock = 0;
     // The clock the partition started at (0, or a checkpoint's). Once the
     // minimum passes it, every worker has subscribed (each subscribes before
-    // its first update), so no push happens between minimum advances and
-    // deltas of clock == min_clock may go straight into `data` (not in
-    // deterministic mode).
+    // its first update), so no push is sent from the current rows between
+    // minimum advances (a re-push is sent from `held`, which no write
+    // changes) and deltas of clock == min_clock may go straight into `data`
+    // (not in deterministic mode).
     int64_t start_clock = 0;
     // Deltas of clocks >= min_clock, by clock * num_workers (+ worker in
     // deterministic mode), each span.size() * width. They
@@ -144,6 +159,21 @@ class ShardChannel {
     std::vector<std::vector<uint64_t>> subscriptions;  // per worker, sorted rows
     std::vector<PartState> parts;  // per worker: a message arriving in parts
     std::vector<bool> subscribed;
+    // The last push held for a re-push (ShardChannel::holds_pushes_ only):
+    // the rows it was sent from and its clock (== min_clock while held), one
+    // of `rows->in_flight`'s holds, so that the next write goes into a copy
+    // and `held->values` stay exactly the push of `held_clock`. Replaced by
+    // the next push; released (null) once every subscribed worker has
+    // acknowledged `held_clock`.
+    std::shared_ptr<SharedRows> held;
+    int64_t held_clock = 0;
+    // Per worker: the highest push clock it has acknowledged (the `aux` of
+    // its Update, Ack and Resync messages; never above min_clock).
+    std::vector<int64_t> acked;
+    // Per worker: it resynced after early parts of the push of clock
+    // min_clock + 1 went to its group (they may be lost), so it gets that
+    // push whole, alone, and no further early parts of it.
+    std::vector<bool> whole_next;
     // Subscribed workers grouped by equal subscriptions, in subscription
     // order; a group's members share each push's payload.
     std::vector<std::vector<int>> push_groups;
@@ -174,13 +204,44 @@ class ShardChannel {
   bool AcceptPart(TableState& t, int worker, const transport::DecodedMessage& m);
   void HandleSubscribe(int worker, const transport::DecodedMessage& m);
   void HandleUpdate(int worker, const transport::DecodedMessage& m);
+  // kAck and kResync (no rows): the acknowledgement in `aux`; a Resync also
+  // pushes the held push again to a worker that lacks it.
+  void HandleAckOrResync(int worker, const transport::DecodedMessage& m);
+  // Drains the socket monitor: counts ended connections, notes them for
+  // NoteConnection, and reports handovers whose grace period is over.
+  void DrainMonitor();
+  // A message of `worker` came on connection `fd` (-1: inproc): when that is
+  // not the connection its messages came on before and the earlier one has
+  // not ended, a connection took its routing id over (ZMQ_ROUTER_HANDOVER):
+  // counted, and logged the first time (ReportHandover), unless the monitor
+  // reports the earlier one's end within a grace period (a reconnect).
+  void NoteConnection(int worker, int fd);
+  void ReportHandover(int worker);
+  // The connection on descriptor `fd` ended (the monitor said so, or its
+  // number came back on a new connection).
+  void ConnectionEnded(int fd);
+  // Records that `worker` has installed the push of `clock` (maybe releasing
+  // the held push). A clock above min_clock (no such push was sent) drops
+  // the frame: returns false.
+  bool Acknowledge(TableState& t, int worker, int64_t clock, transport::MsgType type);
+  // Holds t.rows as the push of `clock` just sent (replacing the last hold);
+  // releases the hold once every subscribed worker has acknowledged it.
+  void HoldPush(TableState& t, int64_t clock);
+  void MaybeReleaseHold(TableState& t);
+  void ReleaseHold(TableState& t);
+  // The members of push group `g` that get its pushes in parts as usual
+  // (every member but those marked TableState::whole_next).
+  std::vector<int> GroupMembers(const TableState& t, size_t g, bool whole_next) const;
   // Pushes subscribed rows [from, to) (indexes into the subscription) of
   // the table to `workers`, which share one subscription, as parts of the
-  // push of `clock`; the last part ends the push when `final_part`. Each
-  // part's payload is sent from the rows (consecutive rows) or copied from
-  // them once for all of the workers.
+  // push of `clock`, from `source` (t.rows, or the held rows of a re-push);
+  // the last part ends the push when `final_part`. Each part's payload is
+  // sent from the rows (consecutive rows) or copied from them once for all
+  // of the workers. A send that fails (router_mandatory: the worker's
+  // connection is gone) is logged once per error and skips that worker.
   void PushRows(const std::vector<int>& workers, TableId table, TableState& t, uint64_t from,
-                uint64_t to, bool final_part, int64_t clock);
+                uint64_t to, bool final_part, int64_t clock,
+                const std::shared_ptr<SharedRows>& source);
   // Pipelined updates: sends every push group the subscribed rows that
   // every worker has updated for clock min_clock (below the frontier) and
   // that are not yet sent, as early parts of the next push. Only in direct
@@ -202,6 +263,10 @@ class ShardChannel {
   const Config config_;
   const int partition_;
   const std::string endpoint_;
+  // Whether the last push of each table is held for a re-push:
+  // resend_after_connection_loss and not inproc (whose connections cannot
+  // be lost).
+  const bool holds_pushes_;
   std::vector<std::unique_ptr<TableState>> tables_;  // by TableId; null if local
 
   std::unique_ptr<zmq::socket_t> socket_;   // owned by the thread once started
@@ -241,9 +306,25 @@ class ShardChannel {
   static void ReleaseRows(void* data, void* hint);
   std::atomic<int64_t> early_push_parts_{0};
   std::atomic<int64_t> repeated_rows_skipped_{0};
+  std::atomic<int64_t> resyncs_received_{0}, repushes_{0};
   std::atomic<int64_t> updates_applied_{0}, rows_applied_{0}, pushes_sent_{0},
       bytes_received_{0}, bytes_sent_{0}, frames_dropped_{0};
   uint32_t logged_drop_reasons_ = 0;  // thread-owned
+  std::set<int> logged_send_errors_;   // thread-owned: errno of failed pushes logged
+  bool logged_unheld_resync_ = false;  // thread-owned
+  // Routing-id handovers (TCP/IPC; thread-owned): per worker, the
+  // descriptor of the connection its last message came on (-1: none yet),
+  // and whether the monitor has seen that connection end.
+  std::vector<int> worker_fd_;
+  std::vector<bool> worker_fd_ended_;
+  struct PendingHandover {
+    int worker;
+    int fd;  // the earlier connection, not yet reported ended
+    std::chrono::steady_clock::time_point since;
+  };
+  std::vector<PendingHandover> pending_handovers_;
+  bool logged_handover_ = false;
+  std::atomic<int64_t> routing_id_handovers_{0};
 };
 
 }  // namespace geeps::server

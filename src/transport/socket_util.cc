@@ -37,7 +37,7 @@ std::unique_ptr<zmq::socket_t> MonitorDisconnects(zmq::context_t& context,
   return monitor;
 }
 
-int CountDisconnects(zmq::socket_t& monitor) {
+int CountDisconnects(zmq::socket_t& monitor, std::vector<int>* fds) {
   int n = 0;
   // An event is two frames: 2 bytes of event id and 4 of value, then the
   // endpoint.
@@ -47,7 +47,13 @@ int CountDisconnects(zmq::socket_t& monitor) {
     if (event.more()) (void)monitor.recv(endpoint, zmq::recv_flags::dontwait);
     uint16_t id = 0;
     if (event.size() >= sizeof(id)) std::memcpy(&id, event.data(), sizeof(id));
-    if (id == ZMQ_EVENT_DISCONNECTED) ++n;
+    if (id != ZMQ_EVENT_DISCONNECTED) continue;
+    ++n;
+    int32_t fd = -1;  // the event's value: the connection's descriptor
+    if (fds != nullptr && event.size() >= sizeof(id) + sizeof(fd)) {
+      std::memcpy(&fd, static_cast<const char*>(event.data()) + sizeof(id), sizeof(fd));
+      fds->push_back(fd);
+    }
   }
   return n;
 }

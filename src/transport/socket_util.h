@@ -46,8 +46,9 @@ std::unique_ptr<zmq::socket_t> MonitorDisconnects(zmq::context_t& context,
                                                   zmq::socket_t& socket);
 // Receives every queued event of `monitor` without waiting (its ZMQ_FD is
 // edge-triggered: call after each wake-up); returns how many were
-// disconnections.
-int CountDisconnects(zmq::socket_t& monitor);
+// disconnections, and appends the descriptor of each ended connection to
+// `fds` if given.
+int CountDisconnects(zmq::socket_t& monitor, std::vector<int>* fds = nullptr);
 void StopMonitor(zmq::socket_t& socket, std::unique_ptr<zmq::socket_t>& monitor);
 
 // The same for the control plane (membership: hellos, layouts, aborts).

@@ -21,6 +21,8 @@ const char* MsgTypeName(MsgType type) {
     case MsgType::kSubscribe: return "Subscribe";
     case MsgType::kUpdate: return "Update";
     case MsgType::kPush: return "Push";
+    case MsgType::kResync: return "Resync";
+    case MsgType::kAck: return "Ack";
   }
   return "Unknown";
 }
@@ -50,9 +52,19 @@ StatusOr<DecodedMessage> DecodeFrames(const FrameView* frames, size_t count) {
   if (h.offset > (1ull << 40)) return InvalidArgumentError("part offset out of range");
   if (h.clock < 0) return InvalidArgumentError("negative clock");
   if (h.type < static_cast<uint16_t>(MsgType::kSubscribe) ||
-      h.type > static_cast<uint16_t>(MsgType::kPush))
+      h.type > static_cast<uint16_t>(MsgType::kAck))
     return InvalidArgumentError("unknown message type " + std::to_string(h.type));
   m.type = static_cast<MsgType>(h.type);
+  if (m.type == MsgType::kResync || m.type == MsgType::kAck) {
+    // Header only: no rows, no parts, a clock in `aux`.
+    if (h.row_count != 0 || h.offset != 0 || h.flags != 0 || h.aux < 0)
+      return InvalidArgumentError(std::string(MsgTypeName(m.type)) +
+                                  " carries rows, parts, flags or a negative clock");
+    if (count != 1)
+      return InvalidArgumentError(std::string(MsgTypeName(m.type)) + " has " +
+                                  std::to_string(count) + " frames, expected 1");
+    return m;
+  }
 
   const bool has_rows = m.type != MsgType::kPush;
   const bool has_payload = m.type != MsgType::kSubscribe;

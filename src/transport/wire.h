@@ -45,6 +45,8 @@ enum class MsgType : uint16_t {
   kSubscribe = 1,
   kUpdate = 2,
   kPush = 3,
+  kResync = 4,
+  kAck = 5,
 };
 
 const char* MsgTypeName(MsgType type);
