@@ -7,5 +7,6 @@
 #include "geeps/geeps.h"
 #include "geeps/stats.h"
 #include "geeps/status.h"
+#include "geeps/step.h"
 
 #endif  // GEEPS_GEEPS_ALL_H_
