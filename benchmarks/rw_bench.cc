@@ -110,8 +110,15 @@ int GeepsChild(const Options& o) {
   c.tables = {{"params", rows_per_worker * o.pairs, kWidth}};
   c.timeout = std::chrono::milliseconds(60000);
   c.num_channels = 1;
+  // GEEPS_* settings of the config (e.g. GEEPS_RESEND_AFTER_CONNECTION_LOSS=0
+  // to measure without resend), then of the process (GEEPS_ROLE).
+  geeps::Status env = geeps::ApplyEnvironment(&c);
+  if (!env.ok()) {
+    std::fprintf(stderr, "environment: %s\n", env.ToString().c_str());
+    return 1;
+  }
   geeps::ProcessOptions po;
-  geeps::Status env = geeps::ApplyEnvironment(&po);  // GEEPS_ROLE
+  env = geeps::ApplyEnvironment(&po);  // GEEPS_ROLE
   if (!env.ok()) {
     std::fprintf(stderr, "environment: %s\n", env.ToString().c_str());
     return 1;

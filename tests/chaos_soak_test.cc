@@ -1,17 +1,17 @@
 // A chaos soak (label `slow`, not in the default run): a 4-process job over
 // TCP runs the exact-sum workload (every Read checked) while a chaos thread
 // injects faults at random: SIGSTOPs of random ranks, each shorter than the
-// heartbeat timeout, and sprays of foreign frames at random shard ports. The
+// heartbeat timeout, sprays of foreign frames at random shard ports, and
+// resets (`ss -K`) of the workers' connections to a random shard port. The
 // job must end with exact sums and every rank exiting 0. The faults
 // injected are printed (and written as JSON to GEEPS_SOAK_OUT when set);
 // docs/reliability.md quotes a run.
 //
 //   GEEPS_SOAK_SECONDS  length of the soak (default 600)
-//   GEEPS_SOAK_RESETS   1: also reset worker-to-partition connections with
-//                       `ss -K` (needs root). libgeeps does not resend what
-//                       a reset loses yet, so with resets the job is
-//                       expected to fail, naming the lost connection
-//                       (docs/reliability.md); off by default.
+//   GEEPS_SOAK_RESETS   1: reset worker-to-partition connections with
+//                       `ss -K` (needs root and iproute2: the test fails
+//                       without them); 0: no resets. Default: 1 where
+//                       `ss -K` can be used, else 0 with a printed reason.
 //   GEEPS_SOAK_OUT      where to write the figures (JSON)
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -45,6 +45,16 @@ int EnvInt(const char* name, int fallback) {
   return v != nullptr && *v != '\0' ? std::atoi(v) : fallback;
 }
 
+// The sum of the numbers after every `"key":` in `text` (the ranks' stats).
+int64_t SumOf(const std::string& text, const std::string& key) {
+  int64_t sum = 0;
+  const std::string pattern = "\"" + key + "\":";
+  for (size_t at = text.find(pattern); at != std::string::npos;
+       at = text.find(pattern, at + 1))
+    sum += std::atoll(text.c_str() + at + pattern.size());
+  return sum;
+}
+
 // Whether `pid` is still a child of this process (not exited and reaped,
 // so the id cannot belong to anyone else).
 bool IsOurChild(pid_t pid) {
@@ -67,9 +77,16 @@ struct Faults {
   int resets = 0;
 };
 
-TEST(ChaosSoakTest, ExactSumsThroughStopsAndSprays) {
+TEST(ChaosSoakTest, ExactSumsThroughStopsSpraysAndResets) {
   const int seconds = EnvInt("GEEPS_SOAK_SECONDS", 600);
-  const bool resets = EnvInt("GEEPS_SOAK_RESETS", 0) == 1;
+  const bool can_reset = geteuid() == 0 && std::system("ss -V >/dev/null 2>&1") == 0;
+  const int asked = EnvInt("GEEPS_SOAK_RESETS", -1);
+  const bool resets = asked == 1 || (asked == -1 && can_reset);
+  if (resets) {
+    ASSERT_TRUE(can_reset) << "GEEPS_SOAK_RESETS=1 needs root and `ss` (iproute2)";
+  } else if (asked == -1) {
+    std::printf("chaos soak: no connection resets (`ss -K` needs root and iproute2)\n");
+  }
   // The ranks spend much of the soak stopped (or waiting for a stopped
   // one): about a third of it computing, so a third of the iterations.
   const int iterations = std::max(20, seconds * 1000 / (kDelayMs + 10) / 3);
@@ -143,19 +160,26 @@ TEST(ChaosSoakTest, ExactSumsThroughStopsAndSprays) {
   const bool finished = WaitAll(children, milliseconds((3 * seconds + 120) * 1000));
   done.store(true);
   chaos.join();
+  const std::string logs = Logs(children);
+  // What the ranks saw of the resets, and what they sent again.
+  const int64_t losses = SumOf(logs, "connection_losses");
+  const int64_t resent = SumOf(logs, "updates_resent");
+  const int64_t repushes = SumOf(logs, "repushes");
   const std::string json =
       "{\"seconds\":" + std::to_string(seconds) + ",\"iterations\":" +
       std::to_string(iterations) + ",\"ranks\":" + std::to_string(kRanks) +
       ",\"stops\":" + std::to_string(faults.stops) + ",\"stopped_ms\":" +
       std::to_string(faults.stopped_ms) + ",\"sprays\":" + std::to_string(faults.sprays) +
       ",\"frames_sprayed\":" + std::to_string(faults.frames_sprayed) + ",\"resets\":" +
-      std::to_string(faults.resets) + ",\"finished\":" + (finished ? "true" : "false") + "}";
+      std::to_string(faults.resets) + ",\"connection_losses\":" + std::to_string(losses) +
+      ",\"updates_resent\":" + std::to_string(resent) + ",\"repushes\":" +
+      std::to_string(repushes) + ",\"finished\":" + (finished ? "true" : "false") + "}";
   std::printf("chaos soak: %s\n", json.c_str());
   if (const char* out = std::getenv("GEEPS_SOAK_OUT")) std::ofstream(out) << json << "\n";
-  ASSERT_TRUE(finished) << Logs(children);
+  ASSERT_TRUE(finished) << logs;
   EXPECT_GT(faults.stops + faults.sprays, 0);
-  for (const Child& c : children) EXPECT_EQ(c.status, 0) << Logs(children);
-  const std::string logs = Logs(children);
+  if (resets && faults.resets > 0) EXPECT_GT(losses, 0) << "no rank saw a reset";
+  for (const Child& c : children) EXPECT_EQ(c.status, 0) << logs;
   for (int w = 0; w < kRanks; ++w) {
     EXPECT_NE(logs.find("worker " + std::to_string(w) + " of " + std::to_string(kRanks) + ": " +
                         std::to_string(iterations) + " iterations exact"),

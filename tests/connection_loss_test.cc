@@ -158,17 +158,21 @@ void ExpectSurvived(const Job& job, const std::vector<RankResult>& results) {
     if (job.slack == 0 && r.status.ok()) EXPECT_EQ(r.last, 3.0f * (job.clocks - 1));
     losses += r.stats.connection_losses;
     resent += r.stats.updates_resent;
-    std::printf("rank: %s, losses %lld, reconnects %lld, updates resent %lld; its shard: "
+    std::printf("rank: %s, losses %lld, reconnects %lld, updates resent %lld, pushes repeated "
+                "%lld; its shard: "
                 "resyncs %lld, pushed again %lld, repeated rows skipped %lld, handovers %lld\n",
                 r.status.ToString().c_str(), static_cast<long long>(r.stats.connection_losses),
                 static_cast<long long>(r.stats.reconnects),
                 static_cast<long long>(r.stats.updates_resent),
+                static_cast<long long>(r.stats.pushes_repeated),
                 static_cast<long long>(r.shard.resyncs_received),
                 static_cast<long long>(r.shard.repushes),
                 static_cast<long long>(r.shard.repeated_rows_skipped),
                 static_cast<long long>(r.shard.routing_id_handovers));
-    // A reconnect after a reset is not a routing-id handover.
+    // A reconnect after a reset is not a routing-id handover, and a push
+    // sent again that the worker had is not a bad frame.
     EXPECT_EQ(r.shard.routing_id_handovers, 0);
+    EXPECT_EQ(r.stats.frames_dropped, 0) << "pushes repeated: " << r.stats.pushes_repeated;
   }
   // Every reset cut the connections of all three workers to one shard.
   EXPECT_GE(losses, 20 * 3);

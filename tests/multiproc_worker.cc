@@ -82,6 +82,7 @@ int main(int argc, char** argv) {
     }
     std::printf("rank %d: worker %d of %d: %d iterations exact\n", rank, ps->rank(),
                 p.config().num_workers, iterations);
+    std::printf("rank %d worker_stats: %s\n", rank, ps->GetStats().ToJson().c_str());
   }
   std::printf("rank %d shard_stats: %s\n", rank, p.GetShardStats().ToJson().c_str());
   std::printf("rank %d rejected_connections: %lld\n", rank, (long long)p.rejected_connections());

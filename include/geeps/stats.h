@@ -56,6 +56,9 @@ struct WorkerStats {
   // and resend").
   int64_t reconnects = 0;
   int64_t updates_resent = 0;
+  // Pushes that came again after a loss although this worker had them (its
+  // Resync crossed the push): harmless, dropped without counting a frame.
+  int64_t pushes_repeated = 0;
   DataPathBytes data_path;        // bytes moved per stage
   uint64_t device_bytes_in_use = 0;
   // The memory manager (zero without a device memory budget).

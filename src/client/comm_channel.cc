@@ -416,6 +416,16 @@ void CommChannel::SendUpdate(TableCache& t, const PartitionSlice& s, OplogSlot& 
               payload, max_bytes);
 }
 
+bool CommChannel::Stale(int shard, const DecodedMessage& m, const PartitionSlice& s) {
+  // After a lost connection the partition may push again what reached this
+  // worker anyway (its Resync crossed the push): harmless, counted apart.
+  if (resend_ && m.header.clock <= s.age && ConnectionLosses(shard, nullptr) > 0) {
+    ctx_.counters->pushes_repeated.fetch_add(1);
+    return false;
+  }
+  return Drop("stale or repeated push");
+}
+
 bool CommChannel::Drop(const std::string& what) {
   ctx_.counters->frames_dropped.fetch_add(1);
   if (!logged_drop_) {
@@ -466,8 +476,7 @@ bool CommChannel::HandlePush(int shard, std::vector<zmq::message_t>& frames) {
     partial.active = false;
     if (more) {
       std::lock_guard<std::mutex> lock(t.mu);
-      if (m.header.clock <= s.age || m.header.aux < s.included)
-        return Drop("stale or repeated push");
+      if (m.header.clock <= s.age || m.header.aux < s.included) return Stale(shard, m, s);
       partial.active = true;
       partial.clock = m.header.clock;
       partial.received = 0;
@@ -512,8 +521,7 @@ bool CommChannel::HandlePush(int shard, std::vector<zmq::message_t>& frames) {
       payload = reinterpret_cast<const char*>(partial.rows.data());
     }
     std::lock_guard<std::mutex> lock(t.mu);
-    if (m.header.clock <= s.age || m.header.aux < s.included)
-      return Drop("stale or repeated push");
+    if (m.header.clock <= s.age || m.header.aux < s.included) return Stale(shard, m, s);
     // Installing: one pass over the rows, plus one per own delta re-added.
     const size_t floats = static_cast<size_t>(s.cache_count) * t.width;
     ClientCounters::Count(ctx_.counters->install_bytes, floats * sizeof(float));

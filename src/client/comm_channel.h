@@ -43,7 +43,8 @@ namespace geeps::client {
 struct ClientCounters {
   std::atomic<int64_t> messages_sent{0}, messages_received{0}, bytes_sent{0},
       bytes_received{0}, pushes_installed{0}, pushes_installed_by_app{0},
-      frames_dropped{0}, connection_losses{0}, reconnects{0}, updates_resent{0};
+      frames_dropped{0}, connection_losses{0}, reconnects{0}, updates_resent{0},
+      pushes_repeated{0};
   // WorkerStats::data_path, by stage (relaxed: statistics only).
   std::atomic<int64_t> gather_bytes{0}, zero_bytes{0}, scatter_add_bytes{0}, to_slot_bytes{0},
       pack_bytes{0}, install_bytes{0}, app_copy_bytes{0};
@@ -167,6 +168,10 @@ class CommChannel {
                      bool rmw);
   void SendFrames(int shard, zmq::message_t* frames, size_t count);
   bool Drop(const std::string& what);  // returns false
+  // A push older than (or as old as) the slice's: a repeat after a lost
+  // connection (counted in pushes_repeated), else dropped (Drop). Returns
+  // false.
+  bool Stale(int shard, const transport::DecodedMessage& m, const PartitionSlice& s);
   // Reads the socket monitors' events (connection losses). REQUIRES: io_mu_.
   void DrainMonitorsLocked();
 

@@ -1324,6 +1324,7 @@ WorkerStats Worker::GetStats() const {
   s.connection_losses = counters_.connection_losses.load();
   s.reconnects = counters_.reconnects.load();
   s.updates_resent = counters_.updates_resent.load();
+  s.pushes_repeated = counters_.pushes_repeated.load();
   s.data_path.gather = counters_.gather_bytes.load();
   s.data_path.zero = counters_.zero_bytes.load();
   s.data_path.scatter_add = counters_.scatter_add_bytes.load();

@@ -29,6 +29,7 @@ std::string WorkerStats::ToJson() const {
     << ",\"frames_dropped\":" << frames_dropped
     << ",\"connection_losses\":" << connection_losses
     << ",\"reconnects\":" << reconnects << ",\"updates_resent\":" << updates_resent
+    << ",\"pushes_repeated\":" << pushes_repeated
     << ",\"data_path_bytes\":" << data_path.ToJson()
     << ",\"device_bytes_in_use\":" << device_bytes_in_use
     << ",\"memory_stall_seconds\":" << memory_stall_seconds
