@@ -11,8 +11,8 @@
 
 #include "annotate.h"
 #include "geeps/embedded_cluster.h"
+#include "geeps/step.h"
 #include "net_layout.h"
-#include "net_stepper.h"
 #include "progress_bar.h"
 
 namespace fmnist {
@@ -23,7 +23,8 @@ using geeps::Status;
 using geeps::StatusCode;
 using geeps::StatusOr;
 using Clock = std::chrono::steady_clock;
-using Open = Stepper::Open;
+using geeps::ConstRows;
+using geeps::MutableRows;
 
 // A Status as the layer backend's error text: empty when OK.
 std::string ErrorText(const Status& s) { return s.ok() ? std::string() : s.ToString(); }
@@ -46,59 +47,61 @@ struct Batch {
   float lr = 0;
 };
 
-// One iteration of one worker, for both phases (see net_stepper.h). In the
-// real phase it trains on `batch` and adds its loss sum to *loss.
-Status Iteration(Stepper& s, const NetOptions& opt, const nn::Network& net,
+// One iteration of one worker (its accesses and its compute), for both of
+// the Step's passes (include/geeps/step.h): while recording it only makes
+// the accesses; in a real iteration it trains on `batch` and adds its loss
+// sum to *loss. The caller ends it with Clock().
+Status Iteration(geeps::Step& s, const NetOptions& opt, const nn::Network& net,
                  const Layout& lay, nn::Backend* be, const Batch& batch,
                  double* loss) {
   const int n = net.size();
-  const bool real = s.real();
+  const bool real = !s.recording();
   const float grad_scale = 1.0f / static_cast<float>(opt.batch_size);
-  std::vector<Open> params(n);
+  std::vector<ConstRows> params(n);
 
   // ---- Forward. The images: an output buffer (fetch=false), kept for the
   // first layer's backward pass if it needs them.
-  GEEPS_ASSIGN_OR_RETURN(Open in, s.OpenLocal(lay.local_table, lay.act[0], false));
+  GEEPS_ASSIGN_OR_RETURN(MutableRows in, s.LocalAccess(lay.local_table, lay.act[0], false));
   if (real) {
     // The LocalAccess buffer is device memory on CUDA: the backend copies.
     be->CopyFromHost(in.data, batch.images, batch.n * net.input_shape().size());
   }
-  GEEPS_RETURN_IF_ERROR(s.Close(in, NeededInBackward(net, 0)));
+  GEEPS_RETURN_IF_ERROR(s.PostLocalAccess(in, NeededInBackward(net, 0)));
   for (int i = 0; i < n; ++i) {
     const nn::Layer& layer = net.layer(i);
     // The parameters stay open until this layer's backward pass, so that
     // both passes use the same version of them.
     if (!lay.params[i].empty()) {
       GEEPS_ASSIGN_OR_RETURN(params[i],
-                             s.OpenRead(lay.param_table[i], lay.params[i], opt.slack));
+                             s.Read(lay.param_table[i], lay.params[i], opt.slack));
     }
-    GEEPS_ASSIGN_OR_RETURN(Open x, s.OpenLocal(lay.local_table, lay.act[i], true));
-    GEEPS_ASSIGN_OR_RETURN(Open y, s.OpenLocal(lay.local_table, lay.act[i + 1], false));
-    Open scratch;
+    GEEPS_ASSIGN_OR_RETURN(MutableRows x, s.LocalAccess(lay.local_table, lay.act[i], true));
+    GEEPS_ASSIGN_OR_RETURN(MutableRows y, s.LocalAccess(lay.local_table, lay.act[i + 1], false));
+    MutableRows scratch;
     if (layer.ScratchFloats(1) > 0) {  // not batch.n: 0 when recording
-      GEEPS_ASSIGN_OR_RETURN(scratch, s.OpenLocal(lay.local_table, lay.scratch, false));
+      GEEPS_ASSIGN_OR_RETURN(scratch, s.LocalAccess(lay.local_table, lay.scratch, false));
     }
     if (real) {
       layer.Forward(*be, params[i].data, x.data, batch.n, y.data, scratch.data);
     }
-    if (opt.reread_params && params[i].slot >= 0) {
-      GEEPS_RETURN_IF_ERROR(s.Close(params[i]));  // read again backward
+    if (opt.reread_params && params[i].position >= 0) {
+      GEEPS_RETURN_IF_ERROR(s.PostRead(params[i]));  // read again backward
     }
-    if (scratch.slot >= 0) GEEPS_RETURN_IF_ERROR(s.Close(scratch, false));
-    GEEPS_RETURN_IF_ERROR(s.Close(y, true));  // the next layer's input
-    GEEPS_RETURN_IF_ERROR(s.Close(x, NeededInBackward(net, i)));
+    if (scratch.position >= 0) GEEPS_RETURN_IF_ERROR(s.PostLocalAccess(scratch, false));
+    GEEPS_RETURN_IF_ERROR(s.PostLocalAccess(y, true));  // the next layer's input
+    GEEPS_RETURN_IF_ERROR(s.PostLocalAccess(x, NeededInBackward(net, i)));
   }
 
   // ---- Loss: softmax cross-entropy; its gradient (scaled by 1 / global
   // batch) starts the backward pass.
-  GEEPS_ASSIGN_OR_RETURN(Open logits, s.OpenLocal(lay.local_table, lay.act[n], true));
-  GEEPS_ASSIGN_OR_RETURN(Open dlogits, s.OpenLocal(lay.local_table, lay.grad[n], false));
+  GEEPS_ASSIGN_OR_RETURN(MutableRows logits, s.LocalAccess(lay.local_table, lay.act[n], true));
+  GEEPS_ASSIGN_OR_RETURN(MutableRows dlogits, s.LocalAccess(lay.local_table, lay.grad[n], false));
   if (real) {
     *loss += be->SoftmaxCrossEntropy(logits.data, batch.labels, batch.n,
                                      kClasses, grad_scale, dlogits.data);
   }
-  GEEPS_RETURN_IF_ERROR(s.Close(dlogits, true));
-  GEEPS_RETURN_IF_ERROR(s.Close(logits, NeededInBackward(net, n)));
+  GEEPS_RETURN_IF_ERROR(s.PostLocalAccess(dlogits, true));
+  GEEPS_RETURN_IF_ERROR(s.PostLocalAccess(logits, NeededInBackward(net, n)));
 
   // ---- Backward, last layer first.
   for (int i = n - 1; i >= 0; --i) {
@@ -106,52 +109,52 @@ Status Iteration(Stepper& s, const NetOptions& opt, const nn::Network& net,
     const bool has_params = !lay.params[i].empty();
     if (opt.reread_params && has_params) {
       GEEPS_ASSIGN_OR_RETURN(params[i],
-                             s.OpenRead(lay.param_table[i], lay.params[i], opt.slack));
+                             s.Read(lay.param_table[i], lay.params[i], opt.slack));
     }
-    GEEPS_ASSIGN_OR_RETURN(Open dy, s.OpenLocal(lay.local_table, lay.grad[i + 1], true));
-    Open x, y, dx, wgrad, scratch;
+    GEEPS_ASSIGN_OR_RETURN(MutableRows dy, s.LocalAccess(lay.local_table, lay.grad[i + 1], true));
+    MutableRows x, y, dx, wgrad, scratch;
     if (layer.BackwardNeedsInput()) {
-      GEEPS_ASSIGN_OR_RETURN(x, s.OpenLocal(lay.local_table, lay.act[i], true));
+      GEEPS_ASSIGN_OR_RETURN(x, s.LocalAccess(lay.local_table, lay.act[i], true));
     }
     if (layer.BackwardNeedsOutput()) {
-      GEEPS_ASSIGN_OR_RETURN(y, s.OpenLocal(lay.local_table, lay.act[i + 1], true));
+      GEEPS_ASSIGN_OR_RETURN(y, s.LocalAccess(lay.local_table, lay.act[i + 1], true));
     }
     if (i > 0) {
-      GEEPS_ASSIGN_OR_RETURN(dx, s.OpenLocal(lay.local_table, lay.grad[i], false));
+      GEEPS_ASSIGN_OR_RETURN(dx, s.LocalAccess(lay.local_table, lay.grad[i], false));
     }
     if (has_params) {  // transient: consumed by the update below
-      GEEPS_ASSIGN_OR_RETURN(wgrad, s.OpenLocal(lay.local_table, lay.wgrad[i], false));
+      GEEPS_ASSIGN_OR_RETURN(wgrad, s.LocalAccess(lay.local_table, lay.wgrad[i], false));
     }
     if (layer.ScratchFloats(1) > 0) {  // not batch.n: 0 when recording
-      GEEPS_ASSIGN_OR_RETURN(scratch, s.OpenLocal(lay.local_table, lay.scratch, false));
+      GEEPS_ASSIGN_OR_RETURN(scratch, s.LocalAccess(lay.local_table, lay.scratch, false));
     }
     if (real) {
       layer.Backward(*be, params[i].data, x.data, y.data, dy.data, batch.n,
                      dx.data, wgrad.data, scratch.data);
     }
-    if (scratch.slot >= 0) GEEPS_RETURN_IF_ERROR(s.Close(scratch, false));
+    if (scratch.position >= 0) GEEPS_RETURN_IF_ERROR(s.PostLocalAccess(scratch, false));
     if (has_params) {
-      GEEPS_RETURN_IF_ERROR(s.Close(params[i]));  // PostRead
+      GEEPS_RETURN_IF_ERROR(s.PostRead(params[i]));
       // Momentum: kept by this worker (fetch and keep). The delta sent to
       // the servers is -lr * velocity.
-      GEEPS_ASSIGN_OR_RETURN(Open v, s.OpenLocal(lay.local_table, lay.velocity[i], true));
-      GEEPS_ASSIGN_OR_RETURN(Open delta, s.OpenUpdate(lay.param_table[i], lay.params[i]));
+      GEEPS_ASSIGN_OR_RETURN(MutableRows v, s.LocalAccess(lay.local_table, lay.velocity[i], true));
+      GEEPS_ASSIGN_OR_RETURN(MutableRows delta, s.PreUpdate(lay.param_table[i], lay.params[i]));
       if (real) {
         be->MomentumDelta(wgrad.data, layer.num_params(), batch.lr,
                           opt.momentum, v.data, delta.data);
       }
-      GEEPS_RETURN_IF_ERROR(s.Close(delta));  // Update
-      GEEPS_RETURN_IF_ERROR(s.Close(v, true));
-      GEEPS_RETURN_IF_ERROR(s.Close(wgrad, false));
+      GEEPS_RETURN_IF_ERROR(s.Update(delta));
+      GEEPS_RETURN_IF_ERROR(s.PostLocalAccess(v, true));
+      GEEPS_RETURN_IF_ERROR(s.PostLocalAccess(wgrad, false));
     }
-    if (dx.slot >= 0) GEEPS_RETURN_IF_ERROR(s.Close(dx, true));
+    if (dx.position >= 0) GEEPS_RETURN_IF_ERROR(s.PostLocalAccess(dx, true));
     // act[i] is read once more only by layer i-1's backward pass.
-    if (x.slot >= 0) {
+    if (x.position >= 0) {
       GEEPS_RETURN_IF_ERROR(
-          s.Close(x, i > 0 && net.layer(i - 1).BackwardNeedsOutput()));
+          s.PostLocalAccess(x, i > 0 && net.layer(i - 1).BackwardNeedsOutput()));
     }
-    if (y.slot >= 0) GEEPS_RETURN_IF_ERROR(s.Close(y, false));
-    GEEPS_RETURN_IF_ERROR(s.Close(dy, false));
+    if (y.position >= 0) GEEPS_RETURN_IF_ERROR(s.PostLocalAccess(y, false));
+    GEEPS_RETURN_IF_ERROR(s.PostLocalAccess(dy, false));
   }
   return Status::OK();
 }
@@ -321,76 +324,81 @@ Status TrainNetWorker(const NetOptions& opt, const nn::Network& net,
   const Layout lay = MakeLayout(net, local_batch);
   std::unique_ptr<nn::Backend> be;  // made once the device is known
 
-  // ---- The virtual iteration, then worker 0's prologue: it writes the
-  // initial parameters once, as unrepeated updates.
-  Stepper iteration(ps), prologue(ps);
-  double unused_loss = 0;
-  // Recording computes nothing: no backend yet.
-  EX_CHECK(Iteration(iteration, opt, net, lay, nullptr, Batch(), &unused_loss),
-            "recording the virtual iteration");
-  EX_CHECK(ps.VirtualClock(), "VirtualClock");
-  std::vector<Open> init(net.size());
-  if (rank == 0) {
-    for (int i = 0; i < net.size(); ++i) {
-      if (lay.params[i].empty()) continue;
-      EX_ASSIGN(init[i], prologue.OpenUpdate(lay.param_table[i], lay.params[i]),
-                 "VirtualPreUpdate (prologue)");
-      EX_CHECK(prologue.Close(init[i]), "VirtualUpdate (prologue)");
+  // The worker's device is known from FinishVirtualIteration on (inside
+  // Step::Start, before the real prologue): the CUDA layer backend, on
+  // libgeeps' compute stream, for a CUDA worker; the host backend otherwise.
+  auto make_backend = [&]() -> Status {
+    if (be != nullptr) return Status::OK();
+    if (ps.device_kind() == geeps::DeviceKind::kCuda) {
+      std::string why;
+      be = nn::MakeCudaBackend(ps.compute_stream(), &why);
+      if (be == nullptr) {
+        return Annotate(Status(StatusCode::kDeviceError, why), rank, "MakeCudaBackend");
+      }
+    } else {
+      // The host layers run on the worker's compute stream, as the CUDA ones
+      // do: ordered with libgeeps' copies the same way (and delayed in the
+      // asynchronous host mode, which then shows any missing ordering).
+      be = nn::MakeQueuedBackend(
+          nn::MakeHostBackend(),
+          [&ps](std::function<void()> kernel) {
+            return ErrorText(ps.EnqueueHostWork(std::move(kernel)));
+          },
+          [&ps] { return ErrorText(ps.SynchronizeComputeStream()); });
     }
-  }
-  EX_CHECK(ps.FinishVirtualIteration(), "FinishVirtualIteration");
-  EX_CHECK(ps.StartIterations(), "StartIterations");
-  // The worker's device is known from FinishVirtualIteration on: the CUDA
-  // layer backend, on libgeeps' compute stream, for a CUDA worker; the host
-  // backend otherwise.
-  if (ps.device_kind() == geeps::DeviceKind::kCuda) {
-    std::string why;
-    be = nn::MakeCudaBackend(ps.compute_stream(), &why);
-    if (be == nullptr) {
-      return Annotate(Status(StatusCode::kDeviceError, why), rank,
-                      "MakeCudaBackend");
-    }
-  } else {
-    // The host layers run on the worker's compute stream, as the CUDA ones
-    // do: ordered with libgeeps' copies the same way (and delayed in the
-    // asynchronous host mode, which then shows any missing ordering).
-    be = nn::MakeQueuedBackend(
-        nn::MakeHostBackend(),
-        [&ps](std::function<void()> kernel) {
-          return ErrorText(ps.EnqueueHostWork(std::move(kernel)));
-        },
-        [&ps] { return ErrorText(ps.SynchronizeComputeStream()); });
-  }
+    return Status::OK();
+  };
   auto backend_status = [&](const char* call) {
     return be->ok() ? Status::OK()
                     : Annotate(Status(StatusCode::kDeviceError, be->error()),
                                rank, call);
   };
 
+  // ---- Worker 0's prologue: it writes the initial parameters once, as
+  // unrepeated updates. The Step records it and the iteration (below), then
+  // runs the prologue.
   std::vector<float> params;  // worker 0: a host copy, for evaluation
-  if (rank == 0) {
-    params.assign(lay.param_rows * kParamRowWidth, 0.0f);
-    std::mt19937_64 rng(opt.seed);
-    for (int i = 0; i < net.size(); ++i) {
-      net.layer(i).InitParams(rng, params.data() + lay.param_offset[i]);
+  auto prologue = [&](geeps::Step& s) -> Status {
+    if (rank != 0) return Status::OK();
+    if (!s.recording()) {
+      GEEPS_RETURN_IF_ERROR(make_backend());
+      params.assign(lay.param_rows * kParamRowWidth, 0.0f);
+      std::mt19937_64 rng(opt.seed);
+      for (int i = 0; i < net.size(); ++i) {
+        net.layer(i).InitParams(rng, params.data() + lay.param_offset[i]);
+      }
     }
-    prologue.StartReal();
     for (int i = 0; i < net.size(); ++i) {
       if (lay.params[i].empty()) continue;
-      EX_ASSIGN(Open w, prologue.OpenUpdate(lay.param_table[i], lay.params[i]),
-                 "PreUpdate (prologue)");
-      be->CopyFromHost(w.data, params.data() + lay.param_offset[i],
-                       net.layer(i).num_params());
-      GEEPS_RETURN_IF_ERROR(backend_status("writing the initial parameters"));
-      EX_CHECK(prologue.Close(w), "Update (prologue)");
+      EX_ASSIGN(MutableRows w, s.PreUpdate(lay.param_table[i], lay.params[i]),
+                "PreUpdate (prologue)");
+      if (!s.recording()) {
+        be->CopyFromHost(w.data, params.data() + lay.param_offset[i],
+                         net.layer(i).num_params());
+        GEEPS_RETURN_IF_ERROR(backend_status("writing the initial parameters"));
+      }
+      EX_CHECK(s.Update(w), "Update (prologue)");
     }
-    if (opt.evaluate) report->initial_test = EvaluateNet(net, params, test);
-  }
+    if (!s.recording() && opt.evaluate) report->initial_test = EvaluateNet(net, params, test);
+    return Status::OK();
+  };
+  // The inputs and the loss sum of the next real iteration (set below).
+  Batch batch;
+  double loss_sum = 0;
+  auto iteration = [&](geeps::Step& s) -> Status {
+    // Recording computes nothing: no backend yet.
+    GEEPS_RETURN_IF_ERROR(Iteration(s, opt, net, lay, s.recording() ? nullptr : be.get(),
+                                    s.recording() ? Batch() : batch, &loss_sum));
+    if (!s.recording()) GEEPS_RETURN_IF_ERROR(backend_status("iteration (layer backend)"));
+    return s.Clock();
+  };
+  geeps::Step step(ps, MakeNetConfig(opt, net));
+  EX_CHECK(step.Start(prologue, iteration), "Step::Start");
+  GEEPS_RETURN_IF_ERROR(make_backend());
 
   // ---- The real iterations. Every worker draws the same permutation per
   // epoch; iteration t's global batch is perm[t*B, (t+1)*B) and worker r
   // takes its r-th slice. The last incomplete global batch is left out.
-  iteration.StartReal();
   const int64_t steps = train.size() / opt.batch_size;
   std::vector<int64_t> perm(train.size());
   std::iota(perm.begin(), perm.end(), 0);
@@ -400,14 +408,14 @@ Status TrainNetWorker(const NetOptions& opt, const nn::Network& net,
   double train_seconds = 0;
   for (int epoch = 0; epoch < opt.epochs; ++epoch) {
     std::shuffle(perm.begin(), perm.end(), shuffle_rng);
-    Batch batch;
+    batch = Batch();
     batch.n = local_batch;
     batch.images = images.data();
     batch.labels = labels.data();
     batch.lr = opt.learning_rate * std::pow(opt.lr_decay, static_cast<float>(epoch));
     ProgressBar bar(rank == 0 ? opt.log : nullptr, epoch + 1, opt.epochs, steps);
     const Clock::time_point start = Clock::now();
-    double loss_sum = 0;
+    loss_sum = 0;
     int64_t samples = 0;
     for (int64_t t = 0; t < steps; ++t) {
       const int64_t first = t * opt.batch_size + rank * local_batch;
@@ -417,11 +425,7 @@ Status TrainNetWorker(const NetOptions& opt, const nn::Network& net,
                   images.begin() + static_cast<size_t>(j) * train.dim);
         labels[j] = train.labels[e];
       }
-      iteration.Rewind();
-      EX_CHECK(Iteration(iteration, opt, net, lay, be.get(), batch, &loss_sum),
-                "iteration");
-      GEEPS_RETURN_IF_ERROR(backend_status("iteration (layer backend)"));
-      EX_CHECK(ps.Clock(), "Clock");
+      EX_CHECK(step.RunIteration(), "iteration");
       samples += local_batch;
       bar.Step(t, samples * workers, loss_sum / samples);
     }

@@ -9,6 +9,7 @@
 
 #include "annotate.h"
 #include "geeps/embedded_cluster.h"
+#include "geeps/step.h"
 
 namespace fmnist {
 namespace {
@@ -145,34 +146,6 @@ Status TrainWorker(const TrainOptions& opt, const Dataset& train,
   const std::vector<geeps::RowIndex> rows =
       geeps::RowRange(0, static_cast<uint64_t>(train.dim) + 1);
 
-  // ---- The virtual iteration, then worker 0's prologue. ----
-  EX_ASSIGN(geeps::ReadHandle read, ps.VirtualRead(kTable, rows, opt.slack),
-                "VirtualRead");
-  EX_CHECK(ps.VirtualPostRead(read), "VirtualPostRead");
-  EX_ASSIGN(geeps::UpdateHandle update, ps.VirtualPreUpdate(kTable, rows),
-                "VirtualPreUpdate");
-  EX_CHECK(ps.VirtualUpdate(update), "VirtualUpdate");
-  EX_CHECK(ps.VirtualClock(), "VirtualClock");
-  geeps::UpdateHandle init;
-  if (rank == 0) {
-    EX_ASSIGN(init, ps.VirtualPreUpdate(kTable, rows),
-                  "VirtualPreUpdate (prologue)");
-    EX_CHECK(ps.VirtualUpdate(init), "VirtualUpdate (prologue)");
-  }
-  EX_CHECK(ps.FinishVirtualIteration(), "FinishVirtualIteration");
-  EX_CHECK(ps.StartIterations(), "StartIterations");
-
-  std::vector<float> params;  // worker 0: copies for evaluation
-  if (rank == 0) {
-    params = InitialParams(opt, train.dim, train.num_classes);
-    out->initial_test = Evaluate(params.data(), test);
-    EX_ASSIGN(float* buffer, ps.PreUpdate(init), "PreUpdate (prologue)");
-    // Device memory (GPU memory on CUDA): filled through the worker.
-    EX_CHECK(ps.CopyFromHost(buffer, params.data(), params.size()),
-             "CopyFromHost (prologue)");
-    EX_CHECK(ps.Update(init), "Update (prologue)");
-  }
-
   // ---- This worker's shard: examples rank, rank + workers, ... ----
   std::vector<int64_t> shard;
   for (int64_t i = rank; i < train.size(); i += workers) shard.push_back(i);
@@ -190,36 +163,74 @@ Status TrainWorker(const TrainOptions& opt, const Dataset& train,
   std::vector<float> velocity(num_params, 0.0f);
   // This model computes on the host: the read parameters and the deltas
   // cross between host and device memory (a GPU's, on CUDA) through the
-  // worker's copies.
+  // worker's copies, inside Step::Compute (skipped while the Step records).
   std::vector<float> current(num_params), delta(num_params);
+  std::vector<float> params;  // worker 0: copies for evaluation
+
+  // ---- Worker 0's prologue (initial values) and the iteration, written
+  // once each: the Step records them, then runs them (include/geeps/step.h).
+  auto prologue = [&](geeps::Step& s) -> Status {
+    if (rank != 0) return Status::OK();
+    EX_ASSIGN(geeps::MutableRows init, s.PreUpdate(kTable, rows), "PreUpdate (prologue)");
+    EX_CHECK(s.Compute([&] {
+      params = InitialParams(opt, train.dim, train.num_classes);
+      out->initial_test = Evaluate(params.data(), test);
+      // Device memory (GPU memory on CUDA): filled through the worker.
+      return ps.CopyFromHost(init.data, params.data(), params.size());
+    }),
+             "CopyFromHost (prologue)");
+    return Annotate(s.Update(init), rank, "Update (prologue)");
+  };
+  // The batch of the next iteration (examples shard[begin, begin + n)), its
+  // update's scale, and the epoch's sums so far.
+  int64_t begin = 0;
+  size_t n = 0;
+  float scale = 0;
+  double loss_sum = 0;
+  int64_t samples = 0;
+  auto iteration = [&](geeps::Step& s) -> Status {
+    EX_ASSIGN(geeps::ConstRows read, s.Read(kTable, rows, opt.slack), "Read");
+    EX_CHECK(s.Compute([&]() -> Status {
+      GEEPS_RETURN_IF_ERROR(ps.CopyToHost(current.data(), read.data, num_params));
+      loss_sum += n * LossAndGradient(current.data(), train, shard.data() + begin, n,
+                                      grad.data());
+      samples += static_cast<int64_t>(n);
+      return Status::OK();
+    }),
+             "CopyToHost");
+    EX_CHECK(s.PostRead(read), "PostRead");
+    EX_ASSIGN(geeps::MutableRows update, s.PreUpdate(kTable, rows), "PreUpdate");
+    EX_CHECK(s.Compute([&] {
+      for (size_t j = 0; j < num_params; ++j) {
+        velocity[j] = opt.momentum * velocity[j] + grad[j];
+        delta[j] = scale * velocity[j];
+      }
+      return ps.CopyFromHost(update.data, delta.data(), num_params);
+    }),
+             "CopyFromHost");
+    EX_CHECK(s.Update(update), "Update");
+    return Annotate(s.Clock(), rank, "Clock");
+  };
+  // The Step reads the tables' widths from the config (the job's is the
+  // same: MakeConfig's tables).
+  geeps::Step step(ps, MakeConfig(opt, train));
+  EX_CHECK(step.Start(prologue, iteration), "Step::Start");
+
   for (int epoch = 0; epoch < opt.epochs; ++epoch) {
     std::shuffle(shard.begin(), shard.end(), rng);
     const float lr =
         opt.learning_rate * std::pow(opt.lr_decay, static_cast<float>(epoch));
-    const float scale = -lr / static_cast<float>(workers);
+    scale = -lr / static_cast<float>(workers);
     const Clock::time_point start = Clock::now();
-    double loss_sum = 0;
-    int64_t samples = 0;
+    loss_sum = 0;
+    samples = 0;
     for (int64_t it = 0; it < iterations; ++it) {
-      const int64_t begin = it * opt.batch_size;
+      begin = it * opt.batch_size;
       const int64_t end = it + 1 == iterations
                               ? static_cast<int64_t>(shard.size())
                               : begin + opt.batch_size;
-      const size_t n = static_cast<size_t>(end - begin);
-      EX_ASSIGN(const float* read_rows, ps.Read(read), "Read");
-      EX_CHECK(ps.CopyToHost(current.data(), read_rows, num_params), "CopyToHost");
-      loss_sum += n * LossAndGradient(current.data(), train, shard.data() + begin, n,
-                                      grad.data());
-      samples += static_cast<int64_t>(n);
-      EX_CHECK(ps.PostRead(read), "PostRead");
-      for (size_t j = 0; j < num_params; ++j) {
-        velocity[j] = opt.momentum * velocity[j] + grad[j];
-      }
-      EX_ASSIGN(float* delta_rows, ps.PreUpdate(update), "PreUpdate");
-      for (size_t j = 0; j < num_params; ++j) delta[j] = scale * velocity[j];
-      EX_CHECK(ps.CopyFromHost(delta_rows, delta.data(), num_params), "CopyFromHost");
-      EX_CHECK(ps.Update(update), "Update");
-      EX_CHECK(ps.Clock(), "Clock");
+      n = static_cast<size_t>(end - begin);
+      EX_CHECK(step.RunIteration(), "iteration");
     }
     out->own_train_loss.push_back(loss_sum / static_cast<double>(samples));
     if (board != nullptr) board->Report(epoch, loss_sum, samples);
