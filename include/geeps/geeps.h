@@ -159,7 +159,7 @@ class GeePS {
   // after the last Clock() in asynchronous mode, or before CopyRows.
   Status Sync();
   // Copies rows of a shared table from this worker's parameter cache (rows it
-  // reads), or of a local table, to host memory `out` (rows.size() *
+  // reads or updates), or of a local table, to host memory `out` (rows.size() *
   // row_width floats). Only between iterations.
   Status CopyRows(TableId table, const std::vector<RowIndex>& rows,
                   float* out);
