@@ -34,6 +34,20 @@ std::unique_ptr<EmbeddedCluster> StartOrDie(const Config& c) {
   return cluster.ok() ? std::move(cluster).value() : nullptr;
 }
 
+// StatusOr::value() (and * and ->) of an error stops the process with the
+// error's message instead of reading a value that is not there.
+TEST(StatusOrDeathTest, ValueOfAnErrorStopsNamingIt) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  StatusOr<int> bad = InvalidArgumentError("no such row");
+  EXPECT_DEATH((void)bad.value(), "value\\(\\) of an error: .*no such row");
+  EXPECT_DEATH((void)*bad, "no such row");
+  StatusOr<std::string> bad_string = NotFoundError("no such file");
+  EXPECT_DEATH((void)bad_string->size(), "no such file");
+  StatusOr<int> good = 7;
+  EXPECT_EQ(good.value(), 7);
+  EXPECT_EQ(*good, 7);
+}
+
 TEST(ConfigTest, RejectsBadConfigs) {
   Config c = OneTable();
   EXPECT_OK(ValidateConfig(c));

@@ -3,6 +3,8 @@
 #ifndef GEEPS_STATUS_H_
 #define GEEPS_STATUS_H_
 
+#include <cstdio>
+#include <cstdlib>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -75,16 +77,24 @@ class [[nodiscard]] StatusOr {
 
   bool ok() const { return status_.ok(); }
   const Status& status() const { return status_; }
-  // REQUIRES: ok().
-  T& value() & { return *value_; }
-  const T& value() const& { return *value_; }
-  T&& value() && { return std::move(*value_); }
-  T& operator*() & { return *value_; }
-  const T& operator*() const& { return *value_; }
-  T* operator->() { return &*value_; }
-  const T* operator->() const { return &*value_; }
+  // The value. REQUIRES: ok(); on an error the process stops (abort) with a
+  // message naming the error, never reads a value that is not there.
+  T& value() & { return (Check(), *value_); }
+  const T& value() const& { return (Check(), *value_); }
+  T&& value() && { return (Check(), std::move(*value_)); }
+  T& operator*() & { return value(); }
+  const T& operator*() const& { return value(); }
+  T* operator->() { return &value(); }
+  const T* operator->() const { return &value(); }
 
  private:
+  void Check() const {
+    if (value_.has_value()) return;
+    std::fprintf(stderr, "geeps::StatusOr: value() of an error: %s\n",
+                 status_.ToString().c_str());
+    std::abort();
+  }
+
   Status status_;
   std::optional<T> value_;
 };
