@@ -300,6 +300,51 @@ TEST(StepTest, PrologueValuesAreSeenByTheFirstIteration) {
   }
 }
 
+// The prologue may make local accesses too (docs/api.md): a local table
+// filled once there, kept, is what every iteration's local access fetches.
+TEST(StepTest, ALocalTableFilledInThePrologueIsKept) {
+  Config c;
+  c.tables = {{"w", 2, 2}, {"loc", 3, 2, /*local=*/true}};
+  c.device = DeviceKind::kHost;
+  c.num_workers = 2;
+  auto cluster = StartOrDie(c);
+  ASSERT_NE(cluster, nullptr);
+  std::vector<std::vector<float>> seen(2);
+  ASSERT_OK(cluster->RunWorkers([&](GeePS& ps) {
+    Step step(ps, c);
+    const auto rows = RowRange(0, 3);
+    const float base = static_cast<float>(10 * (ps.rank() + 1));
+    return step.Run(
+        [&](Step& s) -> Status {
+          GEEPS_ASSIGN_OR_RETURN(MutableRows l, s.LocalAccess(1, rows, /*fetch=*/false));
+          GEEPS_RETURN_IF_ERROR(s.Compute([&] {
+            return testing::WriteBuffer(ps, l.data,
+                                        {base, base + 1, base + 2, base + 3, base + 4, base + 5});
+          }));
+          return s.PostLocalAccess(l, /*keep=*/true);
+        },
+        [&](Step& s) -> Status {
+          GEEPS_ASSIGN_OR_RETURN(ConstRows r, s.Read(0, RowRange(0, 2)));
+          GEEPS_RETURN_IF_ERROR(s.PostRead(r));
+          GEEPS_ASSIGN_OR_RETURN(MutableRows l, s.LocalAccess(1, rows, /*fetch=*/true));
+          GEEPS_RETURN_IF_ERROR(s.Compute([&]() -> Status {
+            GEEPS_ASSIGN_OR_RETURN(std::vector<float> v, ReadBuffer(ps, l.data, l.floats()));
+            seen[ps.rank()].insert(seen[ps.rank()].end(), v.begin(), v.end());
+            return Status::OK();
+          }));
+          GEEPS_RETURN_IF_ERROR(s.PostLocalAccess(l, /*keep=*/true));
+          return s.Clock();
+        },
+        3);
+  }));
+  for (int w = 0; w < 2; ++w) {
+    const float b = static_cast<float>(10 * (w + 1));
+    std::vector<float> once = {b, b + 1, b + 2, b + 3, b + 4, b + 5}, expect;
+    for (int i = 0; i < 3; ++i) expect.insert(expect.end(), once.begin(), once.end());
+    EXPECT_EQ(seen[w], expect) << "worker " << w;
+  }
+}
+
 TEST(StepTest, ViewsReportRowsAndWidth) {
   Config c;
   c.tables = {{"w", 10, 3}, {"loc", 6, 7, /*local=*/true}};
