@@ -8,9 +8,12 @@
 #include <thread>
 #include <vector>
 
+#include <zmq.hpp>
+
 #include "geeps/embedded_cluster.h"
 #include "host_view.h"
 #include "test_util.h"
+#include "transport/socket_util.h"
 
 namespace geeps {
 namespace {
@@ -99,6 +102,110 @@ TEST(ConfigTest, TooManyPartitionsForTheDescriptorLimitIsAClearError) {
   ASSERT_FALSE(cluster.ok());
   EXPECT_EQ(cluster.status().code(), StatusCode::kResourceExhausted) << cluster.status();
   EXPECT_NE(cluster.status().message().find("file descriptors"), std::string::npos);
+}
+
+// Raises the soft descriptor limit to at least `want` (within the hard
+// limit); false when the hard limit is lower.
+bool RaiseDescriptorLimit(rlim_t want, rlimit* saved) {
+  if (getrlimit(RLIMIT_NOFILE, saved) != 0) return false;
+  if (saved->rlim_cur != RLIM_INFINITY && saved->rlim_cur >= want) return true;
+  if (saved->rlim_max != RLIM_INFINITY && saved->rlim_max < want) return false;
+  rlimit raised = *saved;
+  raised.rlim_cur = want;
+  return setrlimit(RLIMIT_NOFILE, &raised) == 0;
+}
+
+// 2 workers x 200 shards x 3 channels need about 1800 sockets, more than
+// ZeroMQ's default cap of 1023 per context: the cluster raises the cap and
+// the job runs (it used to fail with "Too many open files").
+TEST(ConfigTest, MoreSocketsThanZeroMQsDefaultCapStillRun) {
+  rlimit saved{};
+  if (!RaiseDescriptorLimit(8192, &saved))
+    GTEST_SKIP() << "the hard descriptor limit is below 8192 (ulimit -Hn); this shape needs ~3000";
+  Config c;
+  c.num_workers = 2;
+  c.num_shards = 200;
+  c.num_channels = 3;
+  c.tables = {{"t", 1200, 2}};
+  auto cluster = EmbeddedCluster::Start(c);
+  ASSERT_OK(cluster.status());
+  ASSERT_OK((*cluster)->RunWorkers([&](GeePS& ps) -> Status {
+    GEEPS_ASSIGN_OR_RETURN(ReadHandle r, ps.VirtualRead(0, RowRange(0, 1200), 0));
+    GEEPS_RETURN_IF_ERROR(ps.VirtualPostRead(r));
+    GEEPS_ASSIGN_OR_RETURN(UpdateHandle u, ps.VirtualPreUpdate(0, RowRange(0, 1200)));
+    GEEPS_RETURN_IF_ERROR(ps.VirtualUpdate(u));
+    GEEPS_RETURN_IF_ERROR(ps.VirtualClock());
+    GEEPS_RETURN_IF_ERROR(ps.FinishVirtualIteration());
+    GEEPS_RETURN_IF_ERROR(ps.StartIterations());
+    std::vector<float> ones(2400, 1.0f), seen(2400);
+    for (int i = 0; i < 3; ++i) {
+      GEEPS_ASSIGN_OR_RETURN(const float* v, ps.Read(r));
+      GEEPS_RETURN_IF_ERROR(ps.CopyToHost(seen.data(), v, seen.size()));
+      for (float x : seen)
+        if (x != 2.0f * i) return InternalError("clock " + std::to_string(i) + ": read " +
+                                                std::to_string(x));
+      GEEPS_RETURN_IF_ERROR(ps.PostRead(r));
+      GEEPS_ASSIGN_OR_RETURN(float* d, ps.PreUpdate(u));
+      GEEPS_RETURN_IF_ERROR(ps.CopyFromHost(d, ones.data(), ones.size()));
+      GEEPS_RETURN_IF_ERROR(ps.Update(u));
+      GEEPS_RETURN_IF_ERROR(ps.Clock());
+    }
+    return Status::OK();
+  }));
+  ASSERT_OK((*cluster)->Shutdown());
+  setrlimit(RLIMIT_NOFILE, &saved);
+}
+
+// Where the descriptor limit keeps the cap at ZeroMQ's default, the same
+// shape is a kResourceExhausted naming the sockets, not a failed socket.
+TEST(ConfigTest, TooManySocketsForTheCapIsAClearError) {
+  Config c;
+  c.num_workers = 2;
+  c.num_shards = 200;
+  c.num_channels = 3;
+  c.tables = {{"t", 1200, 2}};
+  rlimit saved{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &saved), 0);
+  rlimit low = saved;
+  low.rlim_cur = 1024;
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  auto cluster = EmbeddedCluster::Start(c);
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &saved), 0);
+  ASSERT_FALSE(cluster.ok());
+  EXPECT_EQ(cluster.status().code(), StatusCode::kResourceExhausted) << cluster.status();
+  EXPECT_NE(cluster.status().message().find("ZeroMQ sockets"), std::string::npos)
+      << cluster.status();
+  EXPECT_NE(cluster.status().message().find("2 workers x 200 shards x 3 channels"),
+            std::string::npos)
+      << cluster.status();
+}
+
+// The shape for a process of a multi-process job (2 workers x 90
+// shards x 3 channels, CURVE): more sockets than ZeroMQ's default cap, which
+// a default context refuses by name and the library's context takes.
+TEST(ConfigTest, AProcessContextIsSizedForItsJob) {
+  rlimit saved{};
+  if (!RaiseDescriptorLimit(8192, &saved))
+    GTEST_SKIP() << "the hard descriptor limit is below 8192 (ulimit -Hn)";
+  Config c;
+  c.num_workers = 2;
+  c.num_shards = 90;
+  c.num_channels = 3;
+  const transport::SocketNeeds plain = transport::ProcessNeeds(c, 1, 3, 4, false);
+  const transport::SocketNeeds curve = transport::ProcessNeeds(c, 1, 3, 4, true);
+  EXPECT_GT(curve.sockets, plain.sockets);
+  EXPECT_GT(curve.sockets, 1023u);
+  EXPECT_GT(plain.descriptors, plain.sockets);
+  zmq::context_t stock;  // ZeroMQ's default cap
+  Status refused = transport::CheckSocketNeeds(stock, curve, "Process::Join: rank 0");
+  EXPECT_EQ(refused.code(), StatusCode::kResourceExhausted) << refused;
+  EXPECT_NE(refused.message().find(std::to_string(curve.sockets) + " ZeroMQ sockets"),
+            std::string::npos)
+      << refused;
+  auto sized = transport::NewContext();
+  ASSERT_OK(sized.status());
+  EXPECT_OK(transport::CheckSocketNeeds(**sized, curve, "Process::Join: rank 0"));
+  setrlimit(RLIMIT_NOFILE, &saved);
 }
 
 TEST(ConfigTest, EnvironmentOverrides) {

@@ -42,10 +42,16 @@ TEST(DeviceSelectionTest, HostWorkerHasNoNativeStream) {
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   GeePS& ps = *(*cluster)->worker(0);
   EXPECT_EQ(ps.device_kind(), DeviceKind::kHost);
-  EXPECT_EQ(ps.compute_stream(), nullptr);
+  EXPECT_EQ(ps.compute_stream().native_handle(), nullptr);
+  EXPECT_EQ(ps.compute_stream().cuda().status().code(), StatusCode::kFailedPrecondition);
   ASSERT_TRUE(FinishOneRead(ps).ok());
   EXPECT_EQ(ps.device_kind(), DeviceKind::kHost);
-  EXPECT_EQ(ps.compute_stream(), nullptr);
+  EXPECT_EQ(ps.compute_stream().kind(), DeviceKind::kHost);
+  EXPECT_EQ(ps.compute_stream().native_handle(), nullptr);
+  // Never a null cudaStream_t (CUDA's legacy default stream): an error.
+  EXPECT_EQ(ps.compute_stream().cuda().status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(ps.compute_stream().cuda().status().message().find("EnqueueHostWork"),
+            std::string::npos);
 }
 
 TEST(DeviceSelectionTest, AutoPicksCudaOnlyWithAGpu) {
@@ -53,13 +59,16 @@ TEST(DeviceSelectionTest, AutoPicksCudaOnlyWithAGpu) {
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   GeePS& ps = *(*cluster)->worker(0);
   EXPECT_EQ(ps.device_kind(), DeviceKind::kAuto);  // not resolved yet
+  EXPECT_NE(ps.compute_stream().cuda().status().message().find("before FinishVirtualIteration"),
+            std::string::npos);
   ASSERT_TRUE(FinishOneRead(ps).ok());
   if (GpuHere()) {
     EXPECT_EQ(ps.device_kind(), DeviceKind::kCuda);
-    EXPECT_NE(ps.compute_stream(), nullptr);
+    ASSERT_TRUE(ps.compute_stream().cuda().ok()) << ps.compute_stream().cuda().status();
+    EXPECT_NE(*ps.compute_stream().cuda(), nullptr);
   } else {
     EXPECT_EQ(ps.device_kind(), DeviceKind::kHost);
-    EXPECT_EQ(ps.compute_stream(), nullptr);
+    EXPECT_EQ(ps.compute_stream().native_handle(), nullptr);
   }
 }
 
@@ -70,7 +79,8 @@ TEST(DeviceSelectionTest, ForcedCudaFailsCleanlyWithoutAGpu) {
     GeePS& ps = *(*cluster)->worker(0);
     ASSERT_TRUE(FinishOneRead(ps).ok());
     EXPECT_EQ(ps.device_kind(), DeviceKind::kCuda);
-    EXPECT_NE(ps.compute_stream(), nullptr);
+    EXPECT_EQ(ps.compute_stream().kind(), DeviceKind::kCuda);
+    EXPECT_NE(ps.compute_stream().native_handle(), nullptr);
     return;
   }
   ASSERT_FALSE(cluster.ok());

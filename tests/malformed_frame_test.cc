@@ -10,6 +10,7 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "cluster/embedded_cluster_testing.h"
 #include "geeps/embedded_cluster.h"
 #include "host_view.h"
 #include "server/shard_channel.h"
@@ -366,7 +367,7 @@ TEST(MalformedFrameTest, InjectedFramesLeaveClusterSumsExact) {
   ASSERT_OK(cluster.status());
   std::atomic<bool> done{false};
   std::thread injector([&] {
-    auto* ctx = static_cast<zmq::context_t*>((*cluster)->zmq_context());
+    zmq::context_t* ctx = internal::EmbeddedClusterAccess::ZmqContext(**cluster);
     testing::g_context = ctx;
     std::mt19937 rng(1);
     std::vector<std::unique_ptr<zmq::socket_t>> socks;
@@ -377,7 +378,7 @@ TEST(MalformedFrameTest, InjectedFramesLeaveClusterSumsExact) {
         sock->set(zmq::sockopt::linger, 0);
         const char* id = ids[(s * 2 + k) % 4];
         if (*id) sock->set(zmq::sockopt::routing_id, id);
-        sock->connect((*cluster)->ShardEndpoint(s, k));
+        sock->connect(internal::EmbeddedClusterAccess::ShardEndpoint(s, k));
         socks.push_back(std::move(sock));
       }
     }

@@ -3,6 +3,7 @@
 // environment, geeps_launch and mpirun, a rank killed mid-iteration, a rank
 // that never starts, a port in use, and foreign frames on a shard's port.
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -75,8 +76,24 @@ TEST(MultiProcessTest, FourProcessesOverTcpTwoChannels) {
   ExpectAllExact(RunRanks(4, {{"GEEPS_TRANSPORT", "tcp"}}, {"--channels", "2"}), 4);
 }
 
+// Over ipc:// each process binds a socket file per channel in the ipc
+// folder; a clean Shutdown leaves the folder as it found it.
 TEST(MultiProcessTest, ThreeProcessesOverIpc) {
-  ExpectAllExact(RunRanks(3, {{"GEEPS_TRANSPORT", "ipc"}}, {"--channels", "2"}), 3);
+  char dir[] = "/tmp/geeps-ipc-test-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  ExpectAllExact(RunRanks(3, {{"GEEPS_TRANSPORT", "ipc"}, {"GEEPS_IPC_DIR", dir}},
+                          {"--channels", "2"}),
+                 3);
+  std::vector<std::string> left;
+  if (DIR* d = opendir(dir)) {
+    while (dirent* e = readdir(d))
+      if (std::string(e->d_name) != "." && std::string(e->d_name) != "..") left.push_back(e->d_name);
+    closedir(d);
+  }
+  EXPECT_TRUE(left.empty()) << left.size() << " files left in " << dir << ", e.g. "
+                            << (left.empty() ? "" : left[0]);
+  for (const std::string& f : left) unlink((std::string(dir) + "/" + f).c_str());
+  rmdir(dir);
 }
 
 TEST(MultiProcessTest, SspOverTcpWithSmallMessages) {

@@ -331,7 +331,7 @@ Status TrainNetWorker(const NetOptions& opt, const nn::Network& net,
     if (be != nullptr) return Status::OK();
     if (ps.device_kind() == geeps::DeviceKind::kCuda) {
       std::string why;
-      be = nn::MakeCudaBackend(ps.compute_stream(), &why);
+      be = nn::MakeCudaBackend(ps.compute_stream().native_handle(), &why);
       if (be == nullptr) {
         return Annotate(Status(StatusCode::kDeviceError, why), rank, "MakeCudaBackend");
       }

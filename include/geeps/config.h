@@ -171,6 +171,10 @@ Status ValidateConfig(const Config& config);
 // GEEPS_DETERMINISTIC_BSP, GEEPS_CHECKPOINT_DIR, GEEPS_CHECKPOINT_EVERY,
 // GEEPS_RESUME (off|required|if-present)). A malformed value is
 // kInvalidArgument naming the variable. See docs/api.md for the table.
+// Not applied by the library: EmbeddedCluster::Start and Process::Join take
+// the config as given, so a program that wants these overrides calls this
+// on its config first. (The test modes GEEPS_ASYNC_HOST_STREAMS and
+// GEEPS_HOST_OPAQUE_POINTERS are the exception: every worker reads them.)
 Status ApplyEnvironment(Config* config);
 
 // Rows first, first+1, ..., first+count-1.

@@ -12,6 +12,9 @@
 #include "geeps/status.h"
 
 namespace geeps {
+namespace internal {
+class EmbeddedClusterAccess;  // tests' access (src/cluster/embedded_cluster_testing.h)
+}  // namespace internal
 
 class EmbeddedCluster {
  public:
@@ -36,16 +39,11 @@ class EmbeddedCluster {
   // Checkpoint files the shards have written (Config::checkpoint_dir).
   int64_t checkpoints_written() const;
 
-  // The inproc endpoint of a shard's channel (for tests and tools).
-  std::string ShardEndpoint(int shard, int channel) const;
-  // Opaque pointer to the cluster's ZeroMQ context (a zmq::context_t*), for
-  // tests that connect their own sockets to ShardEndpoint().
-  void* zmq_context();
-
   // Shuts every worker down, then every shard; joins all threads. Idempotent.
   Status Shutdown();
 
  private:
+  friend class internal::EmbeddedClusterAccess;
   struct Impl;
   explicit EmbeddedCluster(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;

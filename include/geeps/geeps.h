@@ -35,7 +35,42 @@
 #include "geeps/stats.h"
 #include "geeps/status.h"
 
+// CUDA's stream type: a cudaStream_t is a CUstream_st*, so this header
+// names it without including CUDA's.
+struct CUstream_st;
+
 namespace geeps {
+
+// The stream of a worker's device work, typed per backend:
+// * kCuda: a CUDA stream; cuda() is the cudaStream_t (launch the
+//   application's kernels on it, or make it wait on their events).
+// * kHost: no native stream; the host backend orders the application's
+//   work with the worker's copies through GeePS::EnqueueHostWork, and
+//   cuda() is kFailedPrecondition.
+// * Before FinishVirtualIteration has made the device, kind() is
+//   Config::device as given (maybe kAuto) and cuda() is kFailedPrecondition.
+class ComputeStream {
+ public:
+  ComputeStream() = default;
+  ComputeStream(DeviceKind kind, void* handle) : kind_(kind), handle_(handle) {}
+  DeviceKind kind() const { return kind_; }
+  // The CUDA stream, or kFailedPrecondition naming why there is none (never
+  // a null stream, which CUDA would take as its legacy default stream).
+  StatusOr<CUstream_st*> cuda() const {
+    if (kind_ == DeviceKind::kCuda && handle_ != nullptr) return static_cast<CUstream_st*>(handle_);
+    return FailedPreconditionError(
+        kind_ == DeviceKind::kHost
+            ? "compute_stream: the host backend has no CUDA stream (use EnqueueHostWork)"
+            : "compute_stream: no device yet (before FinishVirtualIteration)");
+  }
+  // The backend's handle as an opaque pointer: the cudaStream_t on kCuda,
+  // nullptr otherwise (for code that passes streams as void*).
+  void* native_handle() const { return handle_; }
+
+ private:
+  DeviceKind kind_ = DeviceKind::kAuto;
+  void* handle_ = nullptr;
+};
 
 // Handles name a recorded operation. Default-constructed handles are invalid.
 struct ReadHandle {
@@ -51,15 +86,19 @@ struct LocalHandle {
 namespace client {
 class Worker;
 }  // namespace client
+namespace internal {
+class GeePSAccess;  // the library's own factory (src/client/geeps_access.h)
+}  // namespace internal
 
 class GeePS {
  public:
-  // Instances are made by a cluster (EmbeddedCluster::worker()).
-  explicit GeePS(std::unique_ptr<client::Worker> impl);
+  // Instances are made only by a cluster or a process: get one from
+  // EmbeddedCluster::worker() or Process::worker(); they own it.
   ~GeePS();
   GeePS(const GeePS&) = delete;
   GeePS& operator=(const GeePS&) = delete;
 
+  // This worker's rank in [0, num_workers()), and the job's worker count.
   int rank() const;
   int num_workers() const;
 
@@ -68,14 +107,14 @@ class GeePS {
   // has created the device; before that, Config::device as given (maybe
   // kAuto).
   DeviceKind device_kind() const;
-  // The stream on which the worker makes the application's buffers ready: a
-  // cudaStream_t (as void*) on the CUDA backend, nullptr on the host backend
-  // and before FinishVirtualIteration. Contract: a buffer returned by Read,
-  // PreUpdate or LocalAccess is ready on this stream when the call returns;
-  // the application's work on it must be complete, or enqueued on this
-  // stream, before it calls PostRead, Update or PostLocalAccess. Application
-  // thread only; the stream lives until Shutdown().
-  void* compute_stream() const;
+  // The stream on which the worker makes the application's buffers ready
+  // (ComputeStream above has what it is on each backend). Contract: a buffer
+  // returned by Read, PreUpdate or LocalAccess is ready on this stream when
+  // the call returns; the application's work on it must be complete, or
+  // enqueued on this stream, before it calls PostRead, Update or
+  // PostLocalAccess. Application thread only; the stream lives until
+  // Shutdown().
+  ComputeStream compute_stream() const;
 
   // Copies `floats` floats from a buffer this worker returned (Read,
   // PreUpdate, LocalAccess; any device memory of this worker) to host memory
@@ -109,11 +148,13 @@ class GeePS {
   // Same, with Config::default_slack.
   StatusOr<ReadHandle> VirtualRead(TableId table,
                                    const std::vector<RowIndex>& rows);
+  // Records the end of that read: its buffer is handed back here.
   Status VirtualPostRead(ReadHandle handle);
 
   // Records an update (deltas added to `rows` of shared table `table`).
   StatusOr<UpdateHandle> VirtualPreUpdate(TableId table,
                                           const std::vector<RowIndex>& rows);
+  // Records the end of that update: its deltas are handed over here.
   Status VirtualUpdate(UpdateHandle handle);
 
   // Records an access to rows of local table `table`. fetch=false: the old
@@ -132,12 +173,17 @@ class GeePS {
   Status FinishVirtualIteration();
 
   // ---- Phase 2: real iterations -------------------------------------------
+  // Ends the set-up: after it come the prologue's calls (if any were
+  // recorded), then the repeated iteration. Once, after
+  // FinishVirtualIteration (kFailedPrecondition otherwise).
   Status StartIterations();
 
   // Returns the rows (contiguous, in request order, row_width floats each) in
   // device memory, valid until PostRead. Blocks until the rows satisfy the
   // read's slack, at most Config::timeout.
   StatusOr<const float*> Read(ReadHandle handle);
+  // Hands the read's buffer back: the application's work on it must be
+  // complete or enqueued on compute_stream(). The pointer is invalid after.
   Status PostRead(ReadHandle handle);
   // Returns a zeroed device buffer for the deltas of the update's rows. On
   // the host backend an update may be sent from this buffer itself; then
@@ -149,6 +195,9 @@ class GeePS {
   Status Update(UpdateHandle handle);
   // Returns the local rows (contiguous, in request order) in device memory.
   StatusOr<float*> LocalAccess(LocalHandle handle);
+  // Hands the local rows back (work on them complete or enqueued on
+  // compute_stream()); they are written back if the access was recorded with
+  // keep=true. The pointer is invalid after.
   Status PostLocalAccess(LocalHandle handle);
   // Ends an iteration.
   Status Clock();
@@ -164,6 +213,7 @@ class GeePS {
   Status CopyRows(TableId table, const std::vector<RowIndex>& rows,
                   float* out);
 
+  // Counters of this worker (stats.h); any thread, any phase.
   WorkerStats GetStats() const;
 
   // ---- Checkpoints (Config::checkpoint_dir; docs/api.md) ------------------
@@ -185,6 +235,8 @@ class GeePS {
   Status Shutdown();
 
  private:
+  friend class internal::GeePSAccess;
+  explicit GeePS(std::unique_ptr<client::Worker> impl);
   std::unique_ptr<client::Worker> impl_;
 };
 

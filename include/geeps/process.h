@@ -32,10 +32,14 @@ enum class ProcessRole {
   kServer,           // a server shard only
 };
 
+enum class Transport {
+  kTcp,  // tcp://: processes on any machines
+  kIpc,  // ipc://: Unix sockets, every process on one machine
+};
+
 struct ProcessOptions {
   ProcessRole role = ProcessRole::kWorkerAndServer;
-  // "tcp" (any machines) or "ipc" (one machine, Unix sockets).
-  std::string transport = "tcp";
+  Transport transport = Transport::kTcp;
   // Address the shard sockets bind to and other processes connect to. Empty:
   // 127.0.0.1 when the coordinator is on loopback, else the local address
   // that routes to the coordinator. Nothing binds to all interfaces unless
@@ -44,7 +48,8 @@ struct ProcessOptions {
   // First port of the shard sockets (channel k of the process with local
   // rank l binds base_port + l * num_channels + k); 0 = ports the system picks.
   int base_port = 0;
-  // Folder of the ipc:// socket files.
+  // Folder of the ipc:// socket files (each process removes its own at
+  // Shutdown).
   std::string ipc_dir = "/tmp";
   // -1: from the environment. Set both to run without a launcher.
   int rank = -1;
@@ -61,7 +66,9 @@ struct ProcessOptions {
 // Overrides options from GEEPS_ROLE (both|worker|server), GEEPS_TRANSPORT
 // (tcp|ipc), GEEPS_BIND_HOST, GEEPS_BASE_PORT, GEEPS_IPC_DIR,
 // GEEPS_CURVE_KEYS. A malformed value is kInvalidArgument naming the
-// variable.
+// variable. Not applied by Process::Join (which reads only GEEPS_CURVE_KEYS
+// when curve_key_file is empty, and the launcher's rank variables): call it
+// on the options first to let the environment choose.
 Status ApplyEnvironment(ProcessOptions* options);
 
 class Process {

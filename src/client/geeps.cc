@@ -12,7 +12,9 @@ GeePS::~GeePS() = default;
 int GeePS::rank() const { return impl_->rank(); }
 int GeePS::num_workers() const { return impl_->num_workers(); }
 DeviceKind GeePS::device_kind() const { return impl_->device_kind(); }
-void* GeePS::compute_stream() const { return impl_->compute_stream(); }
+ComputeStream GeePS::compute_stream() const {
+  return ComputeStream(impl_->device_kind(), impl_->compute_stream());
+}
 
 StatusOr<ReadHandle> GeePS::VirtualRead(TableId table, const std::vector<RowIndex>& rows,
                                         int slack) {

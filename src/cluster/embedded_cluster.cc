@@ -1,37 +1,20 @@
 #include "geeps/embedded_cluster.h"
 
-#include <sys/resource.h>
 
 #include <mutex>
 #include <thread>
 #include <zmq.hpp>
 
+#include "client/geeps_access.h"
 #include "client/worker.h"
+#include "cluster/embedded_cluster_testing.h"
 #include "device/device.h"
 #include "server/checkpoint.h"
 #include "server/shard_channel.h"
+#include "transport/socket_util.h"
 
 namespace geeps {
 namespace {
-
-// ZeroMQ needs a file descriptor per socket (its mailbox) and the context a
-// few more. An embedded cluster opens, per partition, a ROUTER and a control
-// socket, and per worker and channel, a DEALER per shard plus three task and
-// control sockets. Checked up front so that a large shape is a clear error
-// instead of a failed bind halfway through.
-Status CheckDescriptors(const Config& c) {
-  const uint64_t partitions = static_cast<uint64_t>(c.num_shards) * c.num_channels;
-  const uint64_t needed = 64 + 2 * partitions +
-                          static_cast<uint64_t>(c.num_workers) * c.num_channels * (c.num_shards + 3);
-  rlimit limit{};
-  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return Status::OK();
-  if (needed <= limit.rlim_cur) return Status::OK();
-  return ResourceExhaustedError(
-      "EmbeddedCluster::Start: " + std::to_string(c.num_workers) + " workers x " +
-      std::to_string(c.num_shards) + " shards x " + std::to_string(c.num_channels) +
-      " channels need about " + std::to_string(needed) + " file descriptors, but the limit is " +
-      std::to_string(limit.rlim_cur) + " (ulimit -n); use fewer shards or channels");
-}
 
 }  // namespace
 
@@ -52,17 +35,19 @@ EmbeddedCluster::~EmbeddedCluster() { Shutdown().ok(); }
 
 StatusOr<std::unique_ptr<EmbeddedCluster>> EmbeddedCluster::Start(const Config& config) {
   GEEPS_RETURN_IF_ERROR(ValidateConfig(config));
-  GEEPS_RETURN_IF_ERROR(CheckDescriptors(config));
   // A forced backend that cannot work (GEEPS_DEVICE=cuda without a GPU)
   // fails here, not at each worker's FinishVirtualIteration.
   GEEPS_RETURN_IF_ERROR(device::CheckDeviceAvailable(config.device));
   auto impl = std::make_unique<Impl>();
   impl->config = config;
-  try {
-    impl->context = std::make_unique<zmq::context_t>(1);
-  } catch (const zmq::error_t& e) {
-    return UnavailableError(std::string("cannot create a ZeroMQ context: ") + e.what());
-  }
+  GEEPS_ASSIGN_OR_RETURN(impl->context, transport::NewContext());
+  // A shape too large for the socket cap or the descriptor limit is named
+  // here, not by a failed socket halfway through.
+  GEEPS_RETURN_IF_ERROR(transport::CheckSocketNeeds(
+      *impl->context, transport::EmbeddedClusterNeeds(config),
+      "EmbeddedCluster::Start: " + std::to_string(config.num_workers) + " workers x " +
+          std::to_string(config.num_shards) + " shards x " +
+          std::to_string(config.num_channels) + " channels"));
   std::unique_ptr<EmbeddedCluster> cluster(new EmbeddedCluster(std::move(impl)));
   Impl& c = *cluster->impl_;
   // Checkpoints: every partition's files are in one folder here.
@@ -75,7 +60,8 @@ StatusOr<std::unique_ptr<EmbeddedCluster>> EmbeddedCluster::Start(const Config& 
   const int num_partitions = config.num_shards * config.num_channels;
   std::vector<std::string> endpoints;
   for (int p = 0; p < num_partitions; ++p) {
-    endpoints.push_back(cluster->ShardEndpoint(p / config.num_channels, p % config.num_channels));
+    endpoints.push_back(internal::EmbeddedClusterAccess::ShardEndpoint(p / config.num_channels,
+                                                                      p % config.num_channels));
     c.partitions.push_back(
         std::make_unique<server::ShardChannel>(c.context.get(), config, p, endpoints.back()));
   }
@@ -89,7 +75,7 @@ StatusOr<std::unique_ptr<EmbeddedCluster>> EmbeddedCluster::Start(const Config& 
     auto impl = std::make_unique<client::Worker>(config, r, c.context.get(), endpoints);
     impl->SetResumeClock(resume_clock);
     c.impls.push_back(impl.get());
-    c.workers.push_back(std::make_unique<GeePS>(std::move(impl)));
+    c.workers.push_back(internal::GeePSAccess::Make(std::move(impl)));
   }
   return cluster;
 }
@@ -151,11 +137,13 @@ int64_t EmbeddedCluster::checkpoints_written() const {
   return n;
 }
 
-std::string EmbeddedCluster::ShardEndpoint(int shard, int channel) const {
+std::string internal::EmbeddedClusterAccess::ShardEndpoint(int shard, int channel) {
   return "inproc://geeps-shard-" + std::to_string(shard) + "-channel-" + std::to_string(channel);
 }
 
-void* EmbeddedCluster::zmq_context() { return impl_->context.get(); }
+zmq::context_t* internal::EmbeddedClusterAccess::ZmqContext(EmbeddedCluster& cluster) {
+  return cluster.impl_->context.get();
+}
 
 Status EmbeddedCluster::Shutdown() {
   std::lock_guard<std::mutex> lock(impl_->shutdown_mu);

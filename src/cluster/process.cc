@@ -6,11 +6,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <set>
 #include <zmq.hpp>
 
+#include "client/geeps_access.h"
 #include "client/worker.h"
 #include "cluster/bootstrap.h"
 #include "cluster/membership.h"
@@ -82,9 +85,9 @@ Status ApplyEnvironment(ProcessOptions* o) {
   }
   if (const char* v = std::getenv("GEEPS_TRANSPORT")) {
     const std::string s = v;
-    if (s != "tcp" && s != "ipc")
-      return InvalidArgumentError("GEEPS_TRANSPORT='" + s + "': expected tcp or ipc");
-    o->transport = s;
+    if (s == "tcp") o->transport = Transport::kTcp;
+    else if (s == "ipc") o->transport = Transport::kIpc;
+    else return InvalidArgumentError("GEEPS_TRANSPORT='" + s + "': expected tcp or ipc");
   }
   if (const char* v = std::getenv("GEEPS_BIND_HOST")) o->bind_host = v;
   if (const char* v = std::getenv("GEEPS_IPC_DIR")) o->ipc_dir = v;
@@ -99,6 +102,23 @@ Status ApplyEnvironment(ProcessOptions* o) {
   if (const char* v = std::getenv("GEEPS_CURVE_KEYS")) o->curve_key_file = v;
   return Status::OK();
 }
+
+// The ipc:// socket files this process bound: removed at Shutdown, or when
+// a Join that failed after binding drops them (ZeroMQ leaves them behind).
+struct IpcFiles {
+  std::vector<std::string> paths;
+  IpcFiles() = default;
+  IpcFiles(const IpcFiles&) = delete;
+  IpcFiles& operator=(const IpcFiles&) = delete;
+  ~IpcFiles() { Remove(); }
+  void Remove() {
+    for (const std::string& p : paths) {
+      if (unlink(p.c_str()) != 0 && errno != ENOENT)
+        GEEPS_LOG(Warning) << "cannot remove ipc socket file " << p << ": " << std::strerror(errno);
+    }
+    paths.clear();
+  }
+};
 
 struct Process::Impl {
   Config config;  // the job's: num_workers and num_shards from the roles
@@ -115,6 +135,7 @@ struct Process::Impl {
   std::vector<std::unique_ptr<server::ShardChannel>> channels;
   client::Worker* worker_impl = nullptr;
   std::unique_ptr<GeePS> worker;
+  IpcFiles ipc_files;
   std::mutex shutdown_mu;
   bool shut_down = false;
 };
@@ -128,9 +149,9 @@ StatusOr<std::unique_ptr<Process>> Process::Join(const Config& config,
   job.num_workers = 1;  // set from the roles below; ValidateConfig needs >= 1
   job.num_shards = 1;
   GEEPS_RETURN_IF_ERROR(ValidateConfig(job));
-  if (options.transport != "tcp" && options.transport != "ipc")
-    return InvalidArgumentError("ProcessOptions::transport must be tcp or ipc, got '" +
-                                options.transport + "'");
+  if (options.transport != Transport::kTcp && options.transport != Transport::kIpc)
+    return InvalidArgumentError("ProcessOptions::transport must be Transport::kTcp or kIpc, got " +
+                                std::to_string(static_cast<int>(options.transport)));
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   int local_rank = 0;
@@ -175,11 +196,7 @@ StatusOr<std::unique_ptr<Process>> Process::Join(const Config& config,
                     "rank " + std::to_string(impl->rank) + ": " + keys.status().message());
     job_keys = std::move(keys).value();
   }
-  try {
-    impl->context = std::make_unique<zmq::context_t>(1);
-  } catch (const zmq::error_t& e) {
-    return UnavailableError(std::string("cannot create a ZeroMQ context: ") + e.what());
-  }
+  GEEPS_ASSIGN_OR_RETURN(impl->context, transport::NewContext());
   if (!key_file.empty()) {
     GEEPS_ASSIGN_OR_RETURN(impl->security,
                            transport::SecurityConfig::Start(impl->context.get(), job_keys));
@@ -193,9 +210,11 @@ StatusOr<std::unique_ptr<Process>> Process::Join(const Config& config,
   if (HasShard(options.role)) {
     for (int k = 0; k < config.num_channels; ++k) {
       std::string endpoint;
-      if (options.transport == "ipc") {
-        endpoint = "ipc://" + options.ipc_dir + "/geeps-" + std::to_string(getpid()) + "-r" +
-                   std::to_string(impl->rank) + "-c" + std::to_string(k) + ".sock";
+      if (options.transport == Transport::kIpc) {
+        const std::string path = options.ipc_dir + "/geeps-" + std::to_string(getpid()) + "-r" +
+                                 std::to_string(impl->rank) + "-c" + std::to_string(k) + ".sock";
+        endpoint = "ipc://" + path;
+        impl->ipc_files.paths.push_back(path);
       } else {
         const int port =
             options.base_port > 0 ? options.base_port + local_rank * config.num_channels + k : 0;
@@ -257,6 +276,16 @@ StatusOr<std::unique_ptr<Process>> Process::Join(const Config& config,
   job.num_shards = layout.num_shards;
   GEEPS_RETURN_IF_ERROR(ValidateConfig(job));
   impl->config = job;
+  // This process's sockets for the whole job, checked before the worker
+  // makes one per partition.
+  GEEPS_RETURN_IF_ERROR(transport::CheckSocketNeeds(
+      *impl->context,
+      transport::ProcessNeeds(job, HasWorker(options.role) ? 1 : 0,
+                              HasShard(options.role) ? job.num_channels : 0, impl->world_size,
+                              impl->security != nullptr),
+      "Process::Join: rank " + std::to_string(impl->rank) + " of a job of " +
+          std::to_string(job.num_workers) + " workers x " + std::to_string(job.num_shards) +
+          " shards x " + std::to_string(job.num_channels) + " channels"));
 
   std::vector<std::string> endpoints(static_cast<size_t>(job.num_shards) * job.num_channels);
   for (const cluster::PeerInfo& p : layout.peers) {
@@ -294,7 +323,7 @@ StatusOr<std::unique_ptr<Process>> Process::Join(const Config& config,
                                                    impl->security.get());
     worker->SetResumeClock(layout.resume_clock);
     impl->worker_impl = worker.get();
-    impl->worker = std::make_unique<GeePS>(std::move(worker));
+    impl->worker = internal::GeePSAccess::Make(std::move(worker));
   }
   client::Worker* worker = impl->worker_impl;
   GEEPS_RETURN_IF_ERROR(impl->membership->Start([worker](int, const Status& why) {
@@ -334,6 +363,7 @@ Status Process::Shutdown() {
     impl_->membership->Stop();
   }
   for (auto& c : impl_->channels) c->Stop();
+  impl_->ipc_files.Remove();
   return first;
 }
 

@@ -1,6 +1,7 @@
 #include "transport/socket_util.h"
 
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -95,6 +96,88 @@ void WakeUp(zmq::context_t* context, const std::string& endpoint) {
     wake.send(zmq::str_buffer("w"), zmq::send_flags::dontwait);
   } catch (const zmq::error_t&) {
   }
+}
+
+namespace {
+
+// The process' soft descriptor limit; 0 when unlimited or unknown.
+uint64_t DescriptorLimit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return 0;
+  return static_cast<uint64_t>(limit.rlim_cur);
+}
+
+constexpr int kZmqDefaultMaxSockets = 1023;  // ZMQ_MAX_SOCKETS_DFLT
+
+}  // namespace
+
+StatusOr<std::unique_ptr<zmq::context_t>> NewContext() {
+  std::unique_ptr<zmq::context_t> context;
+  try {
+    context = std::make_unique<zmq::context_t>(1);
+  } catch (const zmq::error_t& e) {
+    return UnavailableError(std::string("cannot create a ZeroMQ context: ") + e.what());
+  }
+  const int zmq_limit = zmq_ctx_get(context->handle(), ZMQ_SOCKET_LIMIT);
+  const uint64_t fds = DescriptorLimit();
+  int cap = zmq_limit > 0 ? zmq_limit : kZmqDefaultMaxSockets;
+  if (fds > 0 && fds < static_cast<uint64_t>(cap)) cap = static_cast<int>(fds);
+  cap = std::max(cap, kZmqDefaultMaxSockets);
+  // Takes effect because no socket of this context exists yet; a refusal
+  // leaves the default, which CheckSocketNeeds then reports against.
+  zmq_ctx_set(context->handle(), ZMQ_MAX_SOCKETS, cap);
+  return context;
+}
+
+Status CheckSocketNeeds(zmq::context_t& context, const SocketNeeds& needs,
+                        const std::string& what) {
+  const int cap = zmq_ctx_get(context.handle(), ZMQ_MAX_SOCKETS);
+  if (cap > 0 && needs.sockets > static_cast<uint64_t>(cap)) {
+    const int zmq_limit = zmq_ctx_get(context.handle(), ZMQ_SOCKET_LIMIT);
+    return ResourceExhaustedError(
+        what + " needs about " + std::to_string(needs.sockets) +
+        " ZeroMQ sockets in one context, but its cap is " + std::to_string(cap) +
+        " (ZeroMQ allows at most " + std::to_string(zmq_limit) +
+        "; the cap follows the descriptor limit, ulimit -n); use fewer shards or channels");
+  }
+  const uint64_t fds = DescriptorLimit();
+  if (fds > 0 && needs.descriptors > fds) {
+    return ResourceExhaustedError(what + " needs about " + std::to_string(needs.descriptors) +
+                                  " file descriptors, but the limit is " + std::to_string(fds) +
+                                  " (ulimit -n); use fewer shards or channels");
+  }
+  return Status::OK();
+}
+
+SocketNeeds EmbeddedClusterNeeds(const Config& c) {
+  const uint64_t partitions = static_cast<uint64_t>(c.num_shards) * c.num_channels;
+  const uint64_t workers = static_cast<uint64_t>(c.num_workers);
+  SocketNeeds n;
+  // A ROUTER per partition, a DEALER per worker and partition, a few made
+  // for a moment (wake-ups).
+  n.sockets = partitions + workers * partitions + 16;
+  // A mailbox per socket, a wake-up descriptor per partition and per
+  // worker channel, ZeroMQ's own (I/O thread, reaper) and the process'.
+  n.descriptors = 64 + 2 * partitions + workers * c.num_channels * (c.num_shards + 3);
+  return n;
+}
+
+SocketNeeds ProcessNeeds(const Config& c, int workers_here, int channels_here, int processes,
+                         bool curve) {
+  const uint64_t partitions = static_cast<uint64_t>(c.num_shards) * c.num_channels;
+  // Every tcp/ipc socket has a disconnect monitor (ZeroMQ's PAIR and ours),
+  // with CURVE a handshake monitor too.
+  const uint64_t per_socket = 1 + 2 + (curve ? 2 : 0);
+  const uint64_t dealers = workers_here > 0 ? partitions : 0;
+  const uint64_t routers = static_cast<uint64_t>(std::max(0, channels_here));
+  SocketNeeds n;
+  // The membership socket and its control socket, the CURVE handler's two.
+  n.sockets = (dealers + routers) * per_socket + 2 + (curve ? 4 : 0) + 16;
+  // Mailboxes, one connection per DEALER, one per worker at each ROUTER,
+  // one per process at the coordinator, wake-ups, ZeroMQ's own.
+  n.descriptors = n.sockets + dealers + routers * static_cast<uint64_t>(c.num_workers) +
+                  static_cast<uint64_t>(processes) + dealers + routers + 64;
+  return n;
 }
 
 }  // namespace geeps::transport

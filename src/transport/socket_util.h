@@ -51,6 +51,38 @@ std::unique_ptr<zmq::socket_t> MonitorDisconnects(zmq::context_t& context,
 int CountDisconnects(zmq::socket_t& monitor, std::vector<int>* fds = nullptr);
 void StopMonitor(zmq::socket_t& socket, std::unique_ptr<zmq::socket_t>& monitor);
 
+// ---- Socket and descriptor budget of one context -------------------------
+// ZeroMQ caps the sockets of a context (ZMQ_MAX_SOCKETS, 1023 unless
+// raised, fixed when its first socket is made) and every socket takes a file
+// descriptor (its mailbox), every tcp/ipc connection one more. A shape too
+// large for either used to fail halfway through set-up with "Too many open
+// files"; now it is a kResourceExhausted naming the numbers before anything
+// is made.
+struct SocketNeeds {
+  uint64_t sockets = 0;
+  uint64_t descriptors = 0;
+};
+// A new context whose socket cap is as high as the process' descriptor
+// limit (RLIMIT_NOFILE, soft) allows, within ZeroMQ's own limit
+// (ZMQ_SOCKET_LIMIT), and never below ZeroMQ's default. kUnavailable when
+// no context can be made.
+StatusOr<std::unique_ptr<zmq::context_t>> NewContext();
+// OK when `context` can hold `needs`; else kResourceExhausted starting with
+// `what` (the call and the shape, e.g. "EmbeddedCluster::Start: 2 workers x
+// 200 shards x 3 channels") and naming what is needed and the limit
+// (and `ulimit -n` where the descriptors are short).
+Status CheckSocketNeeds(zmq::context_t& context, const SocketNeeds& needs,
+                        const std::string& what);
+// The sockets and descriptors of an embedded cluster of `c` (inproc: no
+// connections, no monitors).
+SocketNeeds EmbeddedClusterNeeds(const Config& c);
+// One process's share of a multi-process job: `workers_here` workers (0 or
+// 1) and `channels_here` shard partitions (0 or c.num_channels) of a job
+// with `c.num_workers` workers and `c.num_shards` shards over tcp/ipc,
+// `processes` in all, `curve` with CURVE (a monitor per socket).
+SocketNeeds ProcessNeeds(const Config& c, int workers_here, int channels_here, int processes,
+                         bool curve);
+
 // The same for the control plane (membership: hellos, layouts, aborts).
 inline constexpr int64_t kControlFrameLimit = int64_t{16} << 20;
 

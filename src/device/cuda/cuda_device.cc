@@ -8,11 +8,17 @@
 #include <mutex>
 #include <new>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "common/logging.h"
 #include "device/cuda/grid_stride.h"
 #include "device/cuda/kernels.h"
+
+// geeps.h names CUDA's stream type without CUDA's headers
+// (ComputeStream::cuda()); it must be the very type cudaStream_t is.
+static_assert(std::is_same_v<cudaStream_t, CUstream_st*>,
+              "ComputeStream::cuda() must return a cudaStream_t");
 
 namespace geeps::device::cuda {
 
