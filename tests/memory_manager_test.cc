@@ -401,3 +401,158 @@ TEST(MemoryManagerTest, EmulatedComputeDelaysEveryClose) {
 
 }  // namespace
 }  // namespace geeps
+
+namespace geeps {
+namespace {
+
+// ---- Read-only local accesses ------------------------------------------------
+
+constexpr uint64_t kLocalRows = 64;
+constexpr uint32_t kLocalWidth = 16;
+constexpr size_t kLocalFloats = kLocalRows * kLocalWidth;
+constexpr int64_t kLocalBytes = static_cast<int64_t>(kLocalFloats * sizeof(float));
+
+// A prologue fills local table L once (fetch=false, keep=true); each
+// iteration reads W, then reads all of L back in kPieces accesses, recorded
+// as read-only (VirtualLocalRead) or as plain ones (fetch and keep) that do
+// not write either, and checks what it read. In pieces, so that the least
+// budget keeps L in host memory even with double buffering.
+constexpr int kPieces = 4;
+
+StatusOr<WorkerStats> RunLocalReads(uint64_t budget, bool read_only, int iterations,
+                                    MemoryGuarantee guarantee) {
+  Config c;
+  c.tables = {{"W", 4, 4}, {"L", kLocalRows, kLocalWidth, true}};
+  c.device_memory_budget = budget;
+  c.memory_guarantee = guarantee;
+  c.timeout = std::chrono::milliseconds(10000);
+  GEEPS_ASSIGN_OR_RETURN(auto cluster, EmbeddedCluster::Start(c));
+  GeePS& ps = *cluster->worker(0);
+  const uint64_t piece_rows = kLocalRows / kPieces;
+  const size_t piece_floats = piece_rows * kLocalWidth;
+  GEEPS_ASSIGN_OR_RETURN(ReadHandle r, ps.VirtualRead(0, RowRange(0, 4)));
+  GEEPS_RETURN_IF_ERROR(ps.VirtualPostRead(r));
+  std::vector<LocalHandle> reads(kPieces), fills(kPieces);
+  for (int p = 0; p < kPieces; ++p) {
+    const std::vector<RowIndex> rows = RowRange(p * piece_rows, piece_rows);
+    if (read_only) {
+      GEEPS_ASSIGN_OR_RETURN(reads[p], ps.VirtualLocalRead(1, rows));
+    } else {
+      GEEPS_ASSIGN_OR_RETURN(reads[p], ps.VirtualLocalAccess(1, rows, true));
+    }
+    GEEPS_RETURN_IF_ERROR(ps.VirtualPostLocalAccess(reads[p], true));
+  }
+  GEEPS_ASSIGN_OR_RETURN(UpdateHandle u, ps.VirtualPreUpdate(0, RowRange(0, 4)));
+  GEEPS_RETURN_IF_ERROR(ps.VirtualUpdate(u));
+  GEEPS_RETURN_IF_ERROR(ps.VirtualClock());
+  for (int p = 0; p < kPieces; ++p) {  // the prologue
+    GEEPS_ASSIGN_OR_RETURN(fills[p],
+                           ps.VirtualLocalAccess(1, RowRange(p * piece_rows, piece_rows), false));
+    GEEPS_RETURN_IF_ERROR(ps.VirtualPostLocalAccess(fills[p], true));
+  }
+  GEEPS_RETURN_IF_ERROR(ps.FinishVirtualIteration());
+  GEEPS_RETURN_IF_ERROR(ps.StartIterations());
+  std::vector<float> values(kLocalFloats);
+  for (size_t k = 0; k < kLocalFloats; ++k) values[k] = static_cast<float>(k) + 0.5f;
+  for (int p = 0; p < kPieces; ++p) {
+    GEEPS_ASSIGN_OR_RETURN(float* f, ps.LocalAccess(fills[p]));
+    GEEPS_RETURN_IF_ERROR(testing::WriteBuffer(
+        ps, f,
+        std::vector<float>(values.begin() + p * piece_floats,
+                           values.begin() + (p + 1) * piece_floats)));
+    GEEPS_RETURN_IF_ERROR(ps.PostLocalAccess(fills[p]));
+  }
+  for (int i = 0; i < iterations; ++i) {
+    GEEPS_RETURN_IF_ERROR(ps.Read(r).status());
+    GEEPS_RETURN_IF_ERROR(ps.PostRead(r));
+    for (int p = 0; p < kPieces; ++p) {
+      const float* rows = nullptr;
+      if (read_only) {
+        GEEPS_ASSIGN_OR_RETURN(rows, ps.LocalRead(reads[p]));
+      } else {
+        GEEPS_ASSIGN_OR_RETURN(rows, ps.LocalAccess(reads[p]));
+      }
+      GEEPS_ASSIGN_OR_RETURN(std::vector<float> seen, testing::ReadBuffer(ps, rows, piece_floats));
+      if (!std::equal(seen.begin(), seen.end(), values.begin() + p * piece_floats))
+        return InternalError("iteration " + std::to_string(i) + ": local rows of piece " +
+                             std::to_string(p) + " changed");
+      GEEPS_RETURN_IF_ERROR(ps.PostLocalAccess(reads[p]));
+    }
+    GEEPS_RETURN_IF_ERROR(ps.PreUpdate(u).status());
+    GEEPS_RETURN_IF_ERROR(ps.Update(u));
+    GEEPS_RETURN_IF_ERROR(ps.Clock());
+  }
+  // After Shutdown, which waits for the swap threads' last write-backs.
+  GEEPS_RETURN_IF_ERROR(cluster->Shutdown());
+  return ps.GetStats();
+}
+
+// At the least budget that runs, L lives in host memory: a read-only access
+// fetches it like any other but writes nothing back, where the same access
+// recorded as read-write copies all of it back at every close.
+void ExpectReadOnlyWritesNothingBack(MemoryGuarantee guarantee) {
+  constexpr int kIterations = 4;
+  uint64_t budget = 1024;
+  StatusOr<WorkerStats> ro = ResourceExhaustedError("none tried");
+  for (; budget < (1u << 20); budget += 256) {
+    ro = RunLocalReads(budget, true, kIterations, guarantee);
+    if (ro.status().code() != StatusCode::kResourceExhausted) break;
+  }
+  ASSERT_OK(ro.status());
+  auto rw = RunLocalReads(budget, false, kIterations, guarantee);
+  ASSERT_OK(rw.status());
+  SCOPED_TRACE("budget " + std::to_string(budget));
+  // (W's rows may be in host memory too: their bytes are the same in both.)
+  ASSERT_GE(ro->bytes_host_to_device, kIterations * kLocalBytes)
+      << "L is not in host memory at this budget";
+  EXPECT_EQ(rw->bytes_host_to_device, ro->bytes_host_to_device);
+  EXPECT_GE(ro->bytes_device_to_host, kLocalBytes);  // the prologue's fill
+  EXPECT_LT(ro->bytes_device_to_host, 2 * kLocalBytes);
+  EXPECT_EQ(rw->bytes_device_to_host - ro->bytes_device_to_host, kIterations * kLocalBytes);
+  // Without a budget (L on the device) the read-only access reads the same.
+  ASSERT_OK(RunLocalReads(0, true, kIterations, guarantee).status());
+}
+
+TEST(MemoryManagerTest, AReadOnlyLocalAccessWritesNothingBack) {
+  ExpectReadOnlyWritesNothingBack(MemoryGuarantee::kNone);
+}
+
+// The same through the swap threads (prefetch and write-back behind the
+// application).
+TEST(MemoryManagerTest, AReadOnlyLocalAccessWritesNothingBackWhenPrefetched) {
+  ExpectReadOnlyWritesNothingBack(MemoryGuarantee::kDoubleBuffering);
+}
+
+// LocalAccess of a read-only access, or LocalRead of a read-write one, is a
+// usage error that changes nothing: the right call then works.
+TEST(MemoryManagerTest, LocalReadAndLocalAccessAreNotInterchangeable) {
+  Config c;
+  c.tables = {{"L", 8, 2, true}, {"M", 8, 2, true}};
+  auto cluster = EmbeddedCluster::Start(c);
+  ASSERT_OK(cluster.status());
+  GeePS& ps = *(*cluster)->worker(0);
+  auto ro = ps.VirtualLocalRead(0, RowRange(0, 8));
+  ASSERT_OK(ro.status());
+  ASSERT_OK(ps.VirtualPostLocalAccess(*ro, true));
+  auto rw = ps.VirtualLocalAccess(1, RowRange(0, 8), true);
+  ASSERT_OK(rw.status());
+  ASSERT_OK(ps.VirtualPostLocalAccess(*rw, true));
+  ASSERT_OK(ps.VirtualClock());
+  ASSERT_OK(ps.FinishVirtualIteration());
+  ASSERT_OK(ps.StartIterations());
+  auto wrong = ps.LocalAccess(*ro);
+  EXPECT_EQ(wrong.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(wrong.status().message().find("use LocalRead"), std::string::npos) << wrong.status();
+  ASSERT_OK(ps.LocalRead(*ro).status());
+  ASSERT_OK(ps.PostLocalAccess(*ro));
+  auto wrong2 = ps.LocalRead(*rw);
+  EXPECT_EQ(wrong2.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(wrong2.status().message().find("use LocalAccess"), std::string::npos)
+      << wrong2.status();
+  ASSERT_OK(ps.LocalAccess(*rw).status());
+  ASSERT_OK(ps.PostLocalAccess(*rw));
+  ASSERT_OK(ps.Clock());
+}
+
+}  // namespace
+}  // namespace geeps

@@ -345,6 +345,40 @@ TEST(StepTest, ALocalTableFilledInThePrologueIsKept) {
   }
 }
 
+// The same table read back each iteration by a read-only access
+// (Step::LocalRead / PostLocalRead): const rows, and they stay as filled.
+TEST(StepTest, ALocalTableReadOnlyInTheIteration) {
+  Config c;
+  c.tables = {{"w", 2, 2}, {"loc", 3, 2, /*local=*/true}};
+  c.device = DeviceKind::kHost;
+  auto cluster = StartOrDie(c);
+  ASSERT_NE(cluster, nullptr);
+  GeePS& ps = *cluster->worker(0);
+  Step step(ps, c);
+  const auto rows = RowRange(0, 3);
+  std::vector<float> seen;
+  ASSERT_OK(step.Run(
+      [&](Step& s) -> Status {
+        GEEPS_ASSIGN_OR_RETURN(MutableRows l, s.LocalAccess(1, rows, /*fetch=*/false));
+        GEEPS_RETURN_IF_ERROR(
+            s.Compute([&] { return testing::WriteBuffer(ps, l.data, {1, 2, 3, 4, 5, 6}); }));
+        return s.PostLocalAccess(l, /*keep=*/true);
+      },
+      [&](Step& s) -> Status {
+        GEEPS_ASSIGN_OR_RETURN(ConstRows l, s.LocalRead(1, rows));
+        if (l.rows != 3 || l.width != 2) return InternalError("local read shape");
+        GEEPS_RETURN_IF_ERROR(s.Compute([&]() -> Status {
+          GEEPS_ASSIGN_OR_RETURN(std::vector<float> v, ReadBuffer(ps, l.data, l.floats()));
+          seen.insert(seen.end(), v.begin(), v.end());
+          return Status::OK();
+        }));
+        GEEPS_RETURN_IF_ERROR(s.PostLocalRead(l));
+        return s.Clock();
+      },
+      2));
+  EXPECT_EQ(seen, std::vector<float>({1, 2, 3, 4, 5, 6, 1, 2, 3, 4, 5, 6}));
+}
+
 TEST(StepTest, ViewsReportRowsAndWidth) {
   Config c;
   c.tables = {{"w", 10, 3}, {"loc", 6, 7, /*local=*/true}};
@@ -481,6 +515,29 @@ TEST(StepMismatchTest, MissingUpdate) {
   });
   ExpectMentions(st, {"iteration 2", "position 3",
                       "recorded Update(of position 2", "called Clock()"});
+}
+
+TEST(StepMismatchTest, ALocalReadIsNotALocalAccess) {
+  Config c;
+  c.tables = {{"w", 2, 2}, {"loc", 3, 2, /*local=*/true}};
+  c.device = DeviceKind::kHost;
+  auto cluster = StartOrDie(c);
+  ASSERT_NE(cluster, nullptr);
+  Step step(*cluster->worker(0), c);
+  Status st = step.Run(nullptr,
+                       [&](Step& s) -> Status {
+                         if (s.iteration() == 1) {
+                           GEEPS_ASSIGN_OR_RETURN(MutableRows l, s.LocalAccess(1, {0, 1}));
+                           GEEPS_RETURN_IF_ERROR(s.PostLocalAccess(l));
+                         } else {
+                           GEEPS_ASSIGN_OR_RETURN(ConstRows l, s.LocalRead(1, {0, 1}));
+                           GEEPS_RETURN_IF_ERROR(s.PostLocalRead(l));
+                         }
+                         return s.Clock();
+                       },
+                       3);
+  ExpectMentions(st, {"iteration 1", "position 0", "recorded LocalRead(table 1, 2 rows",
+                      "called LocalAccess(table 1, 2 rows"});
 }
 
 TEST(StepMismatchTest, ExtraClock) {

@@ -162,7 +162,13 @@ class GeePS {
   StatusOr<LocalHandle> VirtualLocalAccess(TableId table,
                                            const std::vector<RowIndex>& rows,
                                            bool fetch);
-  // keep=false: the contents may be dropped after this access.
+  // Records a read-only access to rows of local table `table`: the rows are
+  // fetched and must not be written (LocalRead returns them const), so its
+  // end writes nothing back (no copy to host memory when the memory manager
+  // keeps the table there). Closed by VirtualPostLocalAccess like any other.
+  StatusOr<LocalHandle> VirtualLocalRead(TableId table, const std::vector<RowIndex>& rows);
+  // keep=false: the contents may be dropped after this access. (A read-only
+  // access with keep=true leaves the rows as they were.)
   Status VirtualPostLocalAccess(LocalHandle handle, bool keep);
 
   // Ends the recorded iteration; later operations are the prologue.
@@ -194,7 +200,12 @@ class GeePS {
   // table's last update of the iteration is done.
   Status Update(UpdateHandle handle);
   // Returns the local rows (contiguous, in request order) in device memory.
+  // kFailedPrecondition for an access recorded by VirtualLocalRead.
   StatusOr<float*> LocalAccess(LocalHandle handle);
+  // The rows of a read-only local access (VirtualLocalRead), contiguous in
+  // request order, in device memory, valid until PostLocalAccess.
+  // kFailedPrecondition for an access recorded by VirtualLocalAccess.
+  StatusOr<const float*> LocalRead(LocalHandle handle);
   // Hands the local rows back (work on them complete or enqueued on
   // compute_stream()); they are written back if the access was recorded with
   // keep=true. The pointer is invalid after.

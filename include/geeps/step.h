@@ -54,15 +54,16 @@
 
 namespace geeps {
 
-// Rows returned by Step::Read: `rows` rows of `width` floats, contiguous in
-// request order, in device memory (see GeePS::Read), valid until PostRead.
+// Rows returned by Step::Read (or Step::LocalRead): `rows` rows of `width`
+// floats, contiguous in request order, in device memory (see GeePS::Read),
+// valid until PostRead (PostLocalRead).
 // data is nullptr while the Step is recording.
 struct ConstRows {
   const float* data = nullptr;
   size_t rows = 0;
   uint32_t width = 0;
-  // Set by the Step: the position of the Read in its recorded sequence. Pass
-  // the view back to PostRead to close it.
+  // Set by the Step: the position of the Read (LocalRead) in its recorded
+  // sequence. Pass the view back to PostRead (PostLocalRead) to close it.
   int32_t position = -1;
   // rows * width.
   size_t floats() const { return rows * width; }
@@ -161,6 +162,11 @@ class Step {
   // Ends the local access `view` came from; keep=false: the contents may be
   // dropped.
   Status PostLocalAccess(const MutableRows& view, bool keep = true);
+  // A read-only access to `rows` of local table `table` (GeePS::LocalRead):
+  // const rows, nothing written back at its end.
+  StatusOr<ConstRows> LocalRead(TableId table, const std::vector<RowIndex>& rows);
+  // Ends the read-only local access `view` came from (the rows stay).
+  Status PostLocalRead(const ConstRows& view);
   // Ends the iteration (its last call; not in the prologue).
   Status Clock();
 
@@ -181,7 +187,9 @@ class Step {
     kUpdate,
     kLocalAccess,
     kPostLocalAccess,
-    kClock
+    kClock,
+    kLocalRead,
+    kPostLocalRead
   };
   struct Call;
   struct Sig;
@@ -194,7 +202,9 @@ class Step {
   Status Record(std::vector<Call>* calls, int32_t position);
   Status CheckClosed(const std::vector<Call>& calls, const char* what) const;
   Status RunBody(const Body& body, Phase phase);
-  StatusOr<ConstRows> DoRead(TableId table, const std::vector<RowIndex>& rows,
+  static bool IsOpener(Op op);
+  static Op OpenerOf(Op closer);
+  StatusOr<ConstRows> DoRead(Op op, TableId table, const std::vector<RowIndex>& rows,
                              bool has_slack, int slack);
   StatusOr<MutableRows> DoOpen(Op op, TableId table,
                                const std::vector<RowIndex>& rows, bool fetch);

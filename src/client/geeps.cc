@@ -32,6 +32,9 @@ StatusOr<LocalHandle> GeePS::VirtualLocalAccess(TableId table, const std::vector
                                                 bool fetch) {
   return impl_->VirtualLocalAccess(table, rows, fetch);
 }
+StatusOr<LocalHandle> GeePS::VirtualLocalRead(TableId table, const std::vector<RowIndex>& rows) {
+  return impl_->VirtualLocalRead(table, rows);
+}
 Status GeePS::VirtualPostLocalAccess(LocalHandle h, bool keep) {
   return impl_->VirtualPostLocalAccess(h, keep);
 }
@@ -43,6 +46,7 @@ Status GeePS::PostRead(ReadHandle h) { return impl_->PostRead(h); }
 StatusOr<float*> GeePS::PreUpdate(UpdateHandle h) { return impl_->PreUpdate(h); }
 Status GeePS::Update(UpdateHandle h) { return impl_->Update(h); }
 StatusOr<float*> GeePS::LocalAccess(LocalHandle h) { return impl_->LocalAccess(h); }
+StatusOr<const float*> GeePS::LocalRead(LocalHandle h) { return impl_->LocalRead(h); }
 Status GeePS::PostLocalAccess(LocalHandle h) { return impl_->PostLocalAccess(h); }
 Status GeePS::Clock() { return impl_->Clock(); }
 Status GeePS::CopyToHost(float* host, const float* device_buffer, size_t floats) {

@@ -129,12 +129,14 @@ Status OpSequence::AddUpdate(UpdateHandle h) {
 
 StatusOr<LocalHandle> OpSequence::AddLocalAccess(TableId table,
                                                  const std::vector<RowIndex>& rows,
-                                                 bool fetch) {
-  GEEPS_RETURN_IF_ERROR(CheckRows(table, rows, true, "VirtualLocalAccess"));
+                                                 bool fetch, bool read_only) {
+  GEEPS_RETURN_IF_ERROR(
+      CheckRows(table, rows, true, read_only ? "VirtualLocalRead" : "VirtualLocalAccess"));
   RecordedAccess a;
   a.table = table;
   a.rows = rows;
   a.fetch = fetch;
+  a.read_only = read_only;
   return LocalHandle{Open(locals_, OpType::kLocalAccess, std::move(a))};
 }
 

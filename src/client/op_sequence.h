@@ -31,6 +31,10 @@ struct RecordedAccess {
   int slack = 0;       // reads
   bool fetch = true;   // local accesses
   bool keep = true;    // local accesses
+  bool read_only = false;  // local accesses recorded by VirtualLocalRead
+  // A local access whose rows go back where they came from at its end:
+  // kept, and possibly written (a read-only access leaves them unchanged).
+  bool writes_back() const { return keep && !read_only; }
 };
 
 class OpSequence {
@@ -42,7 +46,7 @@ class OpSequence {
   StatusOr<UpdateHandle> AddPreUpdate(TableId table, const std::vector<RowIndex>& rows);
   Status AddUpdate(UpdateHandle h);
   StatusOr<LocalHandle> AddLocalAccess(TableId table, const std::vector<RowIndex>& rows,
-                                       bool fetch);
+                                       bool fetch, bool read_only = false);
   Status AddPostLocalAccess(LocalHandle h, bool keep);
   Status AddClock();
   // Checks the recording is complete (VirtualClock seen, nothing left open).

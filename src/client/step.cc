@@ -48,9 +48,33 @@ namespace {
 const char* OpName(int op) {
   static const char* const kNames[] = {
       "Read",        "PostRead",        "PreUpdate", "Update",
-      "LocalAccess", "PostLocalAccess", "Clock"};
+      "LocalAccess", "PostLocalAccess", "Clock",  "LocalRead",
+      "PostLocalRead"};
   return kNames[op];
 }
+
+}  // namespace
+
+// Accesses, and the access each closing call ends.
+bool Step::IsOpener(Op op) {
+  return op == Op::kRead || op == Op::kPreUpdate || op == Op::kLocalAccess ||
+         op == Op::kLocalRead;
+}
+
+Step::Op Step::OpenerOf(Op closer) {
+  switch (closer) {
+    case Op::kPostRead:
+      return Op::kRead;
+    case Op::kUpdate:
+      return Op::kPreUpdate;
+    case Op::kPostLocalRead:
+      return Op::kLocalRead;
+    default:
+      return Op::kLocalAccess;
+  }
+}
+
+namespace {
 
 std::string RowsText(const std::vector<RowIndex>& rows) {
   std::ostringstream os;
@@ -141,6 +165,7 @@ std::string Step::Describe(const Sig& sig) const {
     case Op::kRead:
     case Op::kPreUpdate:
     case Op::kLocalAccess:
+    case Op::kLocalRead:
       os << "table " << sig.table << ", " << RowsText(*sig.rows);
       if (sig.op == Op::kRead) {
         if (sig.has_slack) {
@@ -155,7 +180,8 @@ std::string Step::Describe(const Sig& sig) const {
       break;
     case Op::kPostRead:
     case Op::kUpdate:
-    case Op::kPostLocalAccess: {
+    case Op::kPostLocalAccess:
+    case Op::kPostLocalRead: {
       os << "of position " << sig.opener;
       const std::vector<Call>& calls = section();
       if (sig.opener >= 0 && static_cast<size_t>(sig.opener) < calls.size()) {
@@ -179,13 +205,11 @@ Status Step::CheckClosed(const std::vector<Call>& calls,
                          const char* what) const {
   for (size_t i = 0; i < calls.size(); ++i) {
     const Call& c = calls[i];
-    const bool opener =
-        c.op == Op::kRead || c.op == Op::kPreUpdate || c.op == Op::kLocalAccess;
-    if (opener && !c.closed) {
+    if (IsOpener(c.op) && !c.closed) {
       return FailedPreconditionError(
           std::string("Step: ") + what + " leaves " + Describe(c.sig()) +
           " at position " + std::to_string(i) +
-          " open (close it with PostRead, Update or PostLocalAccess)");
+          " open (close it with PostRead, Update, PostLocalAccess or PostLocalRead)");
     }
   }
   return Status::OK();
@@ -223,6 +247,12 @@ Status Step::Record(std::vector<Call>* calls, int32_t position) {
     case Op::kPostLocalAccess:
       st = ps_.VirtualPostLocalAccess(LocalHandle{h}, c.flag);
       break;
+    case Op::kLocalRead:
+      keep_handle(ps_.VirtualLocalRead(c.table, c.rows));
+      break;
+    case Op::kPostLocalRead:
+      st = ps_.VirtualPostLocalAccess(LocalHandle{h}, /*keep=*/true);
+      break;
     case Op::kClock:
       st = ps_.VirtualClock();
       break;
@@ -249,8 +279,7 @@ Status Step::Enter(const Sig& sig, int32_t* position) {
         "functions given to Run() / Start()");
   }
   std::vector<Call>& calls = section();
-  const bool opener = sig.op == Op::kRead || sig.op == Op::kPreUpdate ||
-                      sig.op == Op::kLocalAccess;
+  const bool opener = IsOpener(sig.op);
 
   if (!recording()) {
     const int32_t at = static_cast<int32_t>(cursor_);
@@ -300,9 +329,7 @@ Status Step::Enter(const Sig& sig, int32_t* position) {
                            std::to_string(widths_.size()));
   }
   if (!opener && sig.op != Op::kClock) {
-    const Op want = sig.op == Op::kPostRead ? Op::kRead
-                    : sig.op == Op::kUpdate ? Op::kPreUpdate
-                                            : Op::kLocalAccess;
+    const Op want = OpenerOf(sig.op);
     if (sig.opener < 0 || sig.opener >= at || calls[sig.opener].op != want) {
       return InvalidArgumentError(
           "Step: " + Describe(sig) + " at position " + std::to_string(at) +
@@ -341,11 +368,11 @@ Status Step::Enter(const Sig& sig, int32_t* position) {
   return Status::OK();
 }
 
-StatusOr<ConstRows> Step::DoRead(TableId table,
+StatusOr<ConstRows> Step::DoRead(Op op, TableId table,
                                  const std::vector<RowIndex>& rows,
                                  bool has_slack, int slack) {
   Sig sig;
-  sig.op = Op::kRead;
+  sig.op = op;
   sig.table = table;
   sig.rows = &rows;
   sig.has_slack = has_slack;
@@ -357,19 +384,24 @@ StatusOr<ConstRows> Step::DoRead(TableId table,
   view.width = widths_[table];
   view.position = at;
   if (recording()) return view;
-  GEEPS_ASSIGN_OR_RETURN(view.data, ps_.Read(ReadHandle{section()[at].handle}));
+  const int32_t h = section()[at].handle;
+  if (op == Op::kRead) {
+    GEEPS_ASSIGN_OR_RETURN(view.data, ps_.Read(ReadHandle{h}));
+  } else {
+    GEEPS_ASSIGN_OR_RETURN(view.data, ps_.LocalRead(LocalHandle{h}));
+  }
   ++cursor_;
   return view;
 }
 
 StatusOr<ConstRows> Step::Read(TableId table, const std::vector<RowIndex>& rows,
                                int slack) {
-  return DoRead(table, rows, true, slack);
+  return DoRead(Op::kRead, table, rows, true, slack);
 }
 
 StatusOr<ConstRows> Step::Read(TableId table,
                                const std::vector<RowIndex>& rows) {
-  return DoRead(table, rows, false, 0);
+  return DoRead(Op::kRead, table, rows, false, 0);
 }
 
 StatusOr<MutableRows> Step::DoOpen(Op op, TableId table,
@@ -427,6 +459,7 @@ Status Step::DoClose(Op op, int32_t opener, bool keep) {
       st = ps_.Update(UpdateHandle{h});
       break;
     case Op::kPostLocalAccess:
+    case Op::kPostLocalRead:
       st = ps_.PostLocalAccess(LocalHandle{h});
       break;
     case Op::kClock:
@@ -449,6 +482,14 @@ Status Step::Update(const MutableRows& view) {
 
 Status Step::PostLocalAccess(const MutableRows& view, bool keep) {
   return DoClose(Op::kPostLocalAccess, view.position, keep);
+}
+
+StatusOr<ConstRows> Step::LocalRead(TableId table, const std::vector<RowIndex>& rows) {
+  return DoRead(Op::kLocalRead, table, rows, false, 0);
+}
+
+Status Step::PostLocalRead(const ConstRows& view) {
+  return DoClose(Op::kPostLocalRead, view.position, false);
 }
 
 Status Step::Clock() { return DoClose(Op::kClock, -1, false); }

@@ -182,6 +182,12 @@ StatusOr<LocalHandle> Worker::VirtualLocalAccess(TableId table,
   return seq_.AddLocalAccess(table, rows, fetch);
 }
 
+StatusOr<LocalHandle> Worker::VirtualLocalRead(TableId table, const std::vector<RowIndex>& rows) {
+  std::lock_guard<std::mutex> lock(api_mu_);
+  GEEPS_RETURN_IF_ERROR(CheckRecording("VirtualLocalRead"));
+  return seq_.AddLocalAccess(table, rows, /*fetch=*/true, /*read_only=*/true);
+}
+
 Status Worker::VirtualPostLocalAccess(LocalHandle h, bool keep) {
   std::lock_guard<std::mutex> lock(api_mu_);
   GEEPS_RETURN_IF_ERROR(CheckRecording("VirtualPostLocalAccess"));
@@ -485,7 +491,7 @@ Status Worker::BuildSwapEngine() {
     x.host_rows = local_bufs_[i].host_rows;
     x.staging = local_bufs_[i].staging;
     x.fetch = a.fetch;
-    x.keep = a.keep;
+    x.keep = a.writes_back();  // a read-only access has nothing to write back
   }
   if (!any) return Status::OK();
   std::vector<SwapEngine::Event> events[2];
@@ -1110,9 +1116,25 @@ Status Worker::Update(UpdateHandle h) {
 }
 
 StatusOr<float*> Worker::LocalAccess(LocalHandle h) {
+  return OpenLocal(h, /*read_only=*/false);
+}
+
+StatusOr<const float*> Worker::LocalRead(LocalHandle h) {
+  GEEPS_ASSIGN_OR_RETURN(float* rows, OpenLocal(h, /*read_only=*/true));
+  return static_cast<const float*>(rows);
+}
+
+StatusOr<float*> Worker::OpenLocal(LocalHandle h, bool read_only) {
   std::lock_guard<std::mutex> api_lock(api_mu_);
-  GEEPS_RETURN_IF_ERROR(Expect(OpType::kLocalAccess, h.id, local_bufs_.size(), "LocalAccess"));
+  const char* call = read_only ? "LocalRead" : "LocalAccess";
+  GEEPS_RETURN_IF_ERROR(Expect(OpType::kLocalAccess, h.id, local_bufs_.size(), call));
   const RecordedAccess& a = seq_.locals()[h.id];
+  if (a.read_only != read_only) {
+    return FailedPreconditionError(
+        std::string(call) + ": local#" + std::to_string(h.id) + " was recorded by " +
+        (a.read_only ? "VirtualLocalRead (read-only): use LocalRead"
+                     : "VirtualLocalAccess: use LocalAccess"));
+  }
   AccessBuffers& b = local_bufs_[h.id];
   float* result = b.direct;
   if (b.pooled) {
@@ -1150,9 +1172,9 @@ Status Worker::PostLocalAccess(LocalHandle h) {
     b.buffer = nullptr;
     GEEPS_RETURN_IF_ERROR(swap_->Close(h.id, buffer, stream_.get()));
   } else if (b.pooled) {
-    if (a.keep) GEEPS_RETURN_IF_ERROR(SwapLocal(a, b, /*to_device=*/false, h.id));
+    if (a.writes_back()) GEEPS_RETURN_IF_ERROR(SwapLocal(a, b, /*to_device=*/false, h.id));
     GEEPS_RETURN_IF_ERROR(ReleaseBuffer(b));
-  } else if (!b.contiguous && a.keep) {
+  } else if (!b.contiguous && a.writes_back()) {
     GEEPS_RETURN_IF_ERROR(device_->Scatter(local_tables_[a.table], b.buffer, b.index,
                                            a.rows.size(), config_.tables[a.table].row_width,
                                            stream_.get()));

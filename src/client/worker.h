@@ -53,6 +53,7 @@ class Worker {
   Status VirtualUpdate(UpdateHandle h);
   StatusOr<LocalHandle> VirtualLocalAccess(TableId table, const std::vector<RowIndex>& rows,
                                            bool fetch);
+  StatusOr<LocalHandle> VirtualLocalRead(TableId table, const std::vector<RowIndex>& rows);
   Status VirtualPostLocalAccess(LocalHandle h, bool keep);
   Status VirtualClock();
   Status FinishVirtualIteration();
@@ -63,6 +64,7 @@ class Worker {
   StatusOr<float*> PreUpdate(UpdateHandle h);
   Status Update(UpdateHandle h);
   StatusOr<float*> LocalAccess(LocalHandle h);
+  StatusOr<const float*> LocalRead(LocalHandle h);
   Status PostLocalAccess(LocalHandle h);
   Status Clock();
 
@@ -146,6 +148,8 @@ class Worker {
   };
 
   Status CheckRecording(const char* call) const;
+  // LocalAccess / LocalRead: `read_only` must match the recording.
+  StatusOr<float*> OpenLocal(LocalHandle h, bool read_only);
   // kFailedPrecondition before FinishVirtualIteration and after Shutdown.
   Status CheckDeviceReady(const char* call) const;
   Status CopyBuffer(const char* call, void* dst, const void* src, size_t floats, bool to_host);
