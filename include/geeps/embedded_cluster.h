@@ -24,6 +24,7 @@ class EmbeddedCluster {
   EmbeddedCluster(const EmbeddedCluster&) = delete;
   EmbeddedCluster& operator=(const EmbeddedCluster&) = delete;
 
+  // The config's worker and shard counts, and the config as started.
   int num_workers() const;
   int num_shards() const;
   const Config& config() const;
@@ -35,6 +36,8 @@ class EmbeddedCluster {
   // others' blocked calls fail within Config::timeout.
   Status RunWorkers(const std::function<Status(GeePS&)>& fn);
 
+  // Shard `shard`'s counters, summed over its channels (zeros, with the
+  // given index, for a shard out of range). Any thread.
   ShardStats GetShardStats(int shard) const;
   // Checkpoint files the shards have written (Config::checkpoint_dir).
   int64_t checkpoints_written() const;

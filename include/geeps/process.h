@@ -87,6 +87,7 @@ class Process {
   Process(const Process&) = delete;
   Process& operator=(const Process&) = delete;
 
+  // This process's rank among the job's processes, and their count.
   int rank() const;
   int world_size() const;
   // The job's config: num_workers and num_shards as the roles made them.

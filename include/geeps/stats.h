@@ -19,6 +19,7 @@ struct DataPathBytes {
   int64_t install = 0;      // a push's rows -> the cache (parts staged, own deltas re-added)
   int64_t app_copies = 0;   // CopyToHost / CopyFromHost
 
+  // One JSON object, a key per field.
   std::string ToJson() const;
 };
 
@@ -71,6 +72,7 @@ struct WorkerStats {
   // Seconds the application waited, per recorded access ({"local#3":0.01,...}).
   std::string memory_stall_by_access_json;
 
+  // One JSON object, a key per field (data_path nested).
   std::string ToJson() const;
 };
 
@@ -112,6 +114,7 @@ struct ShardStats {
 
   // Adds the counters of `other` (e.g. of another channel of the shard).
   void Add(const ShardStats& other);
+  // One JSON object, a key per field.
   std::string ToJson() const;
 };
 

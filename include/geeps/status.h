@@ -28,6 +28,7 @@ enum class StatusCode : int {
   kDataLoss = 11,           // stored data (a checkpoint file) is truncated or corrupt
 };
 
+// The code's name without its k ("InvalidArgument"), as ToString writes it.
 const char* StatusCodeName(StatusCode code);
 
 class [[nodiscard]] Status {
@@ -38,6 +39,7 @@ class [[nodiscard]] Status {
 
   static Status OK() { return Status(); }
 
+  // Whether it is OK; its code; its message ("" when OK).
   bool ok() const { return code_ == StatusCode::kOk; }
   StatusCode code() const { return code_; }
   const std::string& message() const { return message_; }
@@ -53,6 +55,7 @@ inline std::ostream& operator<<(std::ostream& os, const Status& s) {
   return os << s.ToString();
 }
 
+// A Status of each error code with `message` (what failed and why).
 Status InvalidArgumentError(std::string message);
 Status FailedPreconditionError(std::string message);
 Status OutOfRangeError(std::string message);
@@ -75,6 +78,7 @@ class [[nodiscard]] StatusOr {
   }
   StatusOr(T value) : value_(std::move(value)) {}  // NOLINT
 
+  // Whether it holds a value; its status (OK when it does).
   bool ok() const { return status_.ok(); }
   const Status& status() const { return status_; }
   // The value. REQUIRES: ok(); on an error the process stops (abort) with a
