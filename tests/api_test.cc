@@ -88,20 +88,27 @@ TEST(ConfigTest, RejectsBadConfigs) {
   EXPECT_EQ(ValidateConfig(bad_channels).code(), StatusCode::kInvalidArgument);
 }
 
+// Starts (and shuts down) a cluster of `c` with the soft descriptor limit
+// at `limit` for the Start; returns Start's status.
+Status StartUnderDescriptorLimit(const Config& c, rlim_t limit) {
+  rlimit saved{};
+  if (getrlimit(RLIMIT_NOFILE, &saved) != 0) return InternalError("getrlimit failed");
+  rlimit low = saved;
+  low.rlim_cur = limit;
+  if (setrlimit(RLIMIT_NOFILE, &low) != 0) return InternalError("setrlimit failed");
+  auto cluster = EmbeddedCluster::Start(c);
+  if (setrlimit(RLIMIT_NOFILE, &saved) != 0) return InternalError("setrlimit (restore) failed");
+  if (!cluster.ok()) return cluster.status();
+  return (*cluster)->Shutdown();
+}
+
 TEST(ConfigTest, TooManyPartitionsForTheDescriptorLimitIsAClearError) {
   Config c = OneTable();
   c.num_shards = 60;
   c.num_channels = 2;
-  rlimit saved{};
-  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &saved), 0);
-  rlimit low = saved;
-  low.rlim_cur = 256;
-  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
-  auto cluster = EmbeddedCluster::Start(c);
-  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &saved), 0);
-  ASSERT_FALSE(cluster.ok());
-  EXPECT_EQ(cluster.status().code(), StatusCode::kResourceExhausted) << cluster.status();
-  EXPECT_NE(cluster.status().message().find("file descriptors"), std::string::npos);
+  const Status st = StartUnderDescriptorLimit(c, 256);
+  EXPECT_EQ(st.code(), StatusCode::kResourceExhausted) << st;
+  EXPECT_NE(st.message().find("file descriptors"), std::string::npos) << st;
 }
 
 // Raises the soft descriptor limit to at least `want` (within the hard
@@ -164,20 +171,10 @@ TEST(ConfigTest, TooManySocketsForTheCapIsAClearError) {
   c.num_shards = 200;
   c.num_channels = 3;
   c.tables = {{"t", 1200, 2}};
-  rlimit saved{};
-  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &saved), 0);
-  rlimit low = saved;
-  low.rlim_cur = 1024;
-  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
-  auto cluster = EmbeddedCluster::Start(c);
-  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &saved), 0);
-  ASSERT_FALSE(cluster.ok());
-  EXPECT_EQ(cluster.status().code(), StatusCode::kResourceExhausted) << cluster.status();
-  EXPECT_NE(cluster.status().message().find("ZeroMQ sockets"), std::string::npos)
-      << cluster.status();
-  EXPECT_NE(cluster.status().message().find("2 workers x 200 shards x 3 channels"),
-            std::string::npos)
-      << cluster.status();
+  const Status st = StartUnderDescriptorLimit(c, 1024);
+  EXPECT_EQ(st.code(), StatusCode::kResourceExhausted) << st;
+  EXPECT_NE(st.message().find("ZeroMQ sockets"), std::string::npos) << st;
+  EXPECT_NE(st.message().find("2 workers x 200 shards x 3 channels"), std::string::npos) << st;
 }
 
 // The shape for a process of a multi-process job (2 workers x 90
