@@ -6,12 +6,16 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "consumer/trainer.h"
 #include "exact_sum.h"
 #include "geeps/embedded_cluster.h"
 #include "host_view.h"
@@ -67,13 +71,13 @@ struct Trace {
   int64_t computes = 0;  // compute callables run
 };
 
-// Checks values read at iteration i (BSP: exactly i iterations of deltas)
-// and appends them to the trace.
+// Checks values read at iteration i (within [lo, hi] iterations of deltas;
+// BSP: exactly i) and appends them to the trace.
 Status Seen(const Config& c, TableId t, int w, int64_t i,
-            const std::vector<float>& read, Trace* trace) {
+            const std::vector<float>& read, Trace* trace, int64_t lo, int64_t hi) {
   const std::vector<RowIndex> rows = ReadRows(t, c.tables[t].num_rows, w);
   GEEPS_RETURN_IF_ERROR(
-      testing::CheckRead(c, t, rows, read.data(), i, i, w, i));
+      testing::CheckRead(c, t, rows, read.data(), lo, hi, w, i));
   trace->seen.insert(trace->seen.end(), read.begin(), read.end());
   return Status::OK();
 }
@@ -86,15 +90,18 @@ Status Final(GeePS& ps, const Config& c, int64_t iterations, Trace* trace) {
         ReadRows(t, c.tables[t].num_rows, ps.rank());
     std::vector<float> out(rows.size() * c.tables[t].row_width);
     GEEPS_RETURN_IF_ERROR(ps.CopyRows(t, rows, out.data()));
-    GEEPS_RETURN_IF_ERROR(Seen(c, t, ps.rank(), iterations, out, trace));
+    GEEPS_RETURN_IF_ERROR(Seen(c, t, ps.rank(), iterations, out, trace, iterations, iterations));
   }
   return Status::OK();
 }
 
 // The job through a Step: worker 0's prologue writes the initial values;
-// each iteration reads every shared table, checks it, updates every shared
-// table, keeps a counter in the local table, and clocks.
-Status StepJob(GeePS& ps, const Config& c, int64_t iterations, Trace* trace) {
+// each iteration reads every shared table with `slack`, checks it against
+// the staleness bound (exact under BSP), updates every shared table, keeps
+// a counter in the local table, and clocks. Worker 0 waits `delay` per
+// iteration (others run ahead as far as the slack lets them).
+Status StepJob(GeePS& ps, const Config& c, int64_t iterations, Trace* trace, int slack = 0,
+               std::chrono::milliseconds delay = std::chrono::milliseconds(0)) {
   Step step(ps, c);
   const int w = ps.rank();
   auto prologue = [&](Step& s) -> Status {
@@ -114,12 +121,18 @@ Status StepJob(GeePS& ps, const Config& c, int64_t iterations, Trace* trace) {
     const int64_t i = s.iteration();
     for (TableId t = 0; t < kShared; ++t) {
       GEEPS_ASSIGN_OR_RETURN(
-          ConstRows view, s.Read(t, ReadRows(t, c.tables[t].num_rows, w), 0));
+          ConstRows view, s.Read(t, ReadRows(t, c.tables[t].num_rows, w), slack));
       GEEPS_RETURN_IF_ERROR(s.Compute([&]() -> Status {
         ++trace->computes;
         GEEPS_ASSIGN_OR_RETURN(auto read,
                                ReadBuffer(ps, view.data, view.floats()));
-        return Seen(c, t, w, i, read, trace);
+        // Nobody is more than slack+1 iterations ahead of this reader.
+        const int64_t lo = slack == kUnboundedSlack ? 0 : std::max<int64_t>(0, i - slack);
+        const int64_t hi = slack == 0 ? i
+                           : slack == kUnboundedSlack
+                               ? iterations
+                               : std::min<int64_t>(i + slack + 1, iterations);
+        return Seen(c, t, w, i, read, trace, lo, hi);
       }));
       GEEPS_RETURN_IF_ERROR(s.PostRead(view));
     }
@@ -143,6 +156,8 @@ Status StepJob(GeePS& ps, const Config& c, int64_t iterations, Trace* trace) {
                                   {static_cast<float>(i + 1), 0.0f});
     }));
     GEEPS_RETURN_IF_ERROR(s.PostLocalAccess(local));
+    if (w == 0 && delay.count() > 0)
+      GEEPS_RETURN_IF_ERROR(s.Compute([&] { std::this_thread::sleep_for(delay); }));
     return s.Clock();
   };
   GEEPS_RETURN_IF_ERROR(step.Run(prologue, iteration, iterations));
@@ -197,7 +212,7 @@ Status LowLevelJob(GeePS& ps, const Config& c, int64_t iterations,
       const size_t n =
           ReadRows(t, c.tables[t].num_rows, w).size() * c.tables[t].row_width;
       GEEPS_ASSIGN_OR_RETURN(auto read, ReadBuffer(ps, buf, n));
-      GEEPS_RETURN_IF_ERROR(Seen(c, t, w, i, read, trace));
+      GEEPS_RETURN_IF_ERROR(Seen(c, t, w, i, read, trace, i, i));
       GEEPS_RETURN_IF_ERROR(ps.PostRead(reads[t]));
     }
     for (TableId t = 0; t < kShared; ++t) {
@@ -248,6 +263,26 @@ TEST(StepTest, TwoWorkerBspJobReachesExactSums) {
     }
   }
 }
+
+// The same suite under SSP and asynchronous reads, through a Step: 3
+// workers, worker 0 slowed down, every read within its staleness bound and
+// the final rows exact.
+void RunStaleJob(int slack) {
+  Config c = JobConfig(3);
+  c.deterministic_bsp = false;
+  auto cluster = StartOrDie(c);
+  ASSERT_NE(cluster, nullptr);
+  constexpr int64_t kIters = 12;
+  std::vector<Trace> traces(3);
+  ASSERT_OK(cluster->RunWorkers([&](GeePS& ps) {
+    return StepJob(ps, c, kIters, &traces[ps.rank()], slack, std::chrono::milliseconds(3));
+  }));
+  for (const Trace& t : traces) EXPECT_GT(t.computes, kIters);
+}
+
+TEST(StepTest, SspJobStaysWithinItsBound) { RunStaleJob(2); }
+
+TEST(StepTest, AsyncJobEndsExact) { RunStaleJob(kUnboundedSlack); }
 
 TEST(StepTest, LowLevelJobIsBitwiseEqual) {
   std::vector<Trace> step = RunJob(/*with_step=*/true);
@@ -635,72 +670,50 @@ TEST(StepRecordingTest, BrokenInvariantsAreClearErrors) {
   EXPECT_EQ(step.RunIteration().code(), StatusCode::kFailedPrecondition);
 }
 
-// ---- The trainer of docs/api.md ("A minimal trainer"), as written there --------------------
-
-void InitialWeights(float* w) {
-  for (int k = 0; k < 785 * 10; ++k) w[k] = 0.5f;
-}
-float NextBatch(int rank, int64_t i) {
-  return static_cast<float>(rank + 1 + i % 3);
-}
-void ComputeDelta(const float* w, float batch, float* delta) {
-  for (int k = 0; k < 785 * 10; ++k) delta[k] = 0.25f * (batch - w[k]);
-}
-
-// ---8<--- docs/api.md, "A minimal trainer"
-geeps::Status Train(geeps::GeePS& ps, const geeps::Config& config,
-                    int iterations) {
-  const auto rows = geeps::RowRange(0, 785);  // table 0: 785 rows of width 10
-  std::vector<float> w(785 * 10), delta(785 * 10);
-  auto prologue = [&](geeps::Step& s) -> geeps::Status {
-    if (s.rank() != 0) return geeps::Status::OK();  // worker 0: initial values
-    GEEPS_ASSIGN_OR_RETURN(geeps::MutableRows init, s.PreUpdate(0, rows));
-    GEEPS_RETURN_IF_ERROR(s.Compute([&] {
-      InitialWeights(w.data());
-      return ps.CopyFromHost(init.data, w.data(), init.floats());
-    }));
-    return s.Update(init);
-  };
-  auto iteration = [&](geeps::Step& s) -> geeps::Status {
-    GEEPS_ASSIGN_OR_RETURN(geeps::ConstRows cur, s.Read(0, rows));
-    GEEPS_RETURN_IF_ERROR(s.Compute(
-        [&] { return ps.CopyToHost(w.data(), cur.data, cur.floats()); }));
-    GEEPS_RETURN_IF_ERROR(s.PostRead(cur));
-    GEEPS_ASSIGN_OR_RETURN(geeps::MutableRows d, s.PreUpdate(0, rows));
-    GEEPS_RETURN_IF_ERROR(s.Compute([&] {
-      ComputeDelta(w.data(), NextBatch(s.rank(), s.iteration()), delta.data());
-      return ps.CopyFromHost(d.data, delta.data(), d.floats());
-    }));
-    GEEPS_RETURN_IF_ERROR(s.Update(d));
-    return s.Clock();
-  };
-  geeps::Step step(ps, config);
-  return step.Run(prologue, iteration, iterations);
-}
-// --->8---
+// ---- The trainer of docs/api.md ("A minimal trainer") --------------------------------
+// tests/consumer/trainer.h holds it, as the install test builds it too.
 
 TEST(StepDocTest, ApiDocTrainerRuns) {
-  geeps::Config config;
-  config.tables = {{"softmax", 785, 10}};
-  config.num_workers = 2;
+  geeps::Config config = trainer::TrainerConfig(2);
   config.device = DeviceKind::kHost;
   auto cluster = StartOrDie(config);
   ASSERT_NE(cluster, nullptr);
-  constexpr int kIters = 7;
+  constexpr int kIters = 9;
   ASSERT_OK(cluster->RunWorkers(
-      [&](geeps::GeePS& ps) { return Train(ps, cluster->config(), kIters); }));
-  // Every weight follows w += sum over workers of 0.25 * (batch - w).
-  double expect = 0.5;
-  for (int i = 0; i < kIters; ++i) {
-    double next = expect;
-    for (int r = 0; r < 2; ++r) next += 0.25 * (NextBatch(r, i) - expect);
-    expect = next;
-  }
+      [&](geeps::GeePS& ps) { return trainer::Train(ps, cluster->config(), kIters); }));
+  const double expect = trainer::ExpectedWeight(2, kIters);
   GeePS& ps = *cluster->worker(1);
   ASSERT_OK(ps.Sync());
   std::vector<float> out(2 * 10);
   ASSERT_OK(ps.CopyRows(0, {0, 784}, out.data()));
   for (float v : out) EXPECT_NEAR(v, expect, 1e-4);
+}
+
+// The text between the markers of trainer.h is the first code block of
+// docs/api.md's "A minimal trainer", line for line, and at most 30 lines.
+TEST(StepDocTest, ApiDocShowsTheTestedTrainer) {
+  auto slurp = [](const std::string& path) {
+    std::ifstream in(path);
+    std::vector<std::string> lines;
+    for (std::string l; std::getline(in, l);) lines.push_back(l);
+    return lines;
+  };
+  const auto header = slurp(std::string(GEEPS_SOURCE_DIR) + "/tests/consumer/trainer.h");
+  const auto doc = slurp(std::string(GEEPS_SOURCE_DIR) + "/docs/api.md");
+  std::vector<std::string> code, shown;
+  bool in = false;
+  for (const auto& l : header) {
+    if (l.find("---8<---") != std::string::npos) { in = true; continue; }
+    if (l.find("--->8---") != std::string::npos) in = false;
+    if (in) code.push_back(l);
+  }
+  size_t k = 0;
+  while (k < doc.size() && doc[k] != "## A minimal trainer") ++k;
+  while (k < doc.size() && doc[k] != "```cpp") ++k;
+  for (++k; k < doc.size() && doc[k] != "```"; ++k) shown.push_back(doc[k]);
+  ASSERT_FALSE(code.empty());
+  EXPECT_EQ(shown, code) << "docs/api.md's trainer differs from tests/consumer/trainer.h";
+  EXPECT_LE(code.size(), 30u);
 }
 
 }  // namespace
