@@ -157,6 +157,53 @@ TEST(NetTrainerTest, RejectsBadOptions) {
   EXPECT_EQ(s.code(), geeps::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("multiple"), std::string::npos) << s;
   EXPECT_FALSE(BuildModel("nope").ok());
+  o = NetOptions();
+  o.augment_shift = 9;
+  s = ValidateNetOptions(o);
+  EXPECT_EQ(s.code(), geeps::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("augment shift"), std::string::npos) << s;
+}
+
+// Augment mirrors and shifts: every output pixel is the input's pixel at the
+// mirrored, shifted place, or 0 where that falls outside; with both off it
+// copies; over many draws both mirrors and several shifts occur.
+TEST(NetTrainerTest, AugmentMirrorsAndShifts) {
+  std::vector<float> in(28 * 28), out(28 * 28);
+  for (int k = 0; k < 28 * 28; ++k) in[k] = static_cast<float>(k + 1);  // all distinct, non-zero
+  std::mt19937_64 rng(7);
+  Augment(in.data(), rng, false, 0, out.data());
+  EXPECT_EQ(out, in);
+  int mirrored = 0, plain = 0, zeros_seen = 0;
+  for (int draw = 0; draw < 64; ++draw) {
+    Augment(in.data(), rng, true, 2, out.data());
+    // Find the placement from the pixel at the centre, then check all.
+    const int v = static_cast<int>(out[14 * 28 + 14]) - 1;
+    ASSERT_GE(v, 0);
+    const int sy = v / 28, sx = v % 28, dy = 14 - sy;
+    bool matched = false;
+    for (int mirror = 0; mirror < 2 && !matched; ++mirror) {
+      const int dx = mirror ? 14 - (27 - sx) : 14 - sx;
+      if (dx < -2 || dx > 2 || dy < -2 || dy > 2) continue;
+      bool all = true;
+      for (int y = 0; y < 28 && all; ++y)
+        for (int x = 0; x < 28 && all; ++x) {
+          const int iy = y - dy;
+          int ix = x - dx;
+          if (mirror) ix = 27 - ix;
+          const bool inside = iy >= 0 && iy < 28 && ix >= 0 && ix < 28;
+          all = out[y * 28 + x] == (inside ? in[iy * 28 + ix] : 0.0f);
+        }
+      if (all) {
+        matched = true;
+        (mirror ? mirrored : plain)++;
+        if (dx != 0 || dy != 0) ++zeros_seen;
+      }
+    }
+    EXPECT_TRUE(matched) << "draw " << draw;
+  }
+  EXPECT_GT(mirrored, 10);
+  EXPECT_GT(plain, 10);
+  EXPECT_GT(zeros_seen, 10);
 }
 
 #ifdef FMNIST_TRAIN

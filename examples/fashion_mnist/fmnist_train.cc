@@ -84,6 +84,10 @@ int ParseFlags(int argc, char** argv, Flags* flags) {
        "learning rate factor per epoch")
       ("momentum", po::value(&n.momentum)->default_value(n.momentum),
        "momentum (0 = plain SGD)")
+      ("augment-flip", po::bool_switch(&n.augment_flip),
+       "mirror each training image left-right with probability 1/2")
+      ("augment-shift", po::value(&n.augment_shift)->default_value(n.augment_shift),
+       "shift each training image by up to this many pixels each way (0 = none)")
       ("slack", po::value(&n.slack)->default_value(n.slack),
        "staleness bound of the parameter reads in clocks (0 = BSP)")
       ("device-memory-budget",

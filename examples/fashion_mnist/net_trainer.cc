@@ -189,8 +189,25 @@ Status ValidateNetOptions(const NetOptions& o) {
     return bad("momentum must be in [0, 1)");
   }
   if (o.slack < 0) return bad("slack must be >= 0");
+  if (o.augment_shift < 0 || o.augment_shift > 8) return bad("augment shift must be in [0, 8]");
   if (o.timeout.count() <= 0) return bad("timeout must be positive");
   return Status::OK();
+}
+
+void Augment(const float* in, std::mt19937_64& rng, bool flip, int shift, float* out) {
+  const bool mirror = flip && (rng() & 1) != 0;
+  const int span = 2 * shift + 1;
+  const int dx = shift > 0 ? static_cast<int>(rng() % span) - shift : 0;
+  const int dy = shift > 0 ? static_cast<int>(rng() % span) - shift : 0;
+  for (int y = 0; y < kImageSide; ++y) {
+    const int sy = y - dy;
+    for (int x = 0; x < kImageSide; ++x) {
+      int sx = x - dx;
+      if (mirror) sx = kImageSide - 1 - sx;
+      const bool inside = sy >= 0 && sy < kImageSide && sx >= 0 && sx < kImageSide;
+      out[y * kImageSide + x] = inside ? in[sy * kImageSide + sx] : 0.0f;
+    }
+  }
 }
 
 StatusOr<nn::Network> BuildModel(const std::string& name) {
@@ -406,8 +423,12 @@ Status TrainNetWorker(const NetOptions& opt, const nn::Network& net,
   std::vector<float> images(static_cast<size_t>(local_batch) * train.dim);
   std::vector<int32_t> labels(local_batch);
   double train_seconds = 0;
+  const bool augmenting = opt.augment_flip || opt.augment_shift > 0;
   for (int epoch = 0; epoch < opt.epochs; ++epoch) {
     std::shuffle(perm.begin(), perm.end(), shuffle_rng);
+    // Per worker and epoch: the worker's own examples get their own draws.
+    std::mt19937_64 augment_rng(opt.seed * 1000003ULL + static_cast<uint64_t>(epoch) * 7919ULL +
+                                static_cast<uint64_t>(rank));
     batch = Batch();
     batch.n = local_batch;
     batch.images = images.data();
@@ -421,8 +442,12 @@ Status TrainNetWorker(const NetOptions& opt, const nn::Network& net,
       const int64_t first = t * opt.batch_size + rank * local_batch;
       for (int j = 0; j < local_batch; ++j) {
         const int64_t e = perm[first + j];
-        std::copy(train.example(e), train.example(e) + train.dim,
-                  images.begin() + static_cast<size_t>(j) * train.dim);
+        float* out = images.data() + static_cast<size_t>(j) * train.dim;
+        if (augmenting) {
+          Augment(train.example(e), augment_rng, opt.augment_flip, opt.augment_shift, out);
+        } else {
+          std::copy(train.example(e), train.example(e) + train.dim, out);
+        }
         labels[j] = train.labels[e];
       }
       EX_CHECK(step.RunIteration(), "iteration");

@@ -22,6 +22,7 @@
 #include <chrono>
 #include <cstdint>
 #include <ostream>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,13 @@ struct NetOptions {
   bool reread_params = false;
   bool deterministic_bsp = false;     // Config::deterministic_bsp
   uint64_t seed = 1;
+  // Data augmentation of the training images: each example, each time it is
+  // drawn, mirrored left-right with probability 1/2 and shifted by up to
+  // `augment_shift` pixels in each direction (zeros come in). 0 and false:
+  // the images as they are. The draws follow the seed, the epoch and the
+  // worker's rank (reproducible).
+  bool augment_flip = false;
+  int augment_shift = 0;
   std::chrono::milliseconds timeout{60000};
   bool evaluate = true;  // worker 0 evaluates the test set after each epoch
   std::ostream* log = nullptr;  // progress bar and epoch lines; null = silent
@@ -76,6 +84,11 @@ struct NetOptions {
 // kInvalidArgument naming the first bad option (unknown model, batch size
 // not a multiple of the workers, ...).
 geeps::Status ValidateNetOptions(const NetOptions& options);
+
+// One 28x28 training image `in`, mirrored left-right (if `flip` and a coin
+// of `rng` says so) and shifted by up to `shift` pixels each way (drawn
+// from `rng`), zeros coming in, into `out`.
+void Augment(const float* in, std::mt19937_64& rng, bool flip, int shift, float* out);
 
 // Builds the named model for 28x28 grey images and 10 classes:
 //   mlp: fc256-relu-fc128-relu-fc10
