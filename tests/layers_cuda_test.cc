@@ -453,11 +453,12 @@ TEST_F(LayersCudaTest, BadLabelIsAStickyError) {
 
 TEST_F(LayersCudaTest, MomentumDelta) {
   const size_t n = 3001;
-  std::vector<float> g = Random(n), v = Random(n), delta = Random(n);
-  DeviceBuffer dg(g), dv(v), ddelta(delta);
-  for (int step = 0; step < 3; ++step) {
-    host_->MomentumDelta(g.data(), n, 0.05f, 0.9f, v.data(), delta.data());
-    cuda_->MomentumDelta(dg.get(), n, 0.05f, 0.9f, dv.get(), ddelta.get());
+  std::vector<float> g = Random(n), w = Random(n), v = Random(n), delta = Random(n);
+  DeviceBuffer dg(g), dw(w), dv(v), ddelta(delta);
+  for (int step = 0; step < 4; ++step) {
+    const float decay = step % 2 ? 5e-4f : 0.0f;  // with and without weight decay
+    host_->MomentumDelta(g.data(), w.data(), n, 0.05f, 0.9f, decay, v.data(), delta.data());
+    cuda_->MomentumDelta(dg.get(), dw.get(), n, 0.05f, 0.9f, decay, dv.get(), ddelta.get());
   }
   Done();
   ExpectClose(v, dv.Host(), "velocity");

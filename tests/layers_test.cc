@@ -217,11 +217,25 @@ TEST(LayersTest, SoftmaxCrossEntropyGradientAndValue) {
 TEST(LayersTest, MomentumDeltaIsMinusLrTimesVelocity) {
   std::unique_ptr<Backend> be = MakeHostBackend();
   std::vector<float> grad = {1, -2, 3}, velocity = {0.5f, 0, -1}, delta(3);
-  be->MomentumDelta(grad.data(), 3, 0.1f, 0.9f, velocity.data(), delta.data());
+  be->MomentumDelta(grad.data(), nullptr, 3, 0.1f, 0.9f, 0.0f, velocity.data(), delta.data());
   const std::vector<float> v = {0.9f * 0.5f + 1, -2, 0.9f * -1 + 3};
   for (int i = 0; i < 3; ++i) {
     EXPECT_FLOAT_EQ(velocity[i], v[i]);
     EXPECT_FLOAT_EQ(delta[i], -0.1f * v[i]);
+  }
+}
+
+TEST(LayersTest, WeightDecayAddsToTheGradient) {
+  std::unique_ptr<Backend> be = MakeHostBackend();
+  std::vector<float> grad = {1, -2, 3}, weights = {10, -4, 0.5f}, velocity = {0.5f, 0, -1},
+                     delta(3);
+  be->MomentumDelta(grad.data(), weights.data(), 3, 0.1f, 0.9f, 0.01f, velocity.data(),
+                    delta.data());
+  for (int i = 0; i < 3; ++i) {
+    const float v0[] = {0.5f, 0, -1};
+    const float v = 0.9f * v0[i] + grad[i] + 0.01f * weights[i];
+    EXPECT_FLOAT_EQ(velocity[i], v) << i;
+    EXPECT_FLOAT_EQ(delta[i], -0.1f * v) << i;
   }
 }
 

@@ -127,7 +127,7 @@ std::vector<double> TrainWithoutPs(const Options& o, const nn::Network& net,
                    b, i > 0 ? grad[i].data() : nullptr, wgrad[i].data(),
                    scratch.data());
         if (l.num_params() == 0) continue;
-        be->MomentumDelta(wgrad[i].data(), l.num_params(), o.lr, o.momentum,
+        be->MomentumDelta(wgrad[i].data(), nullptr, l.num_params(), o.lr, o.momentum, 0.0f,
                           velocity[i].data(), delta.data());
         for (size_t k = 0; k < l.num_params(); ++k) p[k] += delta[k];
       }

@@ -84,6 +84,8 @@ int ParseFlags(int argc, char** argv, Flags* flags) {
        "learning rate factor per epoch")
       ("momentum", po::value(&n.momentum)->default_value(n.momentum),
        "momentum (0 = plain SGD)")
+      ("weight-decay", po::value(&n.weight_decay)->default_value(n.weight_decay),
+       "L2 weight decay: weight_decay * w added to each gradient (0 = none)")
       ("augment-flip", po::bool_switch(&n.augment_flip),
        "mirror each training image left-right with probability 1/2")
       ("augment-shift", po::value(&n.augment_shift)->default_value(n.augment_shift),

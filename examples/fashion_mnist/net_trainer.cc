@@ -134,15 +134,16 @@ Status Iteration(geeps::Step& s, const NetOptions& opt, const nn::Network& net,
     }
     if (scratch.position >= 0) GEEPS_RETURN_IF_ERROR(s.PostLocalAccess(scratch, false));
     if (has_params) {
-      GEEPS_RETURN_IF_ERROR(s.PostRead(params[i]));
       // Momentum: kept by this worker (fetch and keep). The delta sent to
-      // the servers is -lr * velocity.
+      // the servers is -lr * velocity; weight decay reads the parameters,
+      // so their Read closes after it.
       GEEPS_ASSIGN_OR_RETURN(MutableRows v, s.LocalAccess(lay.local_table, lay.velocity[i], true));
       GEEPS_ASSIGN_OR_RETURN(MutableRows delta, s.PreUpdate(lay.param_table[i], lay.params[i]));
       if (real) {
-        be->MomentumDelta(wgrad.data, layer.num_params(), batch.lr,
-                          opt.momentum, v.data, delta.data);
+        be->MomentumDelta(wgrad.data, params[i].data, layer.num_params(), batch.lr,
+                          opt.momentum, opt.weight_decay, v.data, delta.data);
       }
+      GEEPS_RETURN_IF_ERROR(s.PostRead(params[i]));
       GEEPS_RETURN_IF_ERROR(s.Update(delta));
       GEEPS_RETURN_IF_ERROR(s.PostLocalAccess(v, true));
       GEEPS_RETURN_IF_ERROR(s.PostLocalAccess(wgrad, false));
@@ -187,6 +188,9 @@ Status ValidateNetOptions(const NetOptions& o) {
   }
   if (!std::isfinite(o.momentum) || o.momentum < 0 || o.momentum >= 1) {
     return bad("momentum must be in [0, 1)");
+  }
+  if (!std::isfinite(o.weight_decay) || o.weight_decay < 0 || o.weight_decay >= 1) {
+    return bad("weight decay must be in [0, 1)");
   }
   if (o.slack < 0) return bad("slack must be >= 0");
   if (o.augment_shift < 0 || o.augment_shift > 8) return bad("augment shift must be in [0, 8]");

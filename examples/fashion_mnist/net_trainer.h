@@ -48,6 +48,7 @@ struct NetOptions {
   float learning_rate = 0.05f;
   float lr_decay = 1.0f;  // learning rate of epoch e (from 0): lr * decay^e
   float momentum = 0.9f;
+  float weight_decay = 0.0f;  // L2: weight_decay * w added to each gradient
   int slack = 0;  // 0 = BSP
   uint64_t device_memory_budget = 0;  // bytes per worker, 0 = none
   // Config::device of MakeNetConfig. The worker computes with the CUDA layer

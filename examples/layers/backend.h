@@ -140,10 +140,13 @@ class Backend {
                                      int classes, float scale,
                                      float* dlogits) = 0;
 
-  // SGD with momentum, as a delta for an add-only parameter server:
-  //   velocity = momentum * velocity + grad;  delta = -lr * velocity.
-  virtual void MomentumDelta(const float* grad, size_t n, float lr,
-                             float momentum, float* velocity,
+  // SGD with momentum and L2 weight decay, as a delta for an add-only
+  // parameter server:
+  //   velocity = momentum * velocity + grad + weight_decay * weights;
+  //   delta = -lr * velocity.
+  // `weights` may be null when weight_decay is 0.
+  virtual void MomentumDelta(const float* grad, const float* weights, size_t n, float lr,
+                             float momentum, float weight_decay, float* velocity,
                              float* delta) = 0;
 
  protected:

@@ -242,12 +242,15 @@ __global__ void SoftmaxKernel(const float* __restrict__ logits,
   }
 }
 
-__global__ void MomentumKernel(const float* __restrict__ grad, size_t n,
-                               float lr, float momentum,
+__global__ void MomentumKernel(const float* __restrict__ grad,
+                               const float* __restrict__ weights, size_t n,
+                               float lr, float momentum, float weight_decay,
                                float* __restrict__ velocity,
                                float* __restrict__ delta) {
   GRID_LOOP(i, n) {
-    const float v = momentum * velocity[i] + grad[i];
+    float g = grad[i];
+    if (weights != nullptr) g += weight_decay * weights[i];
+    const float v = momentum * velocity[i] + g;
     velocity[i] = v;
     delta[i] = -lr * v;
   }
@@ -810,11 +813,13 @@ class CudaBackend final : public Backend {
     return loss;
   }
 
-  void MomentumDelta(const float* grad, size_t n, float lr, float momentum,
-                     float* velocity, float* delta) override {
+  void MomentumDelta(const float* grad, const float* weights, size_t n, float lr,
+                     float momentum, float weight_decay, float* velocity,
+                     float* delta) override {
     if (!ok() || n == 0) return;
-    MomentumKernel<<<Blocks(n), kThreads, 0, stream_>>>(grad, n, lr, momentum,
-                                                        velocity, delta);
+    const float* decayed = weight_decay != 0.0f ? weights : nullptr;
+    MomentumKernel<<<Blocks(n), kThreads, 0, stream_>>>(grad, decayed, n, lr, momentum,
+                                                        weight_decay, velocity, delta);
     Launched("MomentumDelta");
   }
 

@@ -196,10 +196,14 @@ class HostBackend final : public Backend {
     return loss;
   }
 
-  void MomentumDelta(const float* grad, size_t n, float lr, float momentum,
-                     float* velocity, float* delta) override {
+  void MomentumDelta(const float* grad, const float* weights, size_t n, float lr,
+                     float momentum, float weight_decay, float* velocity,
+                     float* delta) override {
+    const bool decay = weight_decay != 0.0f && weights != nullptr;
     for (size_t i = 0; i < n; ++i) {
-      velocity[i] = momentum * velocity[i] + grad[i];
+      float g = grad[i];
+      if (decay) g += weight_decay * weights[i];
+      velocity[i] = momentum * velocity[i] + g;
       delta[i] = -lr * velocity[i];
     }
   }

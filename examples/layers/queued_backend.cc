@@ -101,10 +101,11 @@ class QueuedBackend final : public Backend {
     TakeInnerError();
     return loss;
   }
-  void MomentumDelta(const float* grad, size_t n, float lr, float momentum, float* velocity,
+  void MomentumDelta(const float* grad, const float* weights, size_t n, float lr,
+                     float momentum, float weight_decay, float* velocity,
                      float* delta) override {
-    Run([in = inner_.get(), grad, n, lr, momentum, velocity, delta] {
-      in->MomentumDelta(grad, n, lr, momentum, velocity, delta);
+    Run([in = inner_.get(), grad, weights, n, lr, momentum, weight_decay, velocity, delta] {
+      in->MomentumDelta(grad, weights, n, lr, momentum, weight_decay, velocity, delta);
     });
   }
 
