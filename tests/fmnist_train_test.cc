@@ -158,6 +158,11 @@ TEST(NetTrainerTest, RejectsBadOptions) {
   EXPECT_NE(s.message().find("multiple"), std::string::npos) << s;
   EXPECT_FALSE(BuildModel("nope").ok());
   o = NetOptions();
+  o.weight_decay = -0.1f;
+  s = ValidateNetOptions(o);
+  EXPECT_EQ(s.code(), geeps::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("weight decay"), std::string::npos) << s;
+  o = NetOptions();
   o.augment_shift = 9;
   s = ValidateNetOptions(o);
   EXPECT_EQ(s.code(), geeps::StatusCode::kInvalidArgument);

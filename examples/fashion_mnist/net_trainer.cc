@@ -135,15 +135,18 @@ Status Iteration(geeps::Step& s, const NetOptions& opt, const nn::Network& net,
     if (scratch.position >= 0) GEEPS_RETURN_IF_ERROR(s.PostLocalAccess(scratch, false));
     if (has_params) {
       // Momentum: kept by this worker (fetch and keep). The delta sent to
-      // the servers is -lr * velocity; weight decay reads the parameters,
-      // so their Read closes after it.
+      // the servers is -lr * velocity. Weight decay reads the parameters,
+      // so then their Read closes after it (else first: a smaller peak of
+      // open buffers for the memory manager).
+      const bool decay = opt.weight_decay > 0;
+      if (!decay) GEEPS_RETURN_IF_ERROR(s.PostRead(params[i]));
       GEEPS_ASSIGN_OR_RETURN(MutableRows v, s.LocalAccess(lay.local_table, lay.velocity[i], true));
       GEEPS_ASSIGN_OR_RETURN(MutableRows delta, s.PreUpdate(lay.param_table[i], lay.params[i]));
       if (real) {
-        be->MomentumDelta(wgrad.data, params[i].data, layer.num_params(), batch.lr,
-                          opt.momentum, opt.weight_decay, v.data, delta.data);
+        be->MomentumDelta(wgrad.data, decay ? params[i].data : nullptr, layer.num_params(),
+                          batch.lr, opt.momentum, opt.weight_decay, v.data, delta.data);
       }
-      GEEPS_RETURN_IF_ERROR(s.PostRead(params[i]));
+      if (decay) GEEPS_RETURN_IF_ERROR(s.PostRead(params[i]));
       GEEPS_RETURN_IF_ERROR(s.Update(delta));
       GEEPS_RETURN_IF_ERROR(s.PostLocalAccess(v, true));
       GEEPS_RETURN_IF_ERROR(s.PostLocalAccess(wgrad, false));
