@@ -124,8 +124,10 @@ Paths RunWorkload(Pattern p, const Options& o = {}) {
       }
       return Status::OK();
     };
+    int64_t pushes_while_open = 0;  // iterations whose next push came during the open Read
     for (int64_t i = 0; i < kIterations; ++i) {
       GEEPS_ASSIGN_OR_RETURN(const float* v, ps.Read(rh));
+      const int64_t installed_at_read = ps.GetStats().pushes_installed;
       GEEPS_RETURN_IF_ERROR(check(v, i));
       if (!o.read_spans_update) GEEPS_RETURN_IF_ERROR(ps.PostRead(rh));
       for (size_t k = 0; k < parts.size(); ++k) {
@@ -138,14 +140,24 @@ Paths RunWorkload(Pattern p, const Options& o = {}) {
         GEEPS_RETURN_IF_ERROR(ps.Update(uh[k]));
       }
       if (o.read_spans_update) {
-        // Both workers' updates of clock i may be in; the next push must
-        // not show through rows this Read returned.
-        std::this_thread::sleep_for(std::chrono::milliseconds(30));
+        // Both workers' updates of clock i go out with their last Update:
+        // wait (bounded) until the next push is installed while this Read is
+        // open; it must not show through rows this Read returned.
+        const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+        while (ps.GetStats().pushes_installed == installed_at_read &&
+               std::chrono::steady_clock::now() < give_up)
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        if (ps.GetStats().pushes_installed > installed_at_read) ++pushes_while_open;
         GEEPS_RETURN_IF_ERROR(check(v, i));
         GEEPS_RETURN_IF_ERROR(ps.PostRead(rh));
       }
       GEEPS_RETURN_IF_ERROR(ps.Clock());
     }
+    // The case under test must have happened (a push in while a Read
+    // spanning the update was open), not just passed for lack of one.
+    if (o.read_spans_update && pushes_while_open == 0)
+      return InternalError("worker " + std::to_string(w) +
+                           ": no push came while a Read was open across the update");
     return Status::OK();
   }));
   for (int w = 0; w < kWorkers; ++w) {

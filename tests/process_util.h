@@ -11,7 +11,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -72,11 +74,18 @@ inline int FreePortRange(int n) {
   return kLow + slot * kSlot;
 }
 
+// A new, empty file /tmp/geeps-test-XXXXXX-<tag>, made here (so the name is
+// this test's alone); the test removes it or leaves it to /tmp's cleaning.
 inline std::string TempFile(const std::string& tag) {
-  char path[] = "/tmp/geeps-test-XXXXXX";
-  const int fd = mkstemp(path);
+  std::string path = "/tmp/geeps-test-XXXXXX-" + tag;
+  const int fd = mkstemps(path.data(), static_cast<int>(tag.size() + 1));
+  if (fd < 0) {  // (also used by benchmarks, without GoogleTest)
+    std::fprintf(stderr, "cannot create a temporary file %s: %s\n", path.c_str(),
+                 std::strerror(errno));
+    std::abort();
+  }
   close(fd);
-  return std::string(path) + "-" + tag;
+  return path;  // created (empty) by mkstemps: unique, and nobody else's
 }
 
 inline std::string ReadFile(const std::string& path) {

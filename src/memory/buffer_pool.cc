@@ -127,7 +127,10 @@ StatusOr<uint64_t> BufferPool::AllocateWait(uint64_t bytes,
       return CancelledError("buffer pool: cancelled while waiting for " +
                             std::to_string(bytes) + " bytes");
     if (std::optional<uint64_t> off = FitLocked(block, alignment)) return *off;
-    if (freed_.wait_until(lock, deadline) == std::cv_status::timeout) {
+    ++waiters_;
+    const std::cv_status woke = freed_.wait_until(lock, deadline);
+    --waiters_;
+    if (woke == std::cv_status::timeout) {
       // A Free may have raced with the timeout: one last try.
       if (cancelled_) continue;
       if (std::optional<uint64_t> off = FitLocked(block, alignment))
@@ -212,6 +215,11 @@ size_t BufferPool::allocations() const {
 size_t BufferPool::free_blocks() const {
   std::lock_guard<std::mutex> lock(mu_);
   return free_.size();
+}
+
+size_t BufferPool::waiters() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return waiters_;
 }
 
 }  // namespace geeps::memory

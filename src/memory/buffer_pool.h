@@ -90,6 +90,9 @@ class BufferPool {
   size_t allocations() const;
   // Free blocks now (1 for an empty pool: free blocks are coalesced).
   size_t free_blocks() const;
+  // AllocateWait calls blocked now, waiting for a Free (tests wait for it
+  // instead of sleeping).
+  size_t waiters() const;
 
  private:
   // REQUIRES: mu_ held. The offset of the first fit, or nullopt.
@@ -107,6 +110,7 @@ class BufferPool {
       free_;  // GUARDED_BY(mu_); offset -> size, coalesced
   std::map<uint64_t, uint64_t> used_;  // GUARDED_BY(mu_); offset -> block size
   uint64_t in_use_ = 0;                // GUARDED_BY(mu_)
+  size_t waiters_ = 0;                 // GUARDED_BY(mu_)
   uint64_t high_water_ = 0;            // GUARDED_BY(mu_)
   uint64_t high_extent_ = 0;           // GUARDED_BY(mu_)
   bool cancelled_ = false;             // GUARDED_BY(mu_)
