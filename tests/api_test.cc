@@ -542,7 +542,6 @@ TEST(ShutdownTest, WithWorkInFlightIsPromptAndLeaksNoThread) {
     c.timeout = milliseconds(20000);
     auto cluster = StartOrDie(c);
     ASSERT_TRUE(cluster);
-    std::atomic<int> started{0};
     Status results[2];
     std::vector<std::thread> apps;
     for (int w = 0; w < 2; ++w) {
@@ -556,7 +555,6 @@ TEST(ShutdownTest, WithWorkInFlightIsPromptAndLeaksNoThread) {
           GEEPS_RETURN_IF_ERROR(ps.VirtualClock());
           GEEPS_RETURN_IF_ERROR(ps.FinishVirtualIteration());
           GEEPS_RETURN_IF_ERROR(ps.StartIterations());
-          started++;
           for (;;) {  // worker 2 never starts, so this blocks in Read
             GEEPS_ASSIGN_OR_RETURN(const float* v, ps.Read(r));
             (void)v;
@@ -569,8 +567,17 @@ TEST(ShutdownTest, WithWorkInFlightIsPromptAndLeaksNoThread) {
         }();
       });
     }
-    while (started.load() < 2) std::this_thread::sleep_for(milliseconds(5));
-    std::this_thread::sleep_for(milliseconds(100));
+    // Each worker's first Read waits for worker 2, which never starts, so
+    // it cannot return before the Shutdown. It counts as waiting just before
+    // it waits, and from then on a Shutdown cancels it: wait for that count
+    // (an event, not a sleep).
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    for (int w = 0; w < 2; ++w) {
+      while (cluster->worker(w)->GetStats().reads_waited < 1 &&
+             std::chrono::steady_clock::now() < give_up)
+        std::this_thread::sleep_for(milliseconds(1));
+      EXPECT_EQ(cluster->worker(w)->GetStats().reads_waited, 1) << "worker " << w;
+    }
     EXPECT_GT(testing::ThreadCount(), threads_before);
     const auto start = std::chrono::steady_clock::now();
     ASSERT_OK(cluster->Shutdown());
