@@ -46,11 +46,4 @@ void LogLine(LogLevel level, const char* file, int line, const std::string& msg)
             << ":" << line << "] " << msg << std::endl;
 }
 
-void CheckFailed(const char* file, int line, const char* cond,
-                 const std::string& msg) {
-  LogLine(LogLevel::kError, file, line,
-          std::string("invariant broken (a libgeeps bug): ") + cond + " " + msg);
-  std::abort();
-}
-
 }  // namespace geeps::common

@@ -1,7 +1,7 @@
-// Minimal logging and invariant checks. GEEPS_LOG writes one line to stderr;
-// the level threshold comes from GEEPS_LOG_LEVEL (error, warning, info,
-// debug; default warning). GEEPS_CHECK is for broken invariants only (bugs in
-// libgeeps), never for anything a user or the network can cause.
+// Minimal logging. GEEPS_LOG writes one line to stderr; the level threshold
+// comes from GEEPS_LOG_LEVEL (error, warning, info, debug; default warning).
+// A broken internal invariant is returned as kInternal, not checked by an
+// abort (docs/architecture.md, "Errors").
 #ifndef GEEPS_COMMON_LOGGING_H_
 #define GEEPS_COMMON_LOGGING_H_
 
@@ -14,8 +14,6 @@ enum class LogLevel { kError = 0, kWarning = 1, kInfo = 2, kDebug = 3 };
 
 bool LogEnabled(LogLevel level);
 void LogLine(LogLevel level, const char* file, int line, const std::string& msg);
-[[noreturn]] void CheckFailed(const char* file, int line, const char* cond,
-                              const std::string& msg);
 
 class LogMessage {
  public:
@@ -39,10 +37,5 @@ class LogMessage {
     ::geeps::common::LogMessage(::geeps::common::LogLevel::k##level,        \
                                 __FILE__, __LINE__)                         \
         .stream()
-
-#define GEEPS_CHECK(cond)                                                      \
-  do {                                                                         \
-    if (!(cond)) ::geeps::common::CheckFailed(__FILE__, __LINE__, #cond, ""); \
-  } while (0)
 
 #endif  // GEEPS_COMMON_LOGGING_H_
