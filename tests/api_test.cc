@@ -122,6 +122,16 @@ bool RaiseDescriptorLimit(rlim_t want, rlimit* saved) {
   return setrlimit(RLIMIT_NOFILE, &raised) == 0;
 }
 
+// 2 workers x 200 shards x 3 channels: about 1800 sockets in one context.
+Config ManySockets() {
+  Config c;
+  c.num_workers = 2;
+  c.num_shards = 200;
+  c.num_channels = 3;
+  c.tables = {{"t", 1200, 2}};
+  return c;
+}
+
 // 2 workers x 200 shards x 3 channels need about 1800 sockets, more than
 // ZeroMQ's default cap of 1023 per context: the cluster raises the cap and
 // the job runs (it used to fail with "Too many open files").
@@ -129,11 +139,7 @@ TEST(ConfigTest, MoreSocketsThanZeroMQsDefaultCapStillRun) {
   rlimit saved{};
   if (!RaiseDescriptorLimit(8192, &saved))
     GTEST_SKIP() << "the hard descriptor limit is below 8192 (ulimit -Hn); this shape needs ~3000";
-  Config c;
-  c.num_workers = 2;
-  c.num_shards = 200;
-  c.num_channels = 3;
-  c.tables = {{"t", 1200, 2}};
+  const Config c = ManySockets();
   auto cluster = EmbeddedCluster::Start(c);
   ASSERT_OK(cluster.status());
   ASSERT_OK((*cluster)->RunWorkers([&](GeePS& ps) -> Status {
@@ -166,11 +172,7 @@ TEST(ConfigTest, MoreSocketsThanZeroMQsDefaultCapStillRun) {
 // Where the descriptor limit keeps the cap at ZeroMQ's default, the same
 // shape is a kResourceExhausted naming the sockets, not a failed socket.
 TEST(ConfigTest, TooManySocketsForTheCapIsAClearError) {
-  Config c;
-  c.num_workers = 2;
-  c.num_shards = 200;
-  c.num_channels = 3;
-  c.tables = {{"t", 1200, 2}};
+  const Config c = ManySockets();
   const Status st = StartUnderDescriptorLimit(c, 1024);
   EXPECT_EQ(st.code(), StatusCode::kResourceExhausted) << st;
   EXPECT_NE(st.message().find("ZeroMQ sockets"), std::string::npos) << st;

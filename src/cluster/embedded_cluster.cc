@@ -45,9 +45,7 @@ StatusOr<std::unique_ptr<EmbeddedCluster>> EmbeddedCluster::Start(const Config& 
   // here, not by a failed socket halfway through.
   GEEPS_RETURN_IF_ERROR(transport::CheckSocketNeeds(
       *impl->context, transport::EmbeddedClusterNeeds(config),
-      "EmbeddedCluster::Start: " + std::to_string(config.num_workers) + " workers x " +
-          std::to_string(config.num_shards) + " shards x " +
-          std::to_string(config.num_channels) + " channels"));
+      "EmbeddedCluster::Start: " + transport::JobShape(config)));
   std::unique_ptr<EmbeddedCluster> cluster(new EmbeddedCluster(std::move(impl)));
   Impl& c = *cluster->impl_;
   // Checkpoints: every partition's files are in one folder here.

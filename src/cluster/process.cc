@@ -284,8 +284,7 @@ StatusOr<std::unique_ptr<Process>> Process::Join(const Config& config,
                               HasShard(options.role) ? job.num_channels : 0, impl->world_size,
                               impl->security != nullptr),
       "Process::Join: rank " + std::to_string(impl->rank) + " of a job of " +
-          std::to_string(job.num_workers) + " workers x " + std::to_string(job.num_shards) +
-          " shards x " + std::to_string(job.num_channels) + " channels"));
+          transport::JobShape(job)));
 
   std::vector<std::string> endpoints(static_cast<size_t>(job.num_shards) * job.num_channels);
   for (const cluster::PeerInfo& p : layout.peers) {

@@ -174,10 +174,17 @@ SocketNeeds ProcessNeeds(const Config& c, int workers_here, int channels_here, i
   // The membership socket and its control socket, the CURVE handler's two.
   n.sockets = (dealers + routers) * per_socket + 2 + (curve ? 4 : 0) + 16;
   // Mailboxes, one connection per DEALER, one per worker at each ROUTER,
-  // one per process at the coordinator, wake-ups, ZeroMQ's own.
+  // one per process at the coordinator, a wake-up per worker channel and
+  // per partition, ZeroMQ's own.
+  const uint64_t wakeups = (workers_here > 0 ? c.num_channels : 0) + routers;
   n.descriptors = n.sockets + dealers + routers * static_cast<uint64_t>(c.num_workers) +
-                  static_cast<uint64_t>(processes) + dealers + routers + 64;
+                  static_cast<uint64_t>(processes) + wakeups + 64;
   return n;
+}
+
+std::string JobShape(const Config& c) {
+  return std::to_string(c.num_workers) + " workers x " + std::to_string(c.num_shards) +
+         " shards x " + std::to_string(c.num_channels) + " channels";
 }
 
 }  // namespace geeps::transport

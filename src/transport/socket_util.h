@@ -76,6 +76,8 @@ Status CheckSocketNeeds(zmq::context_t& context, const SocketNeeds& needs,
 // The sockets and descriptors of an embedded cluster of `c` (inproc: no
 // connections, no monitors).
 SocketNeeds EmbeddedClusterNeeds(const Config& c);
+// "2 workers x 200 shards x 3 channels": the shape named in the errors.
+std::string JobShape(const Config& c);
 // One process's share of a multi-process job: `workers_here` workers (0 or
 // 1) and `channels_here` shard partitions (0 or c.num_channels) of a job
 // with `c.num_workers` workers and `c.num_shards` shards over tcp/ipc,
