@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -505,7 +506,15 @@ void ExpectReadOnlyWritesNothingBack(MemoryGuarantee guarantee) {
   // (W's rows may be in host memory too: their bytes are the same in both.)
   ASSERT_GE(ro->bytes_host_to_device, kIterations * kLocalBytes)
       << "L is not in host memory at this budget";
-  EXPECT_EQ(rw->bytes_host_to_device, ro->bytes_host_to_device);
+  if (guarantee == MemoryGuarantee::kNone) {
+    EXPECT_EQ(rw->bytes_host_to_device, ro->bytes_host_to_device);
+  } else {
+    // The swap threads may prefetch pieces of an iteration that never
+    // comes (how far ahead depends on timing; a read-only run, with no
+    // write-backs to wait for, can get further): at most one iteration's.
+    const int64_t apart = std::abs(rw->bytes_host_to_device - ro->bytes_host_to_device);
+    EXPECT_LE(apart, kLocalBytes);
+  }
   EXPECT_GE(ro->bytes_device_to_host, kLocalBytes);  // the prologue's fill
   EXPECT_LT(ro->bytes_device_to_host, 2 * kLocalBytes);
   EXPECT_EQ(rw->bytes_device_to_host - ro->bytes_device_to_host, kIterations * kLocalBytes);
