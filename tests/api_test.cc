@@ -587,7 +587,10 @@ TEST(ShutdownTest, WithWorkInFlightIsPromptAndLeaksNoThread) {
     EXPECT_LT(std::chrono::steady_clock::now() - start, milliseconds(3000));
     for (const Status& st : results) EXPECT_EQ(st.code(), StatusCode::kCancelled) << st;
   }
-  EXPECT_EQ(testing::ThreadCount(), threads_before);
+  // At most as many as before: the thread joined before counting can still
+  // be listed in /proc for a moment after its join (seen once: 2 before, 1
+  // after), so "before" may be one high; a leaked thread makes it more.
+  EXPECT_LE(testing::ThreadCount(), threads_before);
 }
 
 }  // namespace
