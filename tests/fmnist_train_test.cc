@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <random>
 #include <regex>
 #include <string>
 #include <vector>
@@ -167,6 +168,18 @@ TEST(NetTrainerTest, RejectsBadOptions) {
   s = ValidateNetOptions(o);
   EXPECT_EQ(s.code(), geeps::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("augment shift"), std::string::npos) << s;
+  for (float rate : {-0.1f, 1.0f}) {
+    o = NetOptions();
+    o.dropout = rate;
+    s = ValidateNetOptions(o);
+    EXPECT_EQ(s.code(), geeps::StatusCode::kInvalidArgument) << rate;
+    EXPECT_NE(s.message().find("dropout"), std::string::npos) << s;
+    EXPECT_FALSE(BuildModel("cnn", rate).ok()) << rate;
+  }
+  auto with_dropout = BuildModel("cnn", 0.25f);
+  ASSERT_TRUE(with_dropout.ok()) << with_dropout.status();
+  EXPECT_NE(with_dropout->Describe().find("relu-dropout0.25-fc10"), std::string::npos)
+      << with_dropout->Describe();
 }
 
 // Augment mirrors and shifts: every output pixel is the input's pixel at the
@@ -211,6 +224,52 @@ TEST(NetTrainerTest, AugmentMirrorsAndShifts) {
   EXPECT_GT(zeros_seen, 10);
 }
 
+// EvaluateNet's mirror averaging on a small CNN with random weights and
+// synthetic 28x28 data: images equal to their mirror image give the same
+// result as without averaging; for others the result does not depend on
+// which of an image and its mirror image is given, and differs from the
+// unaveraged one.
+TEST(NetTrainerTest, TestMirrorAveragesAnImageWithItsMirrorImage) {
+  auto net = BuildModel("cnn");
+  ASSERT_TRUE(net.ok()) << net.status();
+  const Layout lay = MakeLayout(*net, 1);
+  std::vector<float> params(lay.param_rows * kParamRowWidth);
+  std::mt19937_64 rng(5);
+  std::normal_distribution<float> normal(0.0f, 0.3f);
+  for (float& p : params) p = normal(rng);
+  Dataset train, data;
+  MakeSyntheticData(10, 250, 9, &train, &data);
+  ASSERT_EQ(data.dim, 28 * 28);
+  auto mirror = [](const Dataset& d, bool symmetrise) {
+    Dataset m = d;
+    for (int64_t e = 0; e < d.size(); ++e) {
+      const float* in = d.example(e);
+      float* out = m.features.data() + e * d.dim;
+      for (int y = 0; y < 28; ++y)
+        for (int x = 0; x < 28; ++x) {
+          const float a = in[y * 28 + x], b = in[y * 28 + 27 - x];
+          out[y * 28 + x] = symmetrise ? (x < 14 ? a : b) : b;
+        }
+    }
+    return m;
+  };
+  const Dataset symmetric = mirror(data, true), mirrored = mirror(data, false);
+  const Evaluation sym_plain = EvaluateNet(*net, params, symmetric, false);
+  const Evaluation sym_avg = EvaluateNet(*net, params, symmetric, true);
+  EXPECT_EQ(sym_plain.loss, sym_avg.loss);
+  EXPECT_EQ(sym_plain.accuracy, sym_avg.accuracy);
+
+  const Evaluation plain = EvaluateNet(*net, params, data, false);
+  const Evaluation plain_mirrored = EvaluateNet(*net, params, mirrored, false);
+  const Evaluation avg = EvaluateNet(*net, params, data, true);
+  const Evaluation avg_mirrored = EvaluateNet(*net, params, mirrored, true);
+  EXPECT_NE(plain.loss, plain_mirrored.loss);  // the weights are not symmetric
+  EXPECT_EQ(avg.loss, avg_mirrored.loss);
+  EXPECT_EQ(avg.accuracy, avg_mirrored.accuracy);
+  EXPECT_NE(avg.loss, plain.loss);
+  EXPECT_NE(avg.loss, plain_mirrored.loss);
+}
+
 #ifdef FMNIST_TRAIN
 // Runs the binary; returns its exit status and output (stdout + stderr).
 int RunTrainer(const std::string& args, std::string* output) {
@@ -235,6 +294,7 @@ TEST(FmnistTrainBinaryTest, BadFlagsExitWithUsageError) {
       {"--no-such-flag", "no-such-flag"},
       {"stray", "positional"},
       {"--train-limit -5", "train-limit"},
+      {"--dropout 1", "dropout"},
   };
   for (const auto& [args, expected] : cases) {
     std::string out;

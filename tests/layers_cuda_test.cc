@@ -284,6 +284,30 @@ TEST_F(LayersCudaTest, Relu) {
   ExpectClose(dx, dgrad.Host(), "ReluBackward in place");
 }
 
+// The same mask as the host backend (dropout_mask.h is shared code), at
+// rates 0 (a copy) and 0.5, forward and backward, also in place.
+TEST_F(LayersCudaTest, Dropout) {
+  const size_t n = 5000;
+  for (float rate : {0.0f, 0.5f}) {
+    std::vector<float> x = Random(n), y(n), dy = Random(n), dx(n);
+    DeviceBuffer dxin(x), dyout(y), ddy(dy), ddx(dx), dinplace(x);
+    host_->DropoutForward(x.data(), n, rate, 77, y.data());
+    cuda_->DropoutForward(dxin.get(), n, rate, 77, dyout.get());
+    host_->DropoutBackward(dy.data(), n, rate, 77, dx.data());
+    cuda_->DropoutBackward(ddy.get(), n, rate, 77, ddx.get());
+    cuda_->DropoutForward(dinplace.get(), n, rate, 77, dinplace.get());
+    Done();
+    const std::vector<float> got = dyout.Host(), got_dx = ddx.Host();
+    for (size_t i = 0; i < n; ++i) {
+      ASSERT_EQ(got[i] == 0.0f, y[i] == 0.0f) << "rate " << rate << " mask at " << i;
+      ASSERT_EQ(got_dx[i] == 0.0f, dx[i] == 0.0f) << "rate " << rate << " mask at " << i;
+    }
+    ExpectClose(y, got, "DropoutForward");
+    ExpectClose(dx, got_dx, "DropoutBackward");
+    ExpectClose(y, dinplace.Host(), "DropoutForward in place");
+  }
+}
+
 const Window kPoolWindows[] = {{3, 8, 8, 2, 2, 0},
                                {2, 7, 9, 3, 1, 0},
                                {2, 9, 7, 3, 2, 0},

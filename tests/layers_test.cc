@@ -98,7 +98,8 @@ TEST(LayersTest, ConvolutionGradientWithoutPadding) {
 // Backend::ConvForward/ConvBackward (the default im2col + GEMM, on the host)
 // against the definition in backend.h, summed directly in double: a
 // cross-correlation with KCRS weights, which is what the CUDA backend asks
-// cuDNN for. Stride 2 too, which Conv2D does not use.
+// cuDNN for. Strides 2 and 3 too, which Conv2D does not use, and kernels
+// wider than the padded image's edges (the host im2col's copied spans).
 TEST(LayersTest, ConvCallsMatchTheirDefinition) {
   struct Case {
     Window w;
@@ -106,7 +107,12 @@ TEST(LayersTest, ConvCallsMatchTheirDefinition) {
   };
   const Case cases[] = {{{2, 5, 4, 3, 1, 1}, 3, 2},
                         {{1, 6, 6, 5, 1, 0}, 2, 2},
-                        {{3, 7, 6, 3, 2, 1}, 2, 3}};
+                        {{3, 7, 6, 3, 2, 1}, 2, 3},
+                        // kernel wider than the image; taps left and right
+                        {{2, 4, 3, 5, 1, 2}, 2, 2},
+                        // stride 3 with padding 2: some columns all outside
+                        {{1, 5, 5, 3, 3, 2}, 2, 1},
+                        {{2, 6, 7, 4, 2, 3}, 3, 2}};
   std::unique_ptr<Backend> be = MakeHostBackend();
   for (const Case& c : cases) {
     const Window& w = c.w;
@@ -188,6 +194,105 @@ TEST(LayersTest, MaxPoolGradient) {
   EXPECT_EQ(pool.out_shape().height, 2);
   EXPECT_EQ(pool.out_shape().width, 3);
   CheckLayer(pool, 2, x);
+}
+
+// MaxPoolForward against the maximum of each window, for the host
+// backend's 2x2 stride-2 path (odd sizes leave a row and a column out) and
+// its general loop (overlapping windows, stride 1).
+TEST(LayersTest, MaxPoolForwardIsTheWindowMaximum) {
+  std::unique_ptr<Backend> be = MakeHostBackend();
+  const Window windows[] = {{3, 5, 7, 2, 2, 0}, {2, 6, 4, 2, 2, 0},
+                            {2, 5, 6, 3, 2, 0}, {1, 4, 5, 2, 1, 0}};
+  for (const Window& w : windows) {
+    const int batch = 2, oh = w.out_height(), ow = w.out_width();
+    const size_t plane = static_cast<size_t>(w.height) * w.width;
+    const std::vector<float> x = Random(batch * w.channels * plane, 31);
+    std::vector<float> y(static_cast<size_t>(batch) * w.channels * oh * ow, 9.0f);
+    be->MaxPoolForward(x.data(), batch, w, y.data());
+    for (int p = 0; p < batch * w.channels; ++p) {
+      for (int oy = 0; oy < oh; ++oy) {
+        for (int ox = 0; ox < ow; ++ox) {
+          float want = -1e30f;
+          for (int ky = 0; ky < w.kernel; ++ky) {
+            for (int kx = 0; kx < w.kernel; ++kx) {
+              want = std::max(want, x[p * plane + (oy * w.stride + ky) * w.width +
+                                      ox * w.stride + kx]);
+            }
+          }
+          EXPECT_EQ(y[(static_cast<size_t>(p) * oh + oy) * ow + ox], want)
+              << "kernel " << w.kernel << " stride " << w.stride << " plane "
+              << p << " at " << oy << "," << ox;
+        }
+      }
+    }
+  }
+}
+
+// Dropout while training: about `rate` of the values dropped, the others
+// scaled by 1 / (1 - rate), a new mask per seed, the same mask forward and
+// backward, and the gradient check holds for a fixed seed; not training, it
+// is the identity.
+TEST(LayersTest, DropoutDropsScalesAndMatchesItsGradient) {
+  const int batch = 4;
+  Dropout drop(Shape{16, 5, 5}, 0.4f, 3);
+  EXPECT_EQ(drop.name(), "dropout0.4");
+  const size_t n = drop.in_shape().size() * batch;  // 1600 values
+  const std::vector<float> x = Random(n, 41, 0.5f, 1.5f);  // none zero
+  std::unique_ptr<Backend> be = MakeHostBackend();
+  std::vector<float> y(n), y2(n), dx(n);
+
+  drop.Forward(*be, nullptr, x.data(), batch, y.data(), nullptr);
+  EXPECT_EQ(y, x) << "not training: the identity";
+  drop.Backward(*be, nullptr, nullptr, nullptr, x.data(), batch, dx.data(), nullptr, nullptr);
+  EXPECT_EQ(dx, x);
+
+  be->SetTraining(true, 1234);
+  drop.Forward(*be, nullptr, x.data(), batch, y.data(), nullptr);
+  const std::vector<float> ones(n, 1.0f);
+  drop.Backward(*be, nullptr, nullptr, nullptr, ones.data(), batch, dx.data(), nullptr, nullptr);
+  size_t dropped = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (y[i] == 0.0f) {
+      ++dropped;
+      EXPECT_EQ(dx[i], 0.0f) << i;
+    } else {
+      EXPECT_FLOAT_EQ(y[i], x[i] / 0.6f) << i;
+      EXPECT_FLOAT_EQ(dx[i], 1.0f / 0.6f) << i;
+    }
+  }
+  EXPECT_GT(dropped, n * 0.33) << "rate 0.4 of " << n;
+  EXPECT_LT(dropped, n * 0.47) << "rate 0.4 of " << n;
+
+  drop.Forward(*be, nullptr, x.data(), batch, y2.data(), nullptr);
+  EXPECT_EQ(y, y2) << "the same seed draws the same mask";
+  be->SetTraining(true, 1235);
+  drop.Forward(*be, nullptr, x.data(), batch, y2.data(), nullptr);
+  EXPECT_NE(y, y2) << "another seed draws another mask";
+  Dropout other(Shape{16, 5, 5}, 0.4f, 4);
+  other.Forward(*be, nullptr, x.data(), batch, y.data(), nullptr);
+  EXPECT_NE(y, y2) << "another layer (salt) draws another mask";
+
+  // In place, as the backend allows.
+  std::vector<float> inplace = x;
+  drop.Forward(*be, nullptr, inplace.data(), batch, inplace.data(), nullptr);
+  EXPECT_EQ(inplace, y2);
+}
+
+TEST(LayersTest, DropoutGradientForAFixedSeed) {
+  std::unique_ptr<Backend> be = MakeHostBackend();
+  be->SetTraining(true, 99);
+  Dropout drop(Shape{6, 1, 1}, 0.5f, 0);
+  const int batch = 3;
+  std::vector<float> x = Random(6 * batch, 5), r = Random(6 * batch, 6), y(6 * batch);
+  auto loss = [&]() {
+    drop.Forward(*be, nullptr, x.data(), batch, y.data(), nullptr);
+    double sum = 0;
+    for (size_t i = 0; i < y.size(); ++i) sum += double{y[i]} * r[i];
+    return sum;
+  };
+  std::vector<float> dx(x.size(), 123.0f);
+  drop.Backward(*be, nullptr, nullptr, nullptr, r.data(), batch, dx.data(), nullptr, nullptr);
+  ExpectGradientMatches(&x, dx, loss, "dropout dx");
 }
 
 TEST(LayersTest, SoftmaxCrossEntropyGradientAndValue) {

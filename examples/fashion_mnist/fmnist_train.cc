@@ -86,10 +86,15 @@ int ParseFlags(int argc, char** argv, Flags* flags) {
        "momentum (0 = plain SGD)")
       ("weight-decay", po::value(&n.weight_decay)->default_value(n.weight_decay),
        "L2 weight decay: weight_decay * w added to each gradient (0 = none)")
+      ("dropout", po::value(&n.dropout)->default_value(n.dropout),
+       "dropout rate before the last layer, in [0, 1) (0 = none)")
       ("augment-flip", po::bool_switch(&n.augment_flip),
        "mirror each training image left-right with probability 1/2")
       ("augment-shift", po::value(&n.augment_shift)->default_value(n.augment_shift),
        "shift each training image by up to this many pixels each way (0 = none)")
+      ("test-mirror", po::bool_switch(&n.test_mirror_average),
+       "test each image together with its mirror image: the prediction is the "
+       "mean of the two images' logits")
       ("slack", po::value(&n.slack)->default_value(n.slack),
        "staleness bound of the parameter reads in clocks (0 = BSP)")
       ("device-memory-budget",
@@ -178,7 +183,7 @@ int RunProcess(const Flags& flags, const fmnist::Dataset& train,
     }
   }
   fmnist::NetOptions opt = flags.net;
-  geeps::StatusOr<nn::Network> net = fmnist::BuildModel(opt.model);
+  geeps::StatusOr<nn::Network> net = fmnist::BuildModel(opt.model, opt.dropout);
   if (!net.ok()) return Usage(net.status().message());
   // The layout of the local table depends on the per-worker batch, so the
   // world size must be known before the config: it comes from the launcher.
@@ -243,7 +248,7 @@ int main(int argc, char** argv) {
   }
   if (flags.processes) return RunProcess(flags, train, test);
 
-  geeps::StatusOr<nn::Network> net = fmnist::BuildModel(opt.model);
+  geeps::StatusOr<nn::Network> net = fmnist::BuildModel(opt.model, opt.dropout);
   std::printf(
       "model %s (%zu parameters); %lld training, %lld test images\n"
       "%d workers, %d shards, slack %d, global batch %d, lr %g (decay %g), "

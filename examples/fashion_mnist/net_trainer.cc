@@ -195,6 +195,7 @@ Status ValidateNetOptions(const NetOptions& o) {
   if (!std::isfinite(o.weight_decay) || o.weight_decay < 0 || o.weight_decay >= 1) {
     return bad("weight decay must be in [0, 1)");
   }
+  if (!(o.dropout >= 0.0f && o.dropout < 1.0f)) return bad("dropout rate must be in [0, 1)");
   if (o.slack < 0) return bad("slack must be >= 0");
   if (o.augment_shift < 0 || o.augment_shift > 8) return bad("augment shift must be in [0, 8]");
   if (o.timeout.count() <= 0) return bad("timeout must be positive");
@@ -217,19 +218,28 @@ void Augment(const float* in, std::mt19937_64& rng, bool flip, int shift, float*
   }
 }
 
-StatusOr<nn::Network> BuildModel(const std::string& name) {
+StatusOr<nn::Network> BuildModel(const std::string& name, float dropout) {
+  if (!(dropout >= 0.0f && dropout < 1.0f)) {
+    return Status(StatusCode::kInvalidArgument, "dropout rate must be in [0, 1)");
+  }
   nn::Network net(nn::Shape{1, kImageSide, kImageSide});
+  auto head = [&net, dropout]() {  // [dropout-]fc10
+    if (dropout > 0.0f) net.Dropout(dropout);
+    net.FullyConnected(kClasses);
+  };
   if (name == "mlp") {
-    net.FullyConnected(256).Relu().FullyConnected(128).Relu().FullyConnected(
-        kClasses);
+    net.FullyConnected(256).Relu().FullyConnected(128).Relu();
+    head();
   } else if (name == "cnn") {
     net.Conv(16, 3, 1).Relu().MaxPool(2, 2);
     net.Conv(32, 3, 1).Relu().MaxPool(2, 2);
-    net.FullyConnected(128).Relu().FullyConnected(kClasses);
+    net.FullyConnected(128).Relu();
+    head();
   } else if (name == "cnn-wide") {
     net.Conv(32, 3, 1).Relu().MaxPool(2, 2);
     net.Conv(64, 3, 1).Relu().MaxPool(2, 2);
-    net.FullyConnected(256).Relu().FullyConnected(kClasses);
+    net.FullyConnected(256).Relu();
+    head();
   } else if (name == "big-mlp") {
     for (int i = 0; i < 12; ++i) net.FullyConnected(512).Relu();
     net.FullyConnected(kClasses);
@@ -295,7 +305,7 @@ void MakeSyntheticData(int64_t train_size, int64_t test_size, uint64_t seed,
 }
 
 Evaluation EvaluateNet(const nn::Network& net, const std::vector<float>& params,
-                       const Dataset& data) {
+                       const Dataset& data, bool mirror_average) {
   constexpr int kChunk = 100;
   std::unique_ptr<nn::Backend> be = nn::MakeHostBackend();
   const int n = net.size();
@@ -306,16 +316,42 @@ Evaluation EvaluateNet(const nn::Network& net, const std::vector<float>& params,
     scratch = std::max(scratch, net.layer(i).ScratchFloats(kChunk));
   }
   std::vector<float> a(widest * kChunk), b(widest * kChunk), tmp(scratch + 1);
+  std::vector<float> mirrored_logits(static_cast<size_t>(kClasses) * kChunk);
+  mirror_average = mirror_average && data.dim == kImageSide * kImageSide;
   std::vector<int32_t> labels(kChunk);
   double loss = 0;
   int64_t correct = 0;
-  for (int64_t start = 0; start < data.size(); start += kChunk) {
-    const int m = static_cast<int>(std::min<int64_t>(kChunk, data.size() - start));
-    std::copy(data.example(start), data.example(start) + m * data.dim, a.begin());
+  // The logits of examples [start, start + m), mirrored left-right or not,
+  // end in `a`.
+  auto forward = [&](int64_t start, int m, bool mirror) {
+    for (int j = 0; j < m; ++j) {
+      const float* in = data.example(start + j);
+      float* out = a.data() + static_cast<size_t>(j) * data.dim;
+      if (!mirror) {
+        std::copy(in, in + data.dim, out);
+        continue;
+      }
+      for (int y = 0; y < kImageSide; ++y)
+        for (int x = 0; x < kImageSide; ++x)
+          out[y * kImageSide + x] = in[y * kImageSide + kImageSide - 1 - x];
+    }
     for (int i = 0; i < n; ++i) {
       net.layer(i).Forward(*be, params.data() + lay.param_offset[i], a.data(), m,
                            b.data(), tmp.data());
       std::swap(a, b);
+    }
+  };
+  for (int64_t start = 0; start < data.size(); start += kChunk) {
+    const int m = static_cast<int>(std::min<int64_t>(kChunk, data.size() - start));
+    if (mirror_average) {
+      forward(start, m, true);
+      std::copy(a.begin(), a.begin() + static_cast<size_t>(m) * kClasses,
+                mirrored_logits.begin());
+    }
+    forward(start, m, false);
+    if (mirror_average) {
+      for (size_t k = 0; k < static_cast<size_t>(m) * kClasses; ++k)
+        a[k] = 0.5f * (a[k] + mirrored_logits[k]);
     }
     for (int j = 0; j < m; ++j) {
       labels[j] = data.labels[start + j];
@@ -403,7 +439,7 @@ Status TrainNetWorker(const NetOptions& opt, const nn::Network& net,
       }
       EX_CHECK(s.Update(w), "Update (prologue)");
     }
-    if (!s.recording() && opt.evaluate) report->initial_test = EvaluateNet(net, params, test);
+    if (!s.recording() && opt.evaluate) report->initial_test = EvaluateNet(net, params, test, opt.test_mirror_average);
     return Status::OK();
   };
   // The inputs and the loss sum of the next real iteration (set below).
@@ -457,6 +493,10 @@ Status TrainNetWorker(const NetOptions& opt, const nn::Network& net,
         }
         labels[j] = train.labels[e];
       }
+      // Each worker and iteration draws its own dropout masks.
+      be->SetTraining(true, opt.seed * 0x9E3779B97F4A7C15ULL ^
+                                (static_cast<uint64_t>(rank) << 48) ^
+                                static_cast<uint64_t>(epoch * steps + t));
       EX_CHECK(step.RunIteration(), "iteration");
       samples += local_batch;
       bar.Step(t, samples * workers, loss_sum / samples);
@@ -486,7 +526,7 @@ Status TrainNetWorker(const NetOptions& opt, const nn::Network& net,
                "CopyRows");
     }
     if (opt.evaluate) {
-      e.test = EvaluateNet(net, params, test);
+      e.test = EvaluateNet(net, params, test, opt.test_mirror_average);
       if (opt.log != nullptr) {
         char line[200];
         std::snprintf(line, sizeof(line),
@@ -506,7 +546,7 @@ Status TrainNetWorker(const NetOptions& opt, const nn::Network& net,
 Status TrainNet(const NetOptions& options, const Dataset& train,
                 const Dataset& test, NetReport* report) {
   GEEPS_RETURN_IF_ERROR(ValidateNetOptions(options));
-  GEEPS_ASSIGN_OR_RETURN(nn::Network net, BuildModel(options.model));
+  GEEPS_ASSIGN_OR_RETURN(nn::Network net, BuildModel(options.model, options.dropout));
   *report = NetReport();
   report->model = net.Describe();
   report->num_params = net.num_params();
@@ -545,7 +585,7 @@ Status TrainNetInProcess(const NetOptions& options, const geeps::Config& config,
                          NetReport* report, bool* is_worker0) {
   *report = NetReport();
   *is_worker0 = false;
-  GEEPS_ASSIGN_OR_RETURN(nn::Network net, BuildModel(options.model));
+  GEEPS_ASSIGN_OR_RETURN(nn::Network net, BuildModel(options.model, options.dropout));
   report->model = net.Describe();
   report->num_params = net.num_params();
   const Clock::time_point start = Clock::now();

@@ -49,6 +49,7 @@ struct NetOptions {
   float lr_decay = 1.0f;  // learning rate of epoch e (from 0): lr * decay^e
   float momentum = 0.9f;
   float weight_decay = 0.0f;  // L2: weight_decay * w added to each gradient
+  float dropout = 0.0f;       // BuildModel's dropout rate (0 = none)
   int slack = 0;  // 0 = BSP
   uint64_t device_memory_budget = 0;  // bytes per worker, 0 = none
   // Config::device of MakeNetConfig. The worker computes with the CUDA layer
@@ -77,6 +78,9 @@ struct NetOptions {
   // worker's rank (reproducible).
   bool augment_flip = false;
   int augment_shift = 0;
+  // Test accuracy and loss from the mean of each test image's logits and
+  // its mirror image's (EvaluateNet's mirror_average).
+  bool test_mirror_average = false;
   std::chrono::milliseconds timeout{60000};
   bool evaluate = true;  // worker 0 evaluates the test set after each epoch
   std::ostream* log = nullptr;  // progress bar and epoch lines; null = silent
@@ -97,8 +101,10 @@ void Augment(const float* in, std::mt19937_64& rng, bool flip, int shift, float*
 //   cnn-wide: conv3x3x32-relu-maxpool2-conv3x3x64-relu-maxpool2-fc256-relu-fc10
 //   big-mlp: 12 x (fc512-relu), then fc10 (for big_net: its activations,
 //            gradients and momentum outgrow a small device budget)
-// kInvalidArgument for another name.
-geeps::StatusOr<nn::Network> BuildModel(const std::string& name);
+// With `dropout` > 0, a Dropout layer at that rate before the last fully
+// connected layer (on the hidden features it reads; not for big-mlp).
+// kInvalidArgument for another name or a rate outside [0, 1).
+geeps::StatusOr<nn::Network> BuildModel(const std::string& name, float dropout = 0.0f);
 
 // The job's config: the two tables above for `net` with
 // batch_size / workers examples per worker, and the options' cluster fields.
@@ -155,9 +161,13 @@ void MakeSyntheticData(int64_t train_size, int64_t test_size, uint64_t seed,
                        Dataset* train, Dataset* test);
 
 // Loss and accuracy of `net` with parameters `params` (every layer's rows
-// back to back, Layout::param_offset) on `data`, on the host.
+// back to back, Layout::param_offset) on `data` (28x28 images), on the host.
+// With `mirror_average`, each example's logits are the mean of the logits
+// of the image and of its left-right mirror image (test-time augmentation,
+// for a network trained with mirrored images too); ignored unless the
+// examples have 28 x 28 values.
 Evaluation EvaluateNet(const nn::Network& net, const std::vector<float>& params,
-                       const Dataset& data);
+                       const Dataset& data, bool mirror_average = false);
 
 }  // namespace fmnist
 

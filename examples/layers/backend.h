@@ -47,6 +47,17 @@ class Backend {
  public:
   virtual ~Backend() = default;
 
+  // What the random layers (nn::Dropout) draw from. A trainer sets
+  // training(true) and a new seed before each iteration's forward pass (the
+  // backward pass of that iteration sees the same seed). Not training (the
+  // default, as in evaluation) makes dropout the identity.
+  void SetTraining(bool training, uint64_t seed) {
+    training_ = training;
+    seed_ = seed;
+  }
+  bool training() const { return training_; }
+  uint64_t seed() const { return seed_; }
+
   // The first error so far; empty while all is well.
   const std::string& error() const { return error_; }
   bool ok() const { return error_.empty(); }
@@ -140,6 +151,15 @@ class Backend {
                                      int classes, float scale,
                                      float* dlogits) = 0;
 
+  // Inverted dropout of n values at `rate` (in [0, 1)): y[i] = x[i] / (1 -
+  // rate) where DropoutKeeps(seed, i, DropoutThreshold(rate)) (dropout_mask.h),
+  // else 0; the backward pass dx[i] = dy[i] / (1 - rate) where kept, else 0,
+  // with the same seed. Rate 0 copies. In-place allowed.
+  virtual void DropoutForward(const float* x, size_t n, float rate, uint64_t seed,
+                              float* y) = 0;
+  virtual void DropoutBackward(const float* dy, size_t n, float rate, uint64_t seed,
+                               float* dx) = 0;
+
   // SGD with momentum and L2 weight decay, as a delta for an add-only
   // parameter server:
   //   velocity = momentum * velocity + grad + weight_decay * weights;
@@ -157,6 +177,8 @@ class Backend {
 
  private:
   std::string error_;
+  bool training_ = false;
+  uint64_t seed_ = 0;
 };
 
 // The floats of scratch that Backend::ConvForward/ConvBackward need for

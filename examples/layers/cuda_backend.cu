@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "backend.h"
+#include "dropout_mask.h"
 
 namespace nn {
 namespace {
@@ -240,6 +241,12 @@ __global__ void SoftmaxKernel(const float* __restrict__ logits,
       d[k] = scale * static_cast<float>(p - (k == label ? 1.0 : 0.0));
     }
   }
+}
+
+// Inverted dropout; also its backward pass (the same mask and scale).
+__global__ void DropoutKernel(const float* x, size_t n, uint32_t threshold,
+                              float scale, uint64_t seed, float* y) {
+  GRID_LOOP(i, n) { y[i] = DropoutKeeps(seed, i, threshold) ? x[i] * scale : 0.0f; }
 }
 
 __global__ void MomentumKernel(const float* __restrict__ grad,
@@ -811,6 +818,21 @@ class CudaBackend final : public Backend {
     double loss = 0;  // in row order, as the host sums
     for (double l : host_losses_) loss += l;
     return loss;
+  }
+
+  void DropoutForward(const float* x, size_t n, float rate, uint64_t seed,
+                      float* y) override {
+    if (!ok() || n == 0) return;
+    DropoutKernel<<<Blocks(n), kThreads, 0, stream_>>>(x, n, DropoutThreshold(rate),
+                                                       1.0f / (1.0f - rate), seed, y);
+    Launched("DropoutForward");
+  }
+  void DropoutBackward(const float* dy, size_t n, float rate, uint64_t seed,
+                       float* dx) override {
+    if (!ok() || n == 0) return;
+    DropoutKernel<<<Blocks(n), kThreads, 0, stream_>>>(dy, n, DropoutThreshold(rate),
+                                                       1.0f / (1.0f - rate), seed, dx);
+    Launched("DropoutBackward");
   }
 
   void MomentumDelta(const float* grad, const float* weights, size_t n, float lr,

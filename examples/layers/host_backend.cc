@@ -9,9 +9,25 @@
 #include <limits>
 
 #include "backend.h"
+#include "dropout_mask.h"
 
 namespace nn {
 namespace {
+
+// The output columns [lo, hi) whose tap at kernel column kx falls inside
+// the image: 0 <= x * stride - pad + kx < width.
+struct Span {
+  int lo, hi;
+};
+Span InsideColumns(const Window& w, int kx, int ow) {
+  const int first = w.pad - kx;  // x * stride >= first
+  const int end = w.width + w.pad - kx;  // x * stride < end
+  Span s;
+  s.lo = first <= 0 ? 0 : (first + w.stride - 1) / w.stride;
+  s.hi = end <= 0 ? 0 : std::min(ow, (end + w.stride - 1) / w.stride);
+  if (s.lo > ow) s.lo = ow;
+  return s;
+}
 
 class HostBackend final : public Backend {
  public:
@@ -40,18 +56,24 @@ class HostBackend final : public Backend {
       const float* plane = image + static_cast<size_t>(c) * w.height * w.width;
       for (int ky = 0; ky < w.kernel; ++ky) {
         for (int kx = 0; kx < w.kernel; ++kx) {
+          const Span xs = InsideColumns(w, kx, ow);
           for (int y = 0; y < oh; ++y) {
             const int iy = y * w.stride - w.pad + ky;
             float* out = col + static_cast<size_t>(y) * ow;
-            if (iy < 0 || iy >= w.height) {
+            if (iy < 0 || iy >= w.height || xs.lo >= xs.hi) {
               std::fill(out, out + ow, 0.0f);
               continue;
             }
-            const float* in = plane + static_cast<size_t>(iy) * w.width;
-            for (int x = 0; x < ow; ++x) {
-              const int ix = x * w.stride - w.pad + kx;
-              out[x] = (ix >= 0 && ix < w.width) ? in[ix] : 0.0f;
+            // Taps left and right of the image read 0; the rest are copied
+            // without a test per tap (contiguous when the stride is 1).
+            std::fill(out, out + xs.lo, 0.0f);
+            const float* in = plane + static_cast<size_t>(iy) * w.width + kx - w.pad;
+            if (w.stride == 1) {
+              std::copy(in + xs.lo, in + xs.hi, out + xs.lo);
+            } else {
+              for (int x = xs.lo; x < xs.hi; ++x) out[x] = in[x * w.stride];
             }
+            std::fill(out + xs.hi, out + ow, 0.0f);
           }
           col += ld;
         }
@@ -66,14 +88,16 @@ class HostBackend final : public Backend {
       float* plane = image + static_cast<size_t>(c) * w.height * w.width;
       for (int ky = 0; ky < w.kernel; ++ky) {
         for (int kx = 0; kx < w.kernel; ++kx) {
-          for (int y = 0; y < oh; ++y) {
+          const Span xs = InsideColumns(w, kx, ow);
+          for (int y = 0; y < oh && xs.lo < xs.hi; ++y) {
             const int iy = y * w.stride - w.pad + ky;
-            const float* in = col + static_cast<size_t>(y) * ow;
             if (iy < 0 || iy >= w.height) continue;
-            float* out = plane + static_cast<size_t>(iy) * w.width;
-            for (int x = 0; x < ow; ++x) {
-              const int ix = x * w.stride - w.pad + kx;
-              if (ix >= 0 && ix < w.width) out[ix] += in[x];
+            const float* in = col + static_cast<size_t>(y) * ow;
+            float* out = plane + static_cast<size_t>(iy) * w.width + kx - w.pad;
+            if (w.stride == 1) {
+              for (int x = xs.lo; x < xs.hi; ++x) out[x] += in[x];
+            } else {
+              for (int x = xs.lo; x < xs.hi; ++x) out[x * w.stride] += in[x];
             }
           }
           col += ld;
@@ -126,16 +150,45 @@ class HostBackend final : public Backend {
     for (size_t i = 0; i < n; ++i) dx[i] = y[i] > 0 ? dy[i] : 0.0f;
   }
 
+  void DropoutForward(const float* x, size_t n, float rate, uint64_t seed,
+                      float* y) override {
+    const uint32_t threshold = DropoutThreshold(rate);
+    const float scale = 1.0f / (1.0f - rate);
+    for (size_t i = 0; i < n; ++i) {
+      y[i] = DropoutKeeps(seed, i, threshold) ? x[i] * scale : 0.0f;
+    }
+  }
+  void DropoutBackward(const float* dy, size_t n, float rate, uint64_t seed,
+                       float* dx) override {
+    DropoutForward(dy, n, rate, seed, dx);  // the same mask and scale
+  }
+
   void MaxPoolForward(const float* x, int batch, const Window& w,
                       float* y) override {
     const int oh = w.out_height(), ow = w.out_width();
     const size_t planes = static_cast<size_t>(batch) * w.channels;
+    constexpr float kLow = -std::numeric_limits<float>::infinity();
     for (size_t p = 0; p < planes; ++p) {
       const float* in = x + p * w.height * w.width;
       float* out = y + p * oh * ow;
+      if (w.kernel == 2 && w.stride == 2) {  // the examples' pooling
+        for (int oy = 0; oy < oh; ++oy) {
+          const float* r0 = in + 2 * oy * w.width;
+          const float* r1 = r0 + w.width;
+          float* o = out + oy * ow;
+          for (int ox = 0; ox < ow; ++ox) {
+            // The same order of comparisons as the general loop below.
+            o[ox] = std::max(std::max(std::max(std::max(kLow, r0[2 * ox]),
+                                               r0[2 * ox + 1]),
+                                      r1[2 * ox]),
+                             r1[2 * ox + 1]);
+          }
+        }
+        continue;
+      }
       for (int oy = 0; oy < oh; ++oy) {
         for (int ox = 0; ox < ow; ++ox) {
-          float best = -std::numeric_limits<float>::infinity();
+          float best = kLow;
           for (int ky = 0; ky < w.kernel; ++ky) {
             const float* r = in + (oy * w.stride + ky) * w.width + ox * w.stride;
             for (int kx = 0; kx < w.kernel; ++kx) best = std::max(best, r[kx]);

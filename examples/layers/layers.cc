@@ -1,6 +1,7 @@
 #include "layers.h"
 
 #include <cmath>
+#include <cstdio>
 
 namespace nn {
 namespace {
@@ -121,6 +122,33 @@ void Relu::Backward(Backend& be, const float*, const float*, const float* y,
   if (dx != nullptr) be.ReluBackward(y, dy, batch * in_shape().size(), dx);
 }
 
+// ---- Dropout ------------------------------------------------------------------
+
+Dropout::Dropout(Shape in, float rate, uint64_t salt)
+    : Layer(in, in), rate_(rate), salt_(salt) {}
+
+std::string Dropout::name() const {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "dropout%g", static_cast<double>(rate_));
+  return buf;
+}
+
+void Dropout::Forward(Backend& be, const float*, const float* x, int batch,
+                      float* y, float*) const {
+  const float rate = be.training() ? rate_ : 0.0f;  // rate 0 copies
+  be.DropoutForward(x, batch * in_shape().size(), rate,
+                    be.seed() ^ (salt_ * 0xD1B54A32D192ED03ull), y);
+}
+
+void Dropout::Backward(Backend& be, const float*, const float*, const float*,
+                       const float* dy, int batch, float* dx, float*,
+                       float*) const {
+  if (dx == nullptr) return;
+  const float rate = be.training() ? rate_ : 0.0f;
+  be.DropoutBackward(dy, batch * in_shape().size(), rate,
+                     be.seed() ^ (salt_ * 0xD1B54A32D192ED03ull), dx);
+}
+
 // ---- MaxPool ------------------------------------------------------------------
 
 MaxPool::MaxPool(Shape in, int kernel, int stride)
@@ -160,6 +188,12 @@ Network& Network::Relu() {
 }
 Network& Network::MaxPool(int kernel, int stride) {
   layers_.push_back(std::make_unique<nn::MaxPool>(output_shape(), kernel, stride));
+  return *this;
+}
+
+Network& Network::Dropout(float rate) {
+  layers_.push_back(std::make_unique<nn::Dropout>(output_shape(), rate,
+                                                  static_cast<uint64_t>(layers_.size())));
   return *this;
 }
 

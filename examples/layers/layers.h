@@ -120,6 +120,28 @@ class Relu final : public Layer {
                 float* dparams, float* scratch) const override;
 };
 
+// Inverted dropout at `rate` (in [0, 1)) while the backend is training
+// (Backend::SetTraining): each value is zeroed with probability rate, the
+// others scaled by 1 / (1 - rate); the identity otherwise (evaluation). The
+// mask depends on the backend's seed, this layer's `salt` (so that two
+// dropout layers draw differently) and the value's index in the batch.
+class Dropout final : public Layer {
+ public:
+  Dropout(Shape in, float rate, uint64_t salt);
+  std::string name() const override;
+  bool BackwardNeedsInput() const override { return false; }
+  float rate() const { return rate_; }
+  void Forward(Backend& be, const float* params, const float* x, int batch,
+               float* y, float* scratch) const override;
+  void Backward(Backend& be, const float* params, const float* x,
+                const float* y, const float* dy, int batch, float* dx,
+                float* dparams, float* scratch) const override;
+
+ private:
+  float rate_;
+  uint64_t salt_;
+};
+
 // Max pooling, square window `kernel`, stride `stride`, no padding.
 class MaxPool final : public Layer {
  public:
@@ -149,6 +171,7 @@ class Network {
   Network& Conv(int out_channels, int kernel, int pad);
   Network& Relu();
   Network& MaxPool(int kernel, int stride);
+  Network& Dropout(float rate);  // REQUIRES: 0 <= rate < 1
 
   int size() const { return static_cast<int>(layers_.size()); }
   const Layer& layer(int i) const { return *layers_[i]; }

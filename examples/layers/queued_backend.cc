@@ -101,6 +101,16 @@ class QueuedBackend final : public Backend {
     TakeInnerError();
     return loss;
   }
+  void DropoutForward(const float* x, size_t n, float rate, uint64_t seed,
+                      float* y) override {
+    Run([in = inner_.get(), x, n, rate, seed, y] { in->DropoutForward(x, n, rate, seed, y); });
+  }
+  void DropoutBackward(const float* dy, size_t n, float rate, uint64_t seed,
+                       float* dx) override {
+    Run([in = inner_.get(), dy, n, rate, seed, dx] {
+      in->DropoutBackward(dy, n, rate, seed, dx);
+    });
+  }
   void MomentumDelta(const float* grad, const float* weights, size_t n, float lr,
                      float momentum, float weight_decay, float* velocity,
                      float* delta) override {
