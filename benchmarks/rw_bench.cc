@@ -6,16 +6,23 @@
 // waits for the server's push of the previous clock), updates the same V
 // bytes and clocks: one V-byte message each way per iteration. (b) the
 // ceiling: a DEALER process sends V bytes to a ROUTER process, which sends
-// them back, with no library in between. With --pairs 2, two workers and two
-// servers (each worker's rows spread over both shards) against two
-// independent ZeroMQ pairs running at once.
+// them back, with no library in between. (c) the least a summing server
+// must do on top of (b): the ROUTER adds each message into a store of V
+// bytes (the shard's own add loop, server/row_ops.h) and sends the store back
+// without a copy, as ps-lite's push-pull does; libgeeps' fraction of (c)
+// says what its design costs beyond the work of any parameter server. With
+// --pairs 2, two workers and two servers (each worker's rows spread over
+// both shards) against two independent ZeroMQ pairs running at once.
 //
 //   rw_bench [--out rw_bench.json] [--csv rw_bench.csv] [--sizes 4K,64K,1M,16M]
 //            [--seconds 2] [--pairs 1] [--rounds 3]
-// Each size runs `rounds` rounds, each a ZeroMQ run then a libgeeps run (so
-// both see the same moments of a shared machine); the medians are reported.
-// Internal modes (started by the driver): --child zmq-server|zmq-client|geeps
+// Each size runs `rounds` rounds, each a ZeroMQ run, a summing ZeroMQ run
+// and a libgeeps run (so all see the same moments of a shared machine); the
+// medians are reported.
+// Internal modes (started by the driver):
+//   --child zmq-server|zmq-sum-server|zmq-client|geeps
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -23,11 +30,13 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 #include <zmq.hpp>
 
 #include "bench_util.h"
 #include "geeps/process.h"
+#include "server/row_ops.h"
 
 namespace {
 
@@ -78,6 +87,40 @@ int ZmqServer(const Options& o) {
     if (body.size() == 0) return 0;  // the client's stop message
     s.send(id, zmq::send_flags::sndmore);
     s.send(body, zmq::send_flags::none);  // V bytes back
+  }
+}
+
+// (c): adds each message into the store, then sends the store back as it
+// is. The next add waits until ZeroMQ has released the store (its free
+// callback), so no message is sent while it is being written.
+int ZmqSumServer(const Options& o) {
+  std::vector<float> store;  // outlives the context, which sends from it
+  std::atomic<bool> held{false};
+  zmq::context_t ctx(1);
+  zmq::socket_t s(ctx, zmq::socket_type::router);
+  s.bind(o.endpoint);
+  for (;;) {
+    zmq::message_t id, body;
+    if (!s.recv(id) || !s.recv(body)) return 1;
+    if (body.size() == 0) return 0;  // the client's stop message
+    const size_t floats = body.size() / sizeof(float);
+    while (held.load(std::memory_order_acquire)) std::this_thread::yield();
+    if (store.size() != floats) store.assign(floats, 0.0f);
+    const auto* in = static_cast<const unsigned char*>(body.data());
+    for (size_t done = 0; done < floats;) {  // AddRow takes 32-bit widths
+      const uint32_t w = static_cast<uint32_t>(std::min<size_t>(floats - done, 1u << 30));
+      geeps::server::AddRow(store.data() + done, in + done * sizeof(float), w);
+      done += w;
+    }
+    held.store(true, std::memory_order_release);
+    zmq::message_t back(
+        store.data(), floats * sizeof(float),
+        [](void*, void* flag) {
+          static_cast<std::atomic<bool>*>(flag)->store(false, std::memory_order_release);
+        },
+        &held);
+    s.send(id, zmq::send_flags::sndmore);
+    s.send(back, zmq::send_flags::none);
   }
 }
 
@@ -199,17 +242,17 @@ int GeepsChild(const Options& o) {
 
 // ---- the driver -----------------------------------------------------------------
 
-double RunZmq(const Options& o, uint64_t bytes) {
+double RunZmq(const Options& o, uint64_t bytes, bool sum) {
   std::vector<Child> children;
   for (int k = 0; k < o.pairs; ++k) {
     const std::string ep = "tcp://127.0.0.1:" + std::to_string(geeps::testing::FreePort());
     const std::string b = std::to_string(bytes), sec = std::to_string(o.seconds);
     children.push_back(geeps::testing::Spawn(
-        {Self(), "--child", "zmq-server", "--endpoint", ep}, {}));
+        {Self(), "--child", sum ? "zmq-sum-server" : "zmq-server", "--endpoint", ep}, {}));
     children.push_back(geeps::testing::Spawn(
         {Self(), "--child", "zmq-client", "--endpoint", ep, "--bytes", b, "--seconds", sec}, {}));
   }
-  return Collect(children, "zeromq pair");
+  return Collect(children, sum ? "summing zeromq pair" : "zeromq pair");
 }
 
 // Passes over the bytes per stage (docs/architecture.md, "Passes over the
@@ -324,6 +367,7 @@ int main(int argc, char** argv) {
   if (o.pairs < 1 || o.pairs > 8) return Usage("--pairs must be 1..8");
   if (o.rounds < 1 || o.rounds > 15) return Usage("--rounds must be 1..15");
   if (o.child == "zmq-server") return ZmqServer(o);
+  if (o.child == "zmq-sum-server") return ZmqSumServer(o);
   if (o.child == "zmq-client") return ZmqClient(o);
   if (o.child == "geeps") return GeepsChild(o);
   if (!o.child.empty()) return Usage("unknown --child");
@@ -331,42 +375,49 @@ int main(int argc, char** argv) {
   std::ofstream json(o.out), csv(o.csv);
   json << "{\"benchmark\":\"rw_bench\",\"pairs\":" << o.pairs << ",\"rounds\":" << o.rounds
        << ",\"results\":[";
-  csv << "bytes,zmq_us,geeps_us,zmq_gbs,geeps_gbs,fraction\n";
-  std::printf("%10s %12s %12s %10s %10s %9s\n", "V", "zmq us/it", "geeps us/it", "zmq GB/s",
-              "geeps GB/s", "fraction");
+  csv << "bytes,zmq_us,geeps_us,zmq_gbs,geeps_gbs,fraction,zmq_sum_us,fraction_of_sum\n";
+  std::printf("%10s %12s %12s %10s %10s %9s %12s %9s\n", "V", "zmq us/it", "geeps us/it",
+              "zmq GB/s", "geeps GB/s", "fraction", "zsum us/it", "of zsum");
   bool failed = false;
   for (size_t k = 0; k < o.sizes.size(); ++k) {
     const uint64_t v = o.sizes[k];
     Passes passes;
-    std::vector<double> zs, gs;
+    std::vector<double> zs, ss, gs;
     for (int r = 0; r < o.rounds; ++r) {
-      zs.push_back(RunZmq(o, v));
+      zs.push_back(RunZmq(o, v, false));
+      ss.push_back(RunZmq(o, v, true));
       gs.push_back(RunGeeps(o, v, &passes));
     }
     auto median = [](std::vector<double> x) {
       std::sort(x.begin(), x.end());
       return x[x.size() / 2];
     };
-    const double z = median(zs), g = median(gs);
+    const double z = median(zs), zsum = median(ss), g = median(gs);
     if (*std::min_element(zs.begin(), zs.end()) <= 0 ||
+        *std::min_element(ss.begin(), ss.end()) <= 0 ||
         *std::min_element(gs.begin(), gs.end()) <= 0) {
       failed = true;
       continue;
     }
     // Per pair: V each way per iteration.
     const double zg = 2.0 * v / z / 1e9, gg = 2.0 * v / g / 1e9;
-    std::printf("%10llu %12.1f %12.1f %10.3f %10.3f %9.3f\n",
-                static_cast<unsigned long long>(v), z * 1e6, g * 1e6, zg, gg, z / g);
+    std::printf("%10llu %12.1f %12.1f %10.3f %10.3f %9.3f %12.1f %9.3f\n",
+                static_cast<unsigned long long>(v), z * 1e6, g * 1e6, zg, gg, z / g,
+                zsum * 1e6, zsum / g);
     std::fflush(stdout);
     json << (k ? "," : "") << "{\"bytes\":" << v << ",\"zmq_seconds_per_iteration\":" << z
          << ",\"geeps_seconds_per_iteration\":" << g << ",\"zmq_gbs\":" << zg
          << ",\"geeps_gbs\":" << gg << ",\"fraction_of_zmq\":" << z / g
+         << ",\"zmq_sum_seconds_per_iteration\":" << zsum
+         << ",\"fraction_of_summing_zmq\":" << zsum / g
          << ",\"passes\":" << passes.Json() << ",\"round_fractions\":[";
     for (int r = 0; r < o.rounds; ++r) json << (r ? "," : "") << zs[r] / gs[r];
+    json << "],\"round_fractions_of_summing_zmq\":[";
+    for (int r = 0; r < o.rounds; ++r) json << (r ? "," : "") << ss[r] / gs[r];
     json << "]}";
     std::printf("%10s passes over V per clock: %s\n", "", passes.Json().c_str());
     csv << v << "," << z * 1e6 << "," << g * 1e6 << "," << zg << "," << gg << "," << z / g
-        << "\n";
+        << "," << zsum * 1e6 << "," << zsum / g << "\n";
   }
   json << "]}\n";
   return failed ? 1 : 0;
