@@ -113,8 +113,9 @@ struct IpcFiles {
   ~IpcFiles() { Remove(); }
   void Remove() {
     for (const std::string& p : paths) {
-      if (unlink(p.c_str()) != 0 && errno != ENOENT)
+      if (unlink(p.c_str()) != 0 && errno != ENOENT) {
         GEEPS_LOG(Warning) << "cannot remove ipc socket file " << p << ": " << std::strerror(errno);
+      }
     }
     paths.clear();
   }
