@@ -29,10 +29,14 @@ int main(int argc, char** argv) {
   double compute_ms = 200;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
-    if (a == "--params") params = std::stoull(v);
-    else if (a == "--tables") tables = std::stoi(v);
-    else if (a == "--compute-ms") compute_ms = std::stod(v);
-    else if (a == "--iterations") iterations = std::stoi(v);
+    if (a == "--params")
+      params = std::stoull(v);
+    else if (a == "--tables")
+      tables = std::stoi(v);
+    else if (a == "--compute-ms")
+      compute_ms = std::stod(v);
+    else if (a == "--iterations")
+      iterations = std::stoi(v);
     // --slack and others from scale_bench's common arguments are ignored.
   }
   constexpr unsigned long long kWidth = 1024;  // as scale_bench: whole rows
@@ -60,8 +64,7 @@ int main(int argc, char** argv) {
     }
   }
   const double per =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
-      iterations;
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / iterations;
   double worst = 0;
   MPI_Reduce(&per, &worst, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
   if (rank == 0) std::printf("RESULT %.9f\n", worst);

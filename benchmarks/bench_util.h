@@ -33,9 +33,9 @@ inline double Collect(std::vector<Child>& children, const char* what,
       if (line.rfind("RESULT ", 0) == 0) {
         sum += std::stod(line.substr(7));
         ++n;
-      } else if (lines != nullptr && (line.rfind("PASSES ", 0) == 0 ||
-                                      line.rfind("CLOCKBYTES ", 0) == 0 ||
-                                      line.rfind("SHARDBYTES ", 0) == 0)) {
+      } else if (lines != nullptr &&
+                 (line.rfind("PASSES ", 0) == 0 || line.rfind("CLOCKBYTES ", 0) == 0 ||
+                  line.rfind("SHARDBYTES ", 0) == 0)) {
         lines->push_back(line);
       }
     }

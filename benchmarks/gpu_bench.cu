@@ -45,14 +45,14 @@ using geeps::device::CopyKind;
 using geeps::device::Device;
 using geeps::device::Stream;
 
-#define BENCH_CHECK(expr)                                                  \
-  do {                                                                     \
-    const auto bench_result = (expr);                                      \
-    if (!Ok(bench_result)) {                                               \
-      std::fprintf(stderr, "gpu_bench: %s failed at line %d: %s\n", #expr, \
-                   __LINE__, Describe(bench_result).c_str());              \
-      std::exit(1);                                                        \
-    }                                                                      \
+#define BENCH_CHECK(expr)                                                            \
+  do {                                                                               \
+    const auto bench_result = (expr);                                                \
+    if (!Ok(bench_result)) {                                                         \
+      std::fprintf(stderr, "gpu_bench: %s failed at line %d: %s\n", #expr, __LINE__, \
+                   Describe(bench_result).c_str());                                  \
+      std::exit(1);                                                                  \
+    }                                                                                \
   } while (0)
 
 bool Ok(cudaError_t e) { return e == cudaSuccess; }
@@ -125,8 +125,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  std::unique_ptr<Device> dev =
-      Take(geeps::device::CreateDevice(DeviceKind::kCuda, {}));
+  std::unique_ptr<Device> dev = Take(geeps::device::CreateDevice(DeviceKind::kCuda, {}));
   std::unique_ptr<Stream> stream_a = Take(dev->CreateStream());
   std::unique_ptr<Stream> stream_b = Take(dev->CreateStream());
   auto a = static_cast<cudaStream_t>(stream_a->native_handle());
@@ -138,8 +137,8 @@ int main(int argc, char** argv) {
 
   // ---- 1. Gather / ScatterAdd vs cudaMemcpy D2D -----------------------------
   json << "  \"indexed\": [\n";
-  std::printf("%-10s %6s %9s %12s %12s %12s\n", "op", "width", "rows",
-              "GB/s", "copy GB/s", "vs copy");
+  std::printf("%-10s %6s %9s %12s %12s %12s\n", "op", "width", "rows", "GB/s", "copy GB/s",
+              "vs copy");
   bool first = true;
   // The checked figures: per width >= kCheckedWidth, the ratios at the
   // largest row count measured (later row counts are larger).
@@ -150,9 +149,8 @@ int main(int argc, char** argv) {
   };
   std::vector<std::pair<size_t, Largest>> largest;
   const std::vector<size_t> widths = {1, 3, 32, 128, 129, 1024};
-  const std::vector<size_t> row_counts = quick
-                                             ? std::vector<size_t>{1 << 16}
-                                             : std::vector<size_t>{1 << 12, 1 << 16, 1 << 20};
+  const std::vector<size_t> row_counts =
+      quick ? std::vector<size_t>{1 << 16} : std::vector<size_t>{1 << 12, 1 << 16, 1 << 20};
   for (size_t width : widths) {
     for (size_t rows : row_counts) {
       const size_t floats = rows * width;
@@ -160,28 +158,24 @@ int main(int argc, char** argv) {
       const size_t bytes = floats * sizeof(float);
       auto* table = static_cast<float*>(Take(dev->Allocate(bytes)));
       auto* buffer = static_cast<float*>(Take(dev->Allocate(bytes)));
-      auto* index = static_cast<uint32_t*>(
-          Take(dev->Allocate(rows * sizeof(uint32_t))));
+      auto* index = static_cast<uint32_t*>(Take(dev->Allocate(rows * sizeof(uint32_t))));
       std::vector<uint32_t> order(rows);
       std::iota(order.begin(), order.end(), 0u);
       std::shuffle(order.begin(), order.end(), std::mt19937(1));
-      BENCH_CHECK(dev->Copy(index, order.data(), rows * sizeof(uint32_t),
-                            CopyKind::kHostToDevice, stream_a.get()));
+      BENCH_CHECK(dev->Copy(index, order.data(), rows * sizeof(uint32_t), CopyKind::kHostToDevice,
+                            stream_a.get()));
       BENCH_CHECK(dev->Fill(table, 1.0f, floats, stream_a.get()));
       BENCH_CHECK(dev->Fill(buffer, 0.5f, floats, stream_a.get()));
       BENCH_CHECK(dev->Synchronize(stream_a.get()));
 
       const double copy_ms = TimeMs(a, reps, [&] {
-        BENCH_CHECK(cudaMemcpyAsync(buffer, table, bytes,
-                                    cudaMemcpyDeviceToDevice, a));
+        BENCH_CHECK(cudaMemcpyAsync(buffer, table, bytes, cudaMemcpyDeviceToDevice, a));
       });
       const double gather_ms = TimeMs(a, reps, [&] {
-        BENCH_CHECK(dev->Gather(buffer, table, index, rows, width,
-                                stream_a.get()));
+        BENCH_CHECK(dev->Gather(buffer, table, index, rows, width, stream_a.get()));
       });
       const double scatter_ms = TimeMs(a, reps, [&] {
-        BENCH_CHECK(dev->ScatterAdd(table, buffer, index, rows, width,
-                                    stream_a.get()));
+        BENCH_CHECK(dev->ScatterAdd(table, buffer, index, rows, width, stream_a.get()));
       });
       const double copy_gbps = GBps(2.0 * bytes, copy_ms);
       const double gather_gbps = GBps(2.0 * bytes + rows * 4.0, gather_ms);
@@ -190,18 +184,16 @@ int main(int argc, char** argv) {
         if (largest.empty() || largest.back().first != width) {
           largest.push_back({width, Largest()});
         }
-        largest.back().second = {rows, gather_gbps / copy_gbps,
-                                 scatter_gbps / copy_gbps};
+        largest.back().second = {rows, gather_gbps / copy_gbps, scatter_gbps / copy_gbps};
       }
       for (int k = 0; k < 2; ++k) {
         const char* op = k == 0 ? "gather" : "scatter_add";
         const double gbps = k == 0 ? gather_gbps : scatter_gbps;
         const double ms = k == 0 ? gather_ms : scatter_ms;
-        std::printf("%-10s %6zu %9zu %12.1f %12.1f %11.2fx\n", op, width, rows,
-                    gbps, copy_gbps, gbps / copy_gbps);
-        json << (first ? "" : ",\n") << "    {\"op\": \"" << op
-             << "\", \"width\": " << width << ", \"rows\": " << rows
-             << ", \"ms\": " << ms << ", \"gbps\": " << gbps
+        std::printf("%-10s %6zu %9zu %12.1f %12.1f %11.2fx\n", op, width, rows, gbps, copy_gbps,
+                    gbps / copy_gbps);
+        json << (first ? "" : ",\n") << "    {\"op\": \"" << op << "\", \"width\": " << width
+             << ", \"rows\": " << rows << ", \"ms\": " << ms << ", \"gbps\": " << gbps
              << ", \"copy_ms\": " << copy_ms << ", \"copy_gbps\": " << copy_gbps
              << ", \"ratio_to_copy\": " << gbps / copy_gbps << "}";
         first = false;
@@ -219,28 +211,22 @@ int main(int argc, char** argv) {
   void* on_device = Take(dev->Allocate(copy_bytes));
   std::memset(pinned, 1, copy_bytes);
   const double h2d_ms = TimeMs(a, reps, [&] {
-    BENCH_CHECK(dev->Copy(on_device, pinned, copy_bytes,
-                          CopyKind::kHostToDevice, stream_a.get()));
+    BENCH_CHECK(dev->Copy(on_device, pinned, copy_bytes, CopyKind::kHostToDevice, stream_a.get()));
   });
   const double d2h_ms = TimeMs(a, reps, [&] {
-    BENCH_CHECK(dev->Copy(pinned, on_device, copy_bytes,
-                          CopyKind::kDeviceToHost, stream_a.get()));
+    BENCH_CHECK(dev->Copy(pinned, on_device, copy_bytes, CopyKind::kDeviceToHost, stream_a.get()));
   });
-  std::printf("pinned H2D %.1f GB/s, D2H %.1f GB/s (%zu MiB)\n",
-              GBps(copy_bytes, h2d_ms), GBps(copy_bytes, d2h_ms),
-              copy_bytes >> 20);
-  json << "  \"pinned_copy\": {\"bytes\": " << copy_bytes
-       << ", \"h2d_ms\": " << h2d_ms << ", \"h2d_gbps\": "
-       << GBps(copy_bytes, h2d_ms) << ", \"d2h_ms\": " << d2h_ms
+  std::printf("pinned H2D %.1f GB/s, D2H %.1f GB/s (%zu MiB)\n", GBps(copy_bytes, h2d_ms),
+              GBps(copy_bytes, d2h_ms), copy_bytes >> 20);
+  json << "  \"pinned_copy\": {\"bytes\": " << copy_bytes << ", \"h2d_ms\": " << h2d_ms
+       << ", \"h2d_gbps\": " << GBps(copy_bytes, h2d_ms) << ", \"d2h_ms\": " << d2h_ms
        << ", \"d2h_gbps\": " << GBps(copy_bytes, d2h_ms) << "},\n";
 
   // ---- 3. Copy stream overlapped with a compute kernel -----------------------
   // A spin kernel of about the copy's duration (calibrated), on stream B.
   const long long probe_cycles = 1000000;
-  const double probe_ms =
-      TimeMs(b, 3, [&] { Spin<<<1, 1, 0, b>>>(probe_cycles); });
-  const long long cycles = static_cast<long long>(
-      probe_cycles * h2d_ms / std::max(probe_ms, 1e-6));
+  const double probe_ms = TimeMs(b, 3, [&] { Spin<<<1, 1, 0, b>>>(probe_cycles); });
+  const long long cycles = static_cast<long long>(probe_cycles * h2d_ms / std::max(probe_ms, 1e-6));
   const double kernel_ms = TimeMs(b, reps, [&] { Spin<<<1, 1, 0, b>>>(cycles); });
   const double copy_ms = h2d_ms;
   cudaEvent_t start, done_a, done_b;
@@ -252,8 +238,7 @@ int main(int argc, char** argv) {
     BENCH_CHECK(cudaDeviceSynchronize());  // benchmark only: a clean start
     BENCH_CHECK(cudaEventRecord(start, a));
     BENCH_CHECK(cudaStreamWaitEvent(b, start, 0));
-    BENCH_CHECK(dev->Copy(on_device, pinned, copy_bytes,
-                          CopyKind::kHostToDevice, stream_a.get()));
+    BENCH_CHECK(dev->Copy(on_device, pinned, copy_bytes, CopyKind::kHostToDevice, stream_a.get()));
     Spin<<<1, 1, 0, b>>>(cycles);
     BENCH_CHECK(cudaGetLastError());
     BENCH_CHECK(cudaEventRecord(done_b, b));
@@ -268,15 +253,14 @@ int main(int argc, char** argv) {
   const double both_ms = both[both.size() / 2];
   const double serial_ms = copy_ms + kernel_ms;
   // 1 = perfect overlap (both take the longer one's time), 0 = none.
-  const double overlap =
-      (serial_ms - both_ms) / std::max(1e-9, std::min(copy_ms, kernel_ms));
-  std::printf("overlap: copy %.2f ms + kernel %.2f ms = %.2f ms serial; "
-              "concurrent %.2f ms (overlap %.0f%%)\n",
-              copy_ms, kernel_ms, serial_ms, both_ms, 100 * overlap);
-  json << "  \"overlap\": {\"copy_ms\": " << copy_ms
-       << ", \"kernel_ms\": " << kernel_ms << ", \"serial_ms\": " << serial_ms
-       << ", \"concurrent_ms\": " << both_ms << ", \"overlap_fraction\": "
-       << overlap << "},\n";
+  const double overlap = (serial_ms - both_ms) / std::max(1e-9, std::min(copy_ms, kernel_ms));
+  std::printf(
+      "overlap: copy %.2f ms + kernel %.2f ms = %.2f ms serial; "
+      "concurrent %.2f ms (overlap %.0f%%)\n",
+      copy_ms, kernel_ms, serial_ms, both_ms, 100 * overlap);
+  json << "  \"overlap\": {\"copy_ms\": " << copy_ms << ", \"kernel_ms\": " << kernel_ms
+       << ", \"serial_ms\": " << serial_ms << ", \"concurrent_ms\": " << both_ms
+       << ", \"overlap_fraction\": " << overlap << "},\n";
 
   // ---- The checked figures --------------------------------------------------
   double gather_min = 0, scatter_min = 0;
@@ -289,16 +273,14 @@ int main(int argc, char** argv) {
             << ", \"rows\": " << l.rows << ", \"gather_ratio\": " << l.gather
             << ", \"scatter_add_ratio\": " << l.scatter << "}";
   }
-  const bool indexed_ok = !largest.empty() && gather_min >= min_indexed_ratio &&
-                          scatter_min >= min_indexed_ratio;
+  const bool indexed_ok =
+      !largest.empty() && gather_min >= min_indexed_ratio && scatter_min >= min_indexed_ratio;
   const bool overlap_ok = overlap >= min_overlap;
   const bool pass = indexed_ok && overlap_ok;
-  json << "  \"checks\": {\"indexed_min_width\": " << kCheckedWidth
-       << ", \"indexed\": [" << checked.str() << "], "
-       << "\"gather_min_ratio\": " << gather_min
-       << ", \"scatter_add_min_ratio\": " << scatter_min
-       << ", \"min_indexed_ratio\": " << min_indexed_ratio
-       << ", \"overlap_fraction\": " << overlap
+  json << "  \"checks\": {\"indexed_min_width\": " << kCheckedWidth << ", \"indexed\": ["
+       << checked.str() << "], "
+       << "\"gather_min_ratio\": " << gather_min << ", \"scatter_add_min_ratio\": " << scatter_min
+       << ", \"min_indexed_ratio\": " << min_indexed_ratio << ", \"overlap_fraction\": " << overlap
        << ", \"min_overlap\": " << min_overlap
        << ", \"indexed_pass\": " << (indexed_ok ? "true" : "false")
        << ", \"overlap_pass\": " << (overlap_ok ? "true" : "false")
@@ -313,7 +295,7 @@ int main(int argc, char** argv) {
   std::printf(
       "gpu_bench: check: gather_min_ratio=%.3f scatter_add_min_ratio=%.3f "
       "(>= %.2f, widths >= %zu) overlap_fraction=%.3f (>= %.2f): %s\n",
-      gather_min, scatter_min, min_indexed_ratio, kCheckedWidth, overlap,
-      min_overlap, pass ? "PASS" : "MISS");
+      gather_min, scatter_min, min_indexed_ratio, kCheckedWidth, overlap, min_overlap,
+      pass ? "PASS" : "MISS");
   return check && !pass ? 3 : 0;
 }

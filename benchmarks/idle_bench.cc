@@ -47,8 +47,10 @@ double CpuFraction(double seconds) {
 }
 
 int Usage(const char* why) {
-  std::fprintf(stderr, "idle_bench: %s\nusage: idle_bench [--connections N] [--seconds S] "
-                       "[--out FILE]\n", why);
+  std::fprintf(stderr,
+               "idle_bench: %s\nusage: idle_bench [--connections N] [--seconds S] "
+               "[--out FILE]\n",
+               why);
   return 2;
 }
 
@@ -62,10 +64,14 @@ int main(int argc, char** argv) {
     const std::string a = argv[i];
     if (i + 1 >= argc) return Usage(("missing value of " + a).c_str());
     const std::string v = argv[++i];
-    if (a == "--connections") connections = std::stoi(v);
-    else if (a == "--seconds") seconds = std::stod(v);
-    else if (a == "--out") out = v;
-    else return Usage(("unknown option " + a).c_str());
+    if (a == "--connections")
+      connections = std::stoi(v);
+    else if (a == "--seconds")
+      seconds = std::stod(v);
+    else if (a == "--out")
+      out = v;
+    else
+      return Usage(("unknown option " + a).c_str());
   }
   if (connections < 1 || connections > 5000) return Usage("--connections must be 1..5000");
   if (seconds <= 0 || seconds > 60) return Usage("--seconds must be in (0, 60]");

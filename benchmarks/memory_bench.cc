@@ -48,12 +48,14 @@ Status Train(geeps::GeePS& ps, const Options& o, Result* r) {
   GEEPS_ASSIGN_OR_RETURN(geeps::ReadHandle read, ps.VirtualRead(0, geeps::RowRange(0, 16)));
   GEEPS_RETURN_IF_ERROR(ps.VirtualPostRead(read));
   for (int l = 0; l < o.layers; ++l) {  // forward: write activations
-    GEEPS_ASSIGN_OR_RETURN(auto h, ps.VirtualLocalAccess(1 + l, geeps::RowRange(0, act_rows), false));
+    GEEPS_ASSIGN_OR_RETURN(auto h,
+                           ps.VirtualLocalAccess(1 + l, geeps::RowRange(0, act_rows), false));
     GEEPS_RETURN_IF_ERROR(ps.VirtualPostLocalAccess(h, true));
     fwd.push_back(h);
   }
   for (int l = o.layers - 1; l >= 0; --l) {  // backward: read them back
-    GEEPS_ASSIGN_OR_RETURN(auto h, ps.VirtualLocalAccess(1 + l, geeps::RowRange(0, act_rows), true));
+    GEEPS_ASSIGN_OR_RETURN(auto h,
+                           ps.VirtualLocalAccess(1 + l, geeps::RowRange(0, act_rows), true));
     GEEPS_RETURN_IF_ERROR(ps.VirtualPostLocalAccess(h, false));
     bwd.push_back(h);
   }
@@ -126,13 +128,20 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string f = argv[i];
     const char* v = argv[i + 1];
-    if (f == "--out") o.out = v;
-    else if (f == "--csv") o.csv = v;
-    else if (f == "--layers") o.layers = std::atoi(v);
-    else if (f == "--layer-mb") o.layer_mb = std::atof(v);
-    else if (f == "--compute-ms") o.compute_ms = std::atof(v);
-    else if (f == "--iterations") o.iterations = std::atoi(v);
-    else if (f == "--bandwidth-gbs") o.bandwidth_gbs = std::atof(v);
+    if (f == "--out")
+      o.out = v;
+    else if (f == "--csv")
+      o.csv = v;
+    else if (f == "--layers")
+      o.layers = std::atoi(v);
+    else if (f == "--layer-mb")
+      o.layer_mb = std::atof(v);
+    else if (f == "--compute-ms")
+      o.compute_ms = std::atof(v);
+    else if (f == "--iterations")
+      o.iterations = std::atoi(v);
+    else if (f == "--bandwidth-gbs")
+      o.bandwidth_gbs = std::atof(v);
     else {
       std::fprintf(stderr, "memory_bench: unknown flag %s\n", f.c_str());
       return 2;
@@ -147,10 +156,11 @@ int main(int argc, char** argv) {
       return 1;
     }
     results.push_back(r);
-    std::printf("%-14s budget %12llu B: %.3f s for %d iterations, stall %.3f s, h2d %lld B\n",
-                factor == 0 ? "unconstrained" : (std::to_string(static_cast<int>(factor)) + "x").c_str(),
-                static_cast<unsigned long long>(r.budget), r.seconds, o.iterations,
-                r.stall_seconds, static_cast<long long>(r.h2d));
+    std::printf(
+        "%-14s budget %12llu B: %.3f s for %d iterations, stall %.3f s, h2d %lld B\n",
+        factor == 0 ? "unconstrained" : (std::to_string(static_cast<int>(factor)) + "x").c_str(),
+        static_cast<unsigned long long>(r.budget), r.seconds, o.iterations, r.stall_seconds,
+        static_cast<long long>(r.h2d));
   }
   std::ofstream out(o.out);
   out << "{\"benchmark\":\"memory_oversubscription\",\"layers\":" << o.layers
@@ -159,8 +169,8 @@ int main(int argc, char** argv) {
       << ",\"runs\":[";
   for (size_t i = 0; i < results.size(); ++i) {
     const Result& r = results[i];
-    out << (i ? "," : "") << "{\"oversubscription\":" << r.factor << ",\"budget_bytes\":" << r.budget
-        << ",\"seconds\":" << r.seconds
+    out << (i ? "," : "") << "{\"oversubscription\":" << r.factor
+        << ",\"budget_bytes\":" << r.budget << ",\"seconds\":" << r.seconds
         << ",\"relative_throughput\":" << results[0].seconds / r.seconds
         << ",\"stall_fraction\":" << r.stall_seconds / r.seconds
         << ",\"bytes_host_to_device\":" << r.h2d << ",\"bytes_device_to_host\":" << r.d2h << "}";

@@ -34,7 +34,8 @@ struct DeviceFixture {
     // Reverse order: every row moves.
     std::reverse(idx.begin(), idx.end());
     dev->Copy(index, idx.data(), rows * sizeof(uint32_t), device::CopyKind::kHostToDevice,
-              stream.get()).ok();
+              stream.get())
+        .ok();
     dev->Fill(src, 1.0f, rows * width, stream.get()).ok();
     dev->Fill(dst, 0.0f, rows * width, stream.get()).ok();
     dev->Synchronize(stream.get()).ok();

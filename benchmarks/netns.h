@@ -199,8 +199,9 @@ class NetnsCluster {
   // *why set (one line) where they cannot be made; what was made is removed.
   static std::unique_ptr<NetnsCluster> Create(int machines, double rate_bps, std::string* why) {
     if (geteuid() != 0) {
-      *why = "not root (network namespaces, veth pairs and tc need CAP_NET_ADMIN and "
-             "CAP_SYS_ADMIN)";
+      *why =
+          "not root (network namespaces, veth pairs and tc need CAP_NET_ADMIN and "
+          "CAP_SYS_ADMIN)";
       return nullptr;
     }
     std::unique_ptr<NetnsCluster> c(new NetnsCluster());
@@ -300,8 +301,8 @@ class NetnsCluster {
     for (const std::string& ns : namespaces_) list += " " + ns;
     const std::string cmd = "for n in" + list + "; do p=$(" + ip_ +
                             " netns pids $n 2>/dev/null); [ -n \"$p\" ] && kill -9 $p; done; "
-                            "for n in" + list + "; do " + ip_ +
-                            " netns del $n 2>/dev/null; done; true";
+                            "for n in" +
+                            list + "; do " + ip_ + " netns del $n 2>/dev/null; done; true";
     sigset_t all, old;
     sigfillset(&all);
     sigprocmask(SIG_BLOCK, &all, &old);

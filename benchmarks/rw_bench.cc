@@ -212,10 +212,11 @@ int GeepsChild(const Options& o) {
       // Bytes per stage over this worker's V bytes per clock: passes.
       const geeps::DataPathBytes& b = ps->GetStats().data_path;
       const double per = static_cast<double>(floats * sizeof(float)) * (warm + iters);
-      std::printf("PASSES gather=%.3f zero=%.3f scatter_add=%.3f to_slot=%.3f pack=%.3f "
-                  "install=%.3f app_copies=%.3f\n",
-                  b.gather / per, b.zero / per, b.scatter_add / per, b.to_slot / per,
-                  b.pack / per, b.install / per, b.app_copies / per);
+      std::printf(
+          "PASSES gather=%.3f zero=%.3f scatter_add=%.3f to_slot=%.3f pack=%.3f "
+          "install=%.3f app_copies=%.3f\n",
+          b.gather / per, b.zero / per, b.scatter_add / per, b.to_slot / per, b.pack / per,
+          b.install / per, b.app_copies / per);
       std::printf("CLOCKBYTES %.0f\n", per);
       return geeps::Status::OK();
     };
@@ -290,8 +291,10 @@ Passes ParsePasses(const std::vector<std::string>& lines) {
       if (eq == std::string::npos) continue;
       const std::string k = kv.substr(0, eq);
       const double v = std::stod(kv.substr(eq + 1));
-      if (i < acc->size()) acc->at(i).second += v;
-      else acc->emplace_back(k, v);
+      if (i < acc->size())
+        acc->at(i).second += v;
+      else
+        acc->emplace_back(k, v);
     }
   };
   for (const std::string& line : lines) {
@@ -348,14 +351,22 @@ int main(int argc, char** argv) {
     const std::string a = argv[i];
     if (i + 1 >= argc) return Usage(("missing value of " + a).c_str());
     const std::string v = argv[++i];
-    if (a == "--out") o.out = v;
-    else if (a == "--csv") o.csv = v;
-    else if (a == "--seconds") o.seconds = std::stod(v);
-    else if (a == "--pairs") o.pairs = std::stoi(v);
-    else if (a == "--rounds") o.rounds = std::stoi(v);
-    else if (a == "--child") o.child = v;
-    else if (a == "--endpoint") o.endpoint = v;
-    else if (a == "--bytes") o.bytes = ParseSize(v);
+    if (a == "--out")
+      o.out = v;
+    else if (a == "--csv")
+      o.csv = v;
+    else if (a == "--seconds")
+      o.seconds = std::stod(v);
+    else if (a == "--pairs")
+      o.pairs = std::stoi(v);
+    else if (a == "--rounds")
+      o.rounds = std::stoi(v);
+    else if (a == "--child")
+      o.child = v;
+    else if (a == "--endpoint")
+      o.endpoint = v;
+    else if (a == "--bytes")
+      o.bytes = ParseSize(v);
     else if (a == "--sizes") {
       o.sizes.clear();
       std::stringstream in(v);
@@ -402,22 +413,22 @@ int main(int argc, char** argv) {
     // Per pair: V each way per iteration.
     const double zg = 2.0 * v / z / 1e9, gg = 2.0 * v / g / 1e9;
     std::printf("%10llu %12.1f %12.1f %10.3f %10.3f %9.3f %12.1f %9.3f\n",
-                static_cast<unsigned long long>(v), z * 1e6, g * 1e6, zg, gg, z / g,
-                zsum * 1e6, zsum / g);
+                static_cast<unsigned long long>(v), z * 1e6, g * 1e6, zg, gg, z / g, zsum * 1e6,
+                zsum / g);
     std::fflush(stdout);
     json << (k ? "," : "") << "{\"bytes\":" << v << ",\"zmq_seconds_per_iteration\":" << z
          << ",\"geeps_seconds_per_iteration\":" << g << ",\"zmq_gbs\":" << zg
          << ",\"geeps_gbs\":" << gg << ",\"fraction_of_zmq\":" << z / g
          << ",\"zmq_sum_seconds_per_iteration\":" << zsum
-         << ",\"fraction_of_summing_zmq\":" << zsum / g
-         << ",\"passes\":" << passes.Json() << ",\"round_fractions\":[";
+         << ",\"fraction_of_summing_zmq\":" << zsum / g << ",\"passes\":" << passes.Json()
+         << ",\"round_fractions\":[";
     for (int r = 0; r < o.rounds; ++r) json << (r ? "," : "") << zs[r] / gs[r];
     json << "],\"round_fractions_of_summing_zmq\":[";
     for (int r = 0; r < o.rounds; ++r) json << (r ? "," : "") << ss[r] / gs[r];
     json << "]}";
     std::printf("%10s passes over V per clock: %s\n", "", passes.Json().c_str());
-    csv << v << "," << z * 1e6 << "," << g * 1e6 << "," << zg << "," << gg << "," << z / g
-        << "," << zsum * 1e6 << "," << zsum / g << "\n";
+    csv << v << "," << z * 1e6 << "," << g * 1e6 << "," << zg << "," << gg << "," << z / g << ","
+        << zsum * 1e6 << "," << zsum / g << "\n";
   }
   json << "]}\n";
   return failed ? 1 : 0;

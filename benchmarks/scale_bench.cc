@@ -115,13 +115,14 @@ void Compute(double ms) {
 int RunChild(const Options& o) {
   geeps::Config c;
   const uint64_t rows = RowsPerTable(o);
-  for (int t = 0; t < o.tables; ++t) c.tables.push_back({"layer" + std::to_string(t), rows, kWidth});
+  for (int t = 0; t < o.tables; ++t)
+    c.tables.push_back({"layer" + std::to_string(t), rows, kWidth});
   c.timeout = std::chrono::milliseconds(120000);
   c.pipeline_part_bytes = o.pipeline;
   geeps::ProcessOptions po;
   geeps::Status st = geeps::ApplyEnvironment(&po);
-  auto p = st.ok() ? geeps::Process::Join(c, po)
-                   : geeps::StatusOr<std::unique_ptr<geeps::Process>>(st);
+  auto p =
+      st.ok() ? geeps::Process::Join(c, po) : geeps::StatusOr<std::unique_ptr<geeps::Process>>(st);
   if (!p.ok()) {
     std::fprintf(stderr, "join: %s\n", p.status().ToString().c_str());
     return 1;
@@ -178,10 +179,10 @@ int RunChild(const Options& o) {
 }
 
 std::vector<std::string> ChildArgs(const Options& o, int slack) {
-  return {"--params", std::to_string(o.params), "--tables", std::to_string(o.tables),
-          "--compute-ms", std::to_string(o.compute_ms), "--iterations",
-          std::to_string(o.iterations), "--slack", std::to_string(slack), "--pipeline",
-          std::to_string(o.pipeline)};
+  return {
+      "--params",     std::to_string(o.params),     "--tables",     std::to_string(o.tables),
+      "--compute-ms", std::to_string(o.compute_ms), "--iterations", std::to_string(o.iterations),
+      "--slack",      std::to_string(slack),        "--pipeline",   std::to_string(o.pipeline)};
 }
 
 // A coordinator port per job in --netns mode (no other listeners there).
@@ -192,9 +193,8 @@ int NextNetnsPort() {
 
 double RunGeeps(const Options& o, int n, int slack, const NetnsCluster* net) {
   std::vector<Child> children;
-  const std::string coord =
-      net ? NetnsCluster::Address(0) + ":" + std::to_string(NextNetnsPort())
-          : "127.0.0.1:" + std::to_string(geeps::testing::FreePort());
+  const std::string coord = net ? NetnsCluster::Address(0) + ":" + std::to_string(NextNetnsPort())
+                                : "127.0.0.1:" + std::to_string(geeps::testing::FreePort());
   for (int r = 0; r < n; ++r) {
     Env env = {{"GEEPS_RANK", std::to_string(r)},
                {"GEEPS_WORLD_SIZE", std::to_string(n)},
@@ -209,8 +209,8 @@ double RunGeeps(const Options& o, int n, int slack, const NetnsCluster* net) {
 
 // The MPI_Allreduce baseline through mpirun; < 0 if it cannot run.
 double RunAllreduce(const Options& o, int n, const NetnsCluster* net) {
-  std::vector<std::string> argv = {"/usr/bin/mpirun", "--allow-run-as-root", "--bind-to", "none",
-                                   "-np", std::to_string(n)};
+  std::vector<std::string> argv = {
+      "/usr/bin/mpirun", "--allow-run-as-root", "--bind-to", "none", "-np", std::to_string(n)};
   std::string hostfile;
   if (net) {
     hostfile = geeps::testing::TempFile("hosts");
@@ -223,9 +223,9 @@ double RunAllreduce(const Options& o, int n, const NetnsCluster* net) {
     // cores, and mpirun, seeing one slot per host, would let them spin
     // (3.5x slower at 8 ranks on 2 cores); on loopback --oversubscribe turns
     // the same yielding on.
-    for (const char* a : {"--mca", "btl", "tcp,self", "--mca", "btl_tcp_if_include", "eth0",
-                          "--mca", "oob_tcp_if_include", "eth0", "--mca",
-                          "mpi_yield_when_idle", "1"})
+    for (const char* a :
+         {"--mca", "btl", "tcp,self", "--mca", "btl_tcp_if_include", "eth0", "--mca",
+          "oob_tcp_if_include", "eth0", "--mca", "mpi_yield_when_idle", "1"})
       argv.push_back(a);
   } else {
     argv.push_back("--oversubscribe");
@@ -247,9 +247,9 @@ double ProbeLink(const NetnsCluster& net, double rate_bps) {
   children.push_back(
       geeps::testing::Spawn(net.Wrap(net.Namespace(1), {Self(), "--probe", "recv"}), {}));
   children.push_back(geeps::testing::Spawn(
-      net.Wrap(net.Namespace(0), {Self(), "--probe", "send", "--probe-host",
-                                  NetnsCluster::Address(1), "--probe-bytes",
-                                  std::to_string(bytes)}),
+      net.Wrap(net.Namespace(0),
+               {Self(), "--probe", "send", "--probe-host", NetnsCluster::Address(1),
+                "--probe-bytes", std::to_string(bytes)}),
       {}));
   return Collect(children, "link probe");
 }
@@ -269,12 +269,13 @@ std::string Num(double v) {
 }
 
 int Usage(const char* why) {
-  std::fprintf(stderr,
-               "scale_bench: %s\nusage: scale_bench [--out F.json] [--csv F.csv] "
-               "[--workers 1,2,4,8] [--params N] [--tables T] [--compute-ms MS] "
-               "[--iterations I] [--slacks 0,1] [--repeat R] [--allreduce PATH|none] [--pipeline B] "
-               "[--netns [--rate 1gbit]]\n",
-               why);
+  std::fprintf(
+      stderr,
+      "scale_bench: %s\nusage: scale_bench [--out F.json] [--csv F.csv] "
+      "[--workers 1,2,4,8] [--params N] [--tables T] [--compute-ms MS] "
+      "[--iterations I] [--slacks 0,1] [--repeat R] [--allreduce PATH|none] [--pipeline B] "
+      "[--netns [--rate 1gbit]]\n",
+      why);
   return 2;
 }
 
@@ -292,28 +293,44 @@ int main(int argc, char** argv) {
     }
     if (i + 1 >= argc) return Usage(("missing value of " + a).c_str());
     const std::string v = argv[++i];
-    if (a == "--out") o.out = v, o.out_set = true;
-    else if (a == "--csv") o.csv = v, o.csv_set = true;
-    else if (a == "--workers") o.workers = ParseList(v);
-    else if (a == "--slacks") o.slacks = ParseList(v);
-    else if (a == "--slack") o.slack = std::stoi(v);
-    else if (a == "--params") o.params = std::stoull(v);
-    else if (a == "--tables") o.tables = std::stoi(v);
-    else if (a == "--pipeline") o.pipeline = std::stoull(v);
-    else if (a == "--compute-ms") o.compute_ms = std::stod(v);
-    else if (a == "--iterations") o.iterations = std::stoi(v);
-    else if (a == "--repeat") o.repeat = std::stoi(v);
-    else if (a == "--allreduce") o.allreduce = v;
-    else if (a == "--rate") o.rate = v;
-    else if (a == "--probe") o.probe = v;
-    else if (a == "--probe-host") o.probe_host = v;
-    else if (a == "--probe-bytes") o.probe_bytes = std::stoull(v);
-    else return Usage(("unknown flag " + a).c_str());
+    if (a == "--out")
+      o.out = v, o.out_set = true;
+    else if (a == "--csv")
+      o.csv = v, o.csv_set = true;
+    else if (a == "--workers")
+      o.workers = ParseList(v);
+    else if (a == "--slacks")
+      o.slacks = ParseList(v);
+    else if (a == "--slack")
+      o.slack = std::stoi(v);
+    else if (a == "--params")
+      o.params = std::stoull(v);
+    else if (a == "--tables")
+      o.tables = std::stoi(v);
+    else if (a == "--pipeline")
+      o.pipeline = std::stoull(v);
+    else if (a == "--compute-ms")
+      o.compute_ms = std::stod(v);
+    else if (a == "--iterations")
+      o.iterations = std::stoi(v);
+    else if (a == "--repeat")
+      o.repeat = std::stoi(v);
+    else if (a == "--allreduce")
+      o.allreduce = v;
+    else if (a == "--rate")
+      o.rate = v;
+    else if (a == "--probe")
+      o.probe = v;
+    else if (a == "--probe-host")
+      o.probe_host = v;
+    else if (a == "--probe-bytes")
+      o.probe_bytes = std::stoull(v);
+    else
+      return Usage(("unknown flag " + a).c_str());
   }
   if (!o.probe.empty()) return geeps::bench::RunLinkProbe(o.probe, o.probe_host, o.probe_bytes);
   if (o.tables < 1 || o.iterations < 1 || o.compute_ms < 0 || o.params < 1 || o.repeat < 1)
-    return Usage(
-        "--tables, --iterations, --params and --repeat must be >= 1, --compute-ms >= 0");
+    return Usage("--tables, --iterations, --params and --repeat must be >= 1, --compute-ms >= 0");
   if (o.workers.empty() || o.slacks.empty()) return Usage("--workers and --slacks are lists");
   if (o.child) return RunChild(o);
   const double rate_bps = geeps::bench::ParseRate(o.rate);
@@ -375,8 +392,8 @@ int main(int argc, char** argv) {
   csv << "system,slack,workers,seconds_per_iteration,throughput,efficiency,repetition\n";
   std::printf("%d parameters in %d tables, %.0f ms emulated compute per iteration\n",
               static_cast<int>(params), o.tables, o.compute_ms);
-  std::printf("%-18s %5s %7s %6s %10s %12s %10s\n", "system", "slack", "workers", "rep",
-              "s/iter", "iter/s total", "efficiency");
+  std::printf("%-18s %5s %7s %6s %10s %12s %10s\n", "system", "slack", "workers", "rep", "s/iter",
+              "iter/s total", "efficiency");
   bool first = true, failed = false;
   std::string repeated;  // the JSON of the repeated points
   auto efficiency = [](int n, double t, double base) {
@@ -385,8 +402,8 @@ int main(int argc, char** argv) {
   auto report = [&](const std::string& system, int slack, int n, double t, double base,
                     const std::string& rep) {
     const double thr = n / t, eff = efficiency(n, t, base);
-    std::printf("%-18s %5d %7d %6s %10.4f %12.2f %10s\n", system.c_str(), slack, n, rep.c_str(),
-                t, thr, eff < 0 ? "n/a" : std::to_string(eff).substr(0, 5).c_str());
+    std::printf("%-18s %5d %7d %6s %10.4f %12.2f %10s\n", system.c_str(), slack, n, rep.c_str(), t,
+                thr, eff < 0 ? "n/a" : std::to_string(eff).substr(0, 5).c_str());
     std::fflush(stdout);
     if (rep != "median") {
       json << (first ? "" : ",") << "{\"system\":\"" << system << "\",\"slack\":" << slack
@@ -418,8 +435,8 @@ int main(int argc, char** argv) {
       report(system, slack, n, med, base, "median");
       std::ostringstream r;
       r << (repeated.empty() ? "" : ",") << "{\"system\":\"" << system << "\",\"slack\":" << slack
-        << ",\"workers\":" << n << ",\"repetitions\":" << reps
-        << ",\"successful\":" << times.size() << ",\"seconds_per_iteration\":[";
+        << ",\"workers\":" << n << ",\"repetitions\":" << reps << ",\"successful\":" << times.size()
+        << ",\"seconds_per_iteration\":[";
       for (size_t k = 0; k < times.size(); ++k) r << (k ? "," : "") << times[k];
       r << "],\"efficiency\":[";
       for (size_t k = 0; k < times.size(); ++k)

@@ -155,8 +155,8 @@ TEST(ConfigTest, MoreSocketsThanZeroMQsDefaultCapStillRun) {
       GEEPS_ASSIGN_OR_RETURN(const float* v, ps.Read(r));
       GEEPS_RETURN_IF_ERROR(ps.CopyToHost(seen.data(), v, seen.size()));
       for (float x : seen)
-        if (x != 2.0f * i) return InternalError("clock " + std::to_string(i) + ": read " +
-                                                std::to_string(x));
+        if (x != 2.0f * i)
+          return InternalError("clock " + std::to_string(i) + ": read " + std::to_string(x));
       GEEPS_RETURN_IF_ERROR(ps.PostRead(r));
       GEEPS_ASSIGN_OR_RETURN(float* d, ps.PreUpdate(u));
       GEEPS_RETURN_IF_ERROR(ps.CopyFromHost(d, ones.data(), ones.size()));

@@ -126,8 +126,7 @@ TEST(ComputeStreamApiTest, CopiesAndHostWorkFollowTheStream) {
     // No device before FinishVirtualIteration.
     Status early = ps.CopyToHost(host, host, 4);
     W_CHECK(early.code() == StatusCode::kFailedPrecondition, early.ToString());
-    W_CHECK(early.message().find("FinishVirtualIteration") != std::string::npos,
-            early.ToString());
+    W_CHECK(early.message().find("FinishVirtualIteration") != std::string::npos, early.ToString());
     W_CHECK(ps.EnqueueHostWork([] {}).code() == StatusCode::kFailedPrecondition, "enqueue early");
     GEEPS_ASSIGN_OR_RETURN(UpdateHandle u, ps.VirtualPreUpdate(0, RowRange(0, 4)));
     GEEPS_RETURN_IF_ERROR(ps.VirtualUpdate(u));

@@ -24,8 +24,8 @@ struct FakeRaw {
   int fail_next = 0;           // fail this many calls, whatever the size
   size_t capacity = SIZE_MAX;  // bytes the fake may hand out in total
   size_t used = 0;
-  bool latched = false;        // a failure not yet cleared
-  int clears = 0;              // calls of the hook
+  bool latched = false;  // a failure not yet cleared
+  int clears = 0;        // calls of the hook
   // Calls of the raw allocator when the hook ran last (-1: never).
   int calls_at_last_clear = -1;
 
@@ -118,8 +118,7 @@ TEST(BlockPoolTest, BudgetCountsRequestedBytes) {
   ASSERT_FALSE(b.ok());
   EXPECT_EQ(b.status().code(), StatusCode::kResourceExhausted);
   const std::string& m = b.status().message();
-  EXPECT_NE(m.find("requested 100 bytes, in use 1000 bytes, budget 1024 bytes"),
-            std::string::npos)
+  EXPECT_NE(m.find("requested 100 bytes, in use 1000 bytes, budget 1024 bytes"), std::string::npos)
       << m;
   StatusOr<void*> fits = pool.Allocate(24);
   ASSERT_TRUE(fits.ok()) << fits.status();
@@ -143,8 +142,7 @@ TEST(BlockPoolTest, RawFailureReleasesTheCacheAndRetries) {
   StatusOr<void*> none = pool.Allocate(300);
   ASSERT_FALSE(none.ok());
   EXPECT_EQ(none.status().code(), StatusCode::kResourceExhausted);
-  EXPECT_NE(none.status().message().find("fake: out of memory"),
-            std::string::npos);
+  EXPECT_NE(none.status().message().find("fake: out of memory"), std::string::npos);
 }
 
 // A raw failure that the retry recovers from must leave no error behind: the

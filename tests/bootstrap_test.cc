@@ -75,10 +75,14 @@ TEST(DetectProcessEnvTest, SlurmVariables) {
 }
 
 TEST(DetectProcessEnvTest, GeepsBeatsOpenMpiBeatsSlurm) {
-  Env env{{"GEEPS_RANK", "1"},           {"GEEPS_WORLD_SIZE", "2"},
-          {"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "4"},
+  Env env{{"GEEPS_RANK", "1"},
+          {"GEEPS_WORLD_SIZE", "2"},
+          {"OMPI_COMM_WORLD_RANK", "3"},
+          {"OMPI_COMM_WORLD_SIZE", "4"},
           {"OMPI_COMM_WORLD_LOCAL_RANK", "3"},
-          {"SLURM_PROCID", "5"},         {"SLURM_NTASKS", "6"}, {"SLURM_LOCALID", "5"}};
+          {"SLURM_PROCID", "5"},
+          {"SLURM_NTASKS", "6"},
+          {"SLURM_LOCALID", "5"}};
   StatusOr<ProcessEnv> got = DetectProcessEnv(Fake(env));
   ASSERT_OK(got.status());
   EXPECT_EQ(got->source, "geeps");
@@ -138,18 +142,20 @@ INSTANTIATE_TEST_SUITE_P(
         BadEnvCase{"GeepsSizeWithoutRank", {{"GEEPS_WORLD_SIZE", "2"}}, "GEEPS_RANK"},
         BadEnvCase{"GeepsLocalRankAlone", {{"GEEPS_LOCAL_RANK", "0"}}, "GEEPS_WORLD_SIZE"},
         BadEnvCase{"GeepsRankNotANumber",
-                   {{"GEEPS_RANK", "one"}, {"GEEPS_WORLD_SIZE", "2"}}, "GEEPS_RANK"},
+                   {{"GEEPS_RANK", "one"}, {"GEEPS_WORLD_SIZE", "2"}},
+                   "GEEPS_RANK"},
         BadEnvCase{"GeepsRankTrailingJunk",
-                   {{"GEEPS_RANK", "1x"}, {"GEEPS_WORLD_SIZE", "2"}}, "GEEPS_RANK"},
+                   {{"GEEPS_RANK", "1x"}, {"GEEPS_WORLD_SIZE", "2"}},
+                   "GEEPS_RANK"},
         BadEnvCase{"GeepsRankEmpty", {{"GEEPS_RANK", ""}, {"GEEPS_WORLD_SIZE", "2"}}, "GEEPS_RANK"},
-        BadEnvCase{"GeepsRankSpace",
-                   {{"GEEPS_RANK", " 1"}, {"GEEPS_WORLD_SIZE", "2"}}, "GEEPS_RANK"},
-        BadEnvCase{"GeepsRankNegative",
-                   {{"GEEPS_RANK", "-1"}, {"GEEPS_WORLD_SIZE", "2"}}, "GEEPS_RANK"},
-        BadEnvCase{"GeepsRankEqualsSize",
-                   {{"GEEPS_RANK", "2"}, {"GEEPS_WORLD_SIZE", "2"}}, "GEEPS_RANK"},
-        BadEnvCase{"GeepsSizeZero", {{"GEEPS_RANK", "0"}, {"GEEPS_WORLD_SIZE", "0"}},
-                   "GEEPS_WORLD_SIZE"},
+        BadEnvCase{
+            "GeepsRankSpace", {{"GEEPS_RANK", " 1"}, {"GEEPS_WORLD_SIZE", "2"}}, "GEEPS_RANK"},
+        BadEnvCase{
+            "GeepsRankNegative", {{"GEEPS_RANK", "-1"}, {"GEEPS_WORLD_SIZE", "2"}}, "GEEPS_RANK"},
+        BadEnvCase{
+            "GeepsRankEqualsSize", {{"GEEPS_RANK", "2"}, {"GEEPS_WORLD_SIZE", "2"}}, "GEEPS_RANK"},
+        BadEnvCase{
+            "GeepsSizeZero", {{"GEEPS_RANK", "0"}, {"GEEPS_WORLD_SIZE", "0"}}, "GEEPS_WORLD_SIZE"},
         BadEnvCase{"GeepsSizeOverflows",
                    {{"GEEPS_RANK", "0"}, {"GEEPS_WORLD_SIZE", "99999999999999999999"}},
                    "GEEPS_WORLD_SIZE"},
@@ -170,10 +176,11 @@ INSTANTIATE_TEST_SUITE_P(
                     {"OMPI_COMM_WORLD_SIZE", "2"},
                     {"OMPI_COMM_WORLD_LOCAL_RANK", "0"}},
                    "OMPI_COMM_WORLD_RANK"},
-        BadEnvCase{"SlurmRankWithoutSize", {{"SLURM_PROCID", "0"}, {"SLURM_LOCALID", "0"}},
+        BadEnvCase{"SlurmRankWithoutSize",
+                   {{"SLURM_PROCID", "0"}, {"SLURM_LOCALID", "0"}},
                    "SLURM_NTASKS"},
-        BadEnvCase{"SlurmWithoutLocalId", {{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}},
-                   "SLURM_LOCALID"},
+        BadEnvCase{
+            "SlurmWithoutLocalId", {{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}}, "SLURM_LOCALID"},
         BadEnvCase{"SlurmSizeNotANumber",
                    {{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2(x3)"}, {"SLURM_LOCALID", "0"}},
                    "SLURM_NTASKS"}),
@@ -198,13 +205,11 @@ TEST(ParseHostPortTest, Accepted) {
     const char* host;
     int port;
   };
-  for (const Case& c : {Case{"localhost:29500", "localhost", 29500},
-                        Case{"127.0.0.1:1", "127.0.0.1", 1},
-                        Case{"node-01.cluster_a.example.org:65535", "node-01.cluster_a.example.org",
-                             65535},
-                        Case{"[::1]:8080", "::1", 8080},
-                        Case{"[fe80::1%eth0]:80", "fe80::1%eth0", 80},
-                        Case{"[::ffff:10.0.0.1]:5000", "::ffff:10.0.0.1", 5000}}) {
+  for (const Case& c :
+       {Case{"localhost:29500", "localhost", 29500}, Case{"127.0.0.1:1", "127.0.0.1", 1},
+        Case{"node-01.cluster_a.example.org:65535", "node-01.cluster_a.example.org", 65535},
+        Case{"[::1]:8080", "::1", 8080}, Case{"[fe80::1%eth0]:80", "fe80::1%eth0", 80},
+        Case{"[::ffff:10.0.0.1]:5000", "::ffff:10.0.0.1", 5000}}) {
     StatusOr<HostPort> got = ParseHostPort(c.text);
     ASSERT_OK(got.status());
     EXPECT_EQ(got->host, c.host) << c.text;
@@ -218,24 +223,14 @@ TEST(ParseHostPortTest, Rejected) {
     const char* text;
     const char* why;
   };
-  for (const Case& c : {Case{"", "no port"},
-                        Case{"localhost", "no port"},
-                        Case{"localhost:", "port ''"},
-                        Case{":80", "empty host"},
-                        Case{"host:0", "1..65535"},
-                        Case{"host:65536", "1..65535"},
-                        Case{"host:-1", "1..65535"},
-                        Case{"host:+80", "1..65535"},
-                        Case{"host:80x", "1..65535"},
-                        Case{"host:99999999999999999999", "1..65535"},
-                        Case{"::1:80", "brackets"},
-                        Case{"[::1:80", "without ']'"},
-                        Case{"[::1]80", "no port"},
-                        Case{"[::1]", "no port"},
-                        Case{"[]:80", "not an IPv6 address"},
-                        Case{"[host]:80", "not an IPv6 address"},
-                        Case{"bad host:80", "letters, digits"},
-                        Case{"tcp://host:80", "letters, digits"}}) {
+  for (const Case& c :
+       {Case{"", "no port"}, Case{"localhost", "no port"}, Case{"localhost:", "port ''"},
+        Case{":80", "empty host"}, Case{"host:0", "1..65535"}, Case{"host:65536", "1..65535"},
+        Case{"host:-1", "1..65535"}, Case{"host:+80", "1..65535"}, Case{"host:80x", "1..65535"},
+        Case{"host:99999999999999999999", "1..65535"}, Case{"::1:80", "brackets"},
+        Case{"[::1:80", "without ']'"}, Case{"[::1]80", "no port"}, Case{"[::1]", "no port"},
+        Case{"[]:80", "not an IPv6 address"}, Case{"[host]:80", "not an IPv6 address"},
+        Case{"bad host:80", "letters, digits"}, Case{"tcp://host:80", "letters, digits"}}) {
     ExpectError(ParseHostPort(c.text), StatusCode::kInvalidArgument, c.why);
   }
 }
@@ -317,15 +312,13 @@ TEST_F(HostListTest, MalformedLinesNameTheirNumber) {
     const char* text;
     const char* why;
   };
-  for (const Case& c : {Case{"a\nb\nnode0 slots=0\n", ":3: 'slots=0'"},
-                        Case{"a\nnode0 slots=x\n", ":2: 'slots=x'"},
-                        Case{"node0 slots=\n", ":1: 'slots='"},
-                        Case{"node0 slots=4097\n", ":1: 'slots=4097'"},
-                        Case{"# c\nnode0 slots\n", ":2: 'slots'"},
-                        Case{"node0 cpus=4\n", ":1: unknown 'cpus=4'"},
-                        Case{"node0 node1\n", ":1: unknown 'node1'"},
-                        Case{"\n\nnode0:29500\n", ":3: 'node0:29500' is not a host name"},
-                        Case{"no/de\n", ":1: 'no/de'"}}) {
+  for (const Case& c :
+       {Case{"a\nb\nnode0 slots=0\n", ":3: 'slots=0'"}, Case{"a\nnode0 slots=x\n", ":2: 'slots=x'"},
+        Case{"node0 slots=\n", ":1: 'slots='"}, Case{"node0 slots=4097\n", ":1: 'slots=4097'"},
+        Case{"# c\nnode0 slots\n", ":2: 'slots'"}, Case{"node0 cpus=4\n", ":1: unknown 'cpus=4'"},
+        Case{"node0 node1\n", ":1: unknown 'node1'"},
+        Case{"\n\nnode0:29500\n", ":3: 'node0:29500' is not a host name"},
+        Case{"no/de\n", ":1: 'no/de'"}}) {
     ExpectError(ReadHostList(Write("bad", c.text)), StatusCode::kInvalidArgument, c.why);
   }
 }
@@ -361,8 +354,8 @@ TEST_F(CoordinatorAddressTest, Errors) {
   ExpectError(CoordinatorAddress(Fake({{"HOME", "/"}})), StatusCode::kNotFound, "GEEPS_HOSTFILE");
   ExpectError(CoordinatorAddress(Fake({{"GEEPS_COORDINATOR", "head"}})),
               StatusCode::kInvalidArgument, "GEEPS_COORDINATOR='head': no port");
-  ExpectError(CoordinatorAddress(Fake({{"GEEPS_COORDINATOR", ""}})),
-              StatusCode::kInvalidArgument, "GEEPS_COORDINATOR");
+  ExpectError(CoordinatorAddress(Fake({{"GEEPS_COORDINATOR", ""}})), StatusCode::kInvalidArgument,
+              "GEEPS_COORDINATOR");
   ExpectError(CoordinatorAddress(Fake({{"GEEPS_HOSTFILE", dir_ + "/missing"}})),
               StatusCode::kNotFound, "GEEPS_HOSTFILE: host list");
   ExpectError(CoordinatorAddress(Fake({{"GEEPS_HOSTFILE", Write("bad", "a b\n")}})),

@@ -49,8 +49,7 @@ int EnvInt(const char* name, int fallback) {
 int64_t SumOf(const std::string& text, const std::string& key) {
   int64_t sum = 0;
   const std::string pattern = "\"" + key + "\":";
-  for (size_t at = text.find(pattern); at != std::string::npos;
-       at = text.find(pattern, at + 1))
+  for (size_t at = text.find(pattern); at != std::string::npos; at = text.find(pattern, at + 1))
     sum += std::atoll(text.c_str() + at + pattern.size());
   return sum;
 }
@@ -65,8 +64,8 @@ bool IsOurChild(pid_t pid) {
   if (close == std::string::npos) return false;
   char state = 0;
   int ppid = 0;
-  return std::sscanf(line.c_str() + close + 1, " %c %d", &state, &ppid) == 2 &&
-         ppid == getpid() && state != 'Z';
+  return std::sscanf(line.c_str() + close + 1, " %c %d", &state, &ppid) == 2 && ppid == getpid() &&
+         state != 'Z';
 }
 
 struct Faults {
@@ -100,10 +99,10 @@ TEST(ChaosSoakTest, ExactSumsThroughStopsSpraysAndResets) {
                      {"GEEPS_BASE_PORT", std::to_string(base)},
                      {"GEEPS_TIMEOUT_MS", "60000"},
                      {"GEEPS_HEARTBEAT_TIMEOUT_MS", std::to_string(kHeartbeatMs)}};
-    children.push_back(Spawn({GEEPS_MULTIPROC_WORKER, "--iterations", std::to_string(iterations),
-                              "--delay-ms", std::to_string(kDelayMs), "--channels",
-                              std::to_string(kChannels)},
-                             env));
+    children.push_back(
+        Spawn({GEEPS_MULTIPROC_WORKER, "--iterations", std::to_string(iterations), "--delay-ms",
+               std::to_string(kDelayMs), "--channels", std::to_string(kChannels)},
+              env));
   }
   std::atomic<bool> done{false};
   Faults faults;
@@ -150,8 +149,8 @@ TEST(ChaosSoakTest, ExactSumsThroughStopsSpraysAndResets) {
         ++faults.sprays;
       } else {
         const int port = base + static_cast<int>(rng() % (kRanks * kChannels));
-        const std::string cmd = "ss -K dst 127.0.0.1 dport = :" + std::to_string(port) +
-                                " >/dev/null 2>&1";
+        const std::string cmd =
+            "ss -K dst 127.0.0.1 dport = :" + std::to_string(port) + " >/dev/null 2>&1";
         if (std::system(cmd.c_str()) == 0) ++faults.resets;
       }
       pause(200, 1500);
@@ -166,14 +165,16 @@ TEST(ChaosSoakTest, ExactSumsThroughStopsSpraysAndResets) {
   const int64_t resent = SumOf(logs, "updates_resent");
   const int64_t repushes = SumOf(logs, "repushes");
   const std::string json =
-      "{\"seconds\":" + std::to_string(seconds) + ",\"iterations\":" +
-      std::to_string(iterations) + ",\"ranks\":" + std::to_string(kRanks) +
-      ",\"stops\":" + std::to_string(faults.stops) + ",\"stopped_ms\":" +
-      std::to_string(faults.stopped_ms) + ",\"sprays\":" + std::to_string(faults.sprays) +
-      ",\"frames_sprayed\":" + std::to_string(faults.frames_sprayed) + ",\"resets\":" +
-      std::to_string(faults.resets) + ",\"connection_losses\":" + std::to_string(losses) +
-      ",\"updates_resent\":" + std::to_string(resent) + ",\"repushes\":" +
-      std::to_string(repushes) + ",\"finished\":" + (finished ? "true" : "false") + "}";
+      "{\"seconds\":" + std::to_string(seconds) + ",\"iterations\":" + std::to_string(iterations) +
+      ",\"ranks\":" + std::to_string(kRanks) + ",\"stops\":" + std::to_string(faults.stops) +
+      ",\"stopped_ms\":" + std::to_string(faults.stopped_ms) +
+      ",\"sprays\":" + std::to_string(faults.sprays) +
+      ",\"frames_sprayed\":" + std::to_string(faults.frames_sprayed) +
+      ",\"resets\":" + std::to_string(faults.resets) +
+      ",\"connection_losses\":" + std::to_string(losses) +
+      ",\"updates_resent\":" + std::to_string(resent) +
+      ",\"repushes\":" + std::to_string(repushes) +
+      ",\"finished\":" + (finished ? "true" : "false") + "}";
   std::printf("chaos soak: %s\n", json.c_str());
   if (const char* out = std::getenv("GEEPS_SOAK_OUT")) std::ofstream(out) << json << "\n";
   ASSERT_TRUE(finished) << logs;

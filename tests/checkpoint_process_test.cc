@@ -53,10 +53,10 @@ std::vector<testing::Child> StartJob(int n, const testing::Env& extra, int itera
                         {"GEEPS_RANK", std::to_string(r)},
                         {"GEEPS_WORLD_SIZE", std::to_string(n)}};
     for (const auto& [k, v] : extra) env[k] = v;
-    children.push_back(testing::Spawn({GEEPS_MULTIPROC_WORKER, "--train", "1", "--iterations",
-                                       std::to_string(iterations), "--delay-ms",
-                                       std::to_string(delay_ms), "--channels", "2"},
-                                      env));
+    children.push_back(testing::Spawn(
+        {GEEPS_MULTIPROC_WORKER, "--train", "1", "--iterations", std::to_string(iterations),
+         "--delay-ms", std::to_string(delay_ms), "--channels", "2"},
+        env));
   }
   return children;
 }
@@ -117,8 +117,7 @@ TEST(CheckpointProcessTest, SigkillWholeJobThenResumeIsBitwiseEqual) {
   bytes.resize(bytes.size() / 2);
   WriteBytes(victim, bytes);
   auto broken = StartJob(2, resume, kIters, 0);
-  ASSERT_TRUE(testing::WaitAll(broken, std::chrono::milliseconds(30000)))
-      << testing::Logs(broken);
+  ASSERT_TRUE(testing::WaitAll(broken, std::chrono::milliseconds(30000))) << testing::Logs(broken);
   EXPECT_NE(broken[0].status, 0);
   EXPECT_NE(testing::ReadFile(broken[0].log).find("truncated"), std::string::npos)
       << testing::Logs(broken);
@@ -155,11 +154,9 @@ TEST(CheckpointProcessTest, WithCurveKeysAnEditedCheckpointIsRefused) {
   std::memcpy(&bytes[bytes.size() - 4], &crc, 4);
   WriteBytes(victim, bytes);
   auto broken = StartJob(2, env, kIters, 0);
-  ASSERT_TRUE(testing::WaitAll(broken, std::chrono::milliseconds(40000)))
-      << testing::Logs(broken);
+  ASSERT_TRUE(testing::WaitAll(broken, std::chrono::milliseconds(40000))) << testing::Logs(broken);
   EXPECT_NE(broken[0].status, 0) << testing::Logs(broken);
-  EXPECT_NE(testing::Logs(broken).find("MAC mismatch"), std::string::npos)
-      << testing::Logs(broken);
+  EXPECT_NE(testing::Logs(broken).find("MAC mismatch"), std::string::npos) << testing::Logs(broken);
 }
 
 }  // namespace

@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "checkpoint_workload.h"
-#include "hostile_files.h"
 #include "geeps/embedded_cluster.h"
+#include "hostile_files.h"
 #include "process_util.h"
 #include "server/checkpoint.h"
 #include "test_util.h"
@@ -107,7 +107,8 @@ TEST(CheckpointFormatTest, RoundTrip) {
   ASSERT_OK(server::WriteCheckpointFile(dir, d));
   std::vector<std::pair<uint64_t, uint32_t>> shape;
   for (const auto& t : d.tables) shape.emplace_back(t.row_count, t.width);
-  auto read = server::ReadCheckpointFile(dir, d.fingerprint, 3, 12, server::CheckpointFileBytes(shape));
+  auto read =
+      server::ReadCheckpointFile(dir, d.fingerprint, 3, 12, server::CheckpointFileBytes(shape));
   ASSERT_TRUE(read.ok()) << read.status();
   EXPECT_TRUE(Same(d, *read));
   EXPECT_EQ(server::ListCheckpoints(dir)[3], (std::set<int64_t>{12}));
@@ -169,8 +170,7 @@ TEST(CheckpointFormatTest, FilesThatAreNotACheckpointAreRefusedWithoutReadingThe
     ASSERT_FALSE(read.ok()) << kinds[k].kind;
     EXPECT_EQ(read.status().code(), StatusCode::kDataLoss) << kinds[k].kind;
     EXPECT_NE(read.status().message().find(path), std::string::npos) << read.status();
-    EXPECT_NE(read.status().message().find(kinds[k].expected), std::string::npos)
-        << read.status();
+    EXPECT_NE(read.status().message().find(kinds[k].expected), std::string::npos) << read.status();
   }
 }
 
@@ -451,7 +451,6 @@ TEST(CheckpointClusterTest, ResumeModesWithAnEmptyFolder) {
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument) << bad.status();
 }
-
 
 }  // namespace
 }  // namespace geeps

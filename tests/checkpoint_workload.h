@@ -51,14 +51,16 @@ inline Status Train(GeePS& ps, const Config& c, const TrainOptions& o, std::vect
     reads.push_back(h);
   }
   for (TableId t = 0; t < tables; ++t) {
-    GEEPS_ASSIGN_OR_RETURN(UpdateHandle h, ps.VirtualPreUpdate(t, RowRange(0, c.tables[t].num_rows)));
+    GEEPS_ASSIGN_OR_RETURN(UpdateHandle h,
+                           ps.VirtualPreUpdate(t, RowRange(0, c.tables[t].num_rows)));
     GEEPS_RETURN_IF_ERROR(ps.VirtualUpdate(h));
     updates.push_back(h);
   }
   GEEPS_RETURN_IF_ERROR(ps.VirtualClock());
   if (ps.rank() == 0) {  // the prologue: initial values
     for (TableId t = 0; t < tables; ++t) {
-      GEEPS_ASSIGN_OR_RETURN(UpdateHandle h, ps.VirtualPreUpdate(t, RowRange(0, c.tables[t].num_rows)));
+      GEEPS_ASSIGN_OR_RETURN(UpdateHandle h,
+                             ps.VirtualPreUpdate(t, RowRange(0, c.tables[t].num_rows)));
       GEEPS_RETURN_IF_ERROR(ps.VirtualUpdate(h));
       init.push_back(h);
     }
@@ -92,8 +94,8 @@ inline Status Train(GeePS& ps, const Config& c, const TrainOptions& o, std::vect
       const std::vector<float>& other = values[(t + 1) % tables];
       std::vector<float> deltas(w.size());
       for (size_t k = 0; k < w.size(); ++k)
-        deltas[k] = dist(rng) * 1e-3f +
-                    0.1f * std::sin(w[k]) / (1.0f + std::fabs(other[k % other.size()]));
+        deltas[k] =
+            dist(rng) * 1e-3f + 0.1f * std::sin(w[k]) / (1.0f + std::fabs(other[k % other.size()]));
       GEEPS_RETURN_IF_ERROR(WriteBuffer(ps, d, deltas));
       GEEPS_RETURN_IF_ERROR(ps.Update(updates[t]));
     }

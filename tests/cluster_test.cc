@@ -13,8 +13,8 @@
 #include <tuple>
 
 #include "device/device.h"
-#include "geeps/embedded_cluster.h"
 #include "exact_sum.h"
+#include "geeps/embedded_cluster.h"
 #include "test_util.h"
 
 namespace geeps {
@@ -45,11 +45,9 @@ TEST_P(ExactSumTest, BspReadsAreExact) {
   Config c = MakeDeviceConfig();
   auto cluster = EmbeddedCluster::Start(c);
   ASSERT_OK(cluster.status());
-  ASSERT_OK((*cluster)->RunWorkers([&](GeePS& ps) {
-    return RunWorker(ps, c, 0, 6, std::chrono::milliseconds(0));
-  }));
-  for (int s = 0; s < c.num_shards; ++s)
-    EXPECT_EQ((*cluster)->GetShardStats(s).frames_dropped, 0);
+  ASSERT_OK((*cluster)->RunWorkers(
+      [&](GeePS& ps) { return RunWorker(ps, c, 0, 6, std::chrono::milliseconds(0)); }));
+  for (int s = 0; s < c.num_shards; ++s) EXPECT_EQ((*cluster)->GetShardStats(s).frames_dropped, 0);
   EXPECT_EQ((*cluster)->worker(0)->device_kind(), kind());
   WorkerStats ws = (*cluster)->worker(0)->GetStats();
   EXPECT_EQ(ws.iterations, 6);
@@ -63,11 +61,9 @@ TEST_P(ExactSumTest, BspReadsAreExactWithMessagesInParts) {
   c.max_message_bytes = 64;
   auto cluster = EmbeddedCluster::Start(c);
   ASSERT_OK(cluster.status());
-  ASSERT_OK((*cluster)->RunWorkers([&](GeePS& ps) {
-    return RunWorker(ps, c, 0, 4, std::chrono::milliseconds(0));
-  }));
-  for (int s = 0; s < c.num_shards; ++s)
-    EXPECT_EQ((*cluster)->GetShardStats(s).frames_dropped, 0);
+  ASSERT_OK((*cluster)->RunWorkers(
+      [&](GeePS& ps) { return RunWorker(ps, c, 0, 4, std::chrono::milliseconds(0)); }));
+  for (int s = 0; s < c.num_shards; ++s) EXPECT_EQ((*cluster)->GetShardStats(s).frames_dropped, 0);
 }
 
 // Pipelined updates: updates in parts of a few rows, and pushes whose first
@@ -77,9 +73,8 @@ TEST_P(ExactSumTest, BspReadsAreExactWithPipelinedUpdates) {
   c.pipeline_part_bytes = 64;
   auto cluster = EmbeddedCluster::Start(c);
   ASSERT_OK(cluster.status());
-  ASSERT_OK((*cluster)->RunWorkers([&](GeePS& ps) {
-    return RunWorker(ps, c, 0, 8, std::chrono::milliseconds(0));
-  }));
+  ASSERT_OK((*cluster)->RunWorkers(
+      [&](GeePS& ps) { return RunWorker(ps, c, 0, 8, std::chrono::milliseconds(0)); }));
   int64_t early = 0;
   for (int s = 0; s < c.num_shards; ++s) {
     const ShardStats st = (*cluster)->GetShardStats(s);
@@ -98,8 +93,7 @@ TEST_P(ExactSumTest, SspReadsStayWithinSlackWithPipelinedUpdates) {
     const bool slow = ps.rank() == c.num_workers - 1;
     return RunWorker(ps, c, 1, 8, std::chrono::milliseconds(slow ? 10 : 0));
   }));
-  for (int s = 0; s < c.num_shards; ++s)
-    EXPECT_EQ((*cluster)->GetShardStats(s).frames_dropped, 0);
+  for (int s = 0; s < c.num_shards; ++s) EXPECT_EQ((*cluster)->GetShardStats(s).frames_dropped, 0);
 }
 
 TEST_P(ExactSumTest, SspReadsStayWithinSlack) {
@@ -126,21 +120,20 @@ TEST_P(ExactSumTest, AsyncConvergesToExactSums) {
 const Shape kShapes[] = {{1, 1, 1}, {2, 2, 1}, {4, 3, 2}, {3, 2, 3}};
 
 // "1w1s1c": the shape (the instantiation names the device).
-std::string ShapeName(
-    const ::testing::TestParamInfo<std::tuple<DeviceKind, Shape>>& info) {
+std::string ShapeName(const ::testing::TestParamInfo<std::tuple<DeviceKind, Shape>>& info) {
   const Shape& s = std::get<1>(info.param);
   return std::to_string(s.workers) + "w" + std::to_string(s.shards) + "s" +
          std::to_string(s.channels) + "c";
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Host, ExactSumTest,
-    ::testing::Combine(::testing::Values(DeviceKind::kHost), ::testing::ValuesIn(kShapes)),
-    ShapeName);
-INSTANTIATE_TEST_SUITE_P(
-    Cuda, ExactSumTest,
-    ::testing::Combine(::testing::Values(DeviceKind::kCuda), ::testing::ValuesIn(kShapes)),
-    ShapeName);
+INSTANTIATE_TEST_SUITE_P(Host, ExactSumTest,
+                         ::testing::Combine(::testing::Values(DeviceKind::kHost),
+                                            ::testing::ValuesIn(kShapes)),
+                         ShapeName);
+INSTANTIATE_TEST_SUITE_P(Cuda, ExactSumTest,
+                         ::testing::Combine(::testing::Values(DeviceKind::kCuda),
+                                            ::testing::ValuesIn(kShapes)),
+                         ShapeName);
 
 // The bound check itself must catch a violation: a read that skips the wait
 // (slack larger than the check assumes) is reported.

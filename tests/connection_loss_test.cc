@@ -33,8 +33,8 @@ constexpr uint32_t kWidth = 8;
 // Kills every TCP socket on loopback whose destination port is `port` (the
 // workers' connections to one shard); the command's exit status.
 int KillConnections(int port) {
-  const std::string cmd = "ss -K dst 127.0.0.1 dport = :" + std::to_string(port) +
-                          " >/dev/null 2>&1";
+  const std::string cmd =
+      "ss -K dst 127.0.0.1 dport = :" + std::to_string(port) + " >/dev/null 2>&1";
   return std::system(cmd.c_str());
 }
 
@@ -63,7 +63,7 @@ struct RankResult {
   Status status;
   WorkerStats stats;
   ShardStats shard;  // this rank's shard
-  float last = -1;  // the last value read
+  float last = -1;   // the last value read
 };
 
 // One rank: every worker adds 1 to every row per clock; a read at clock i
@@ -107,8 +107,8 @@ RankResult RunRank(const Job& job, int rank, int port, std::atomic<int>* clock_s
         // Under BSP every partition's rows are of the same clock.
         if (v < lo || v > hi || (job.slack == 0 && v != seen[0]))
           return InternalError("clock " + std::to_string(i) + ": read " + std::to_string(v) +
-                               ", expected " + std::to_string(lo) + " .. " +
-                               std::to_string(hi) + " in every row");
+                               ", expected " + std::to_string(lo) + " .. " + std::to_string(hi) +
+                               " in every row");
       }
       GEEPS_RETURN_IF_ERROR(ps.PostRead(read));
       GEEPS_ASSIGN_OR_RETURN(float* d, ps.PreUpdate(update));
@@ -133,8 +133,8 @@ std::vector<RankResult> RunWithResets(const Job& job, int resets, int every) {
   std::atomic<int> clock_seen{0};
   std::vector<std::future<RankResult>> ranks;
   for (int r = job.world - 1; r >= 0; --r)
-    ranks.push_back(std::async(std::launch::async,
-                               [&, r] { return RunRank(job, r, port, &clock_seen); }));
+    ranks.push_back(
+        std::async(std::launch::async, [&, r] { return RunRank(job, r, port, &clock_seen); }));
   int done = 0;
   for (int k = 1; k <= resets; ++k) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
@@ -158,17 +158,16 @@ void ExpectSurvived(const Job& job, const std::vector<RankResult>& results) {
     if (job.slack == 0 && r.status.ok()) EXPECT_EQ(r.last, 3.0f * (job.clocks - 1));
     losses += r.stats.connection_losses;
     resent += r.stats.updates_resent;
-    std::printf("rank: %s, losses %lld, reconnects %lld, updates resent %lld, pushes repeated "
-                "%lld; its shard: "
-                "resyncs %lld, pushed again %lld, repeated rows skipped %lld, handovers %lld\n",
-                r.status.ToString().c_str(), static_cast<long long>(r.stats.connection_losses),
-                static_cast<long long>(r.stats.reconnects),
-                static_cast<long long>(r.stats.updates_resent),
-                static_cast<long long>(r.stats.pushes_repeated),
-                static_cast<long long>(r.shard.resyncs_received),
-                static_cast<long long>(r.shard.repushes),
-                static_cast<long long>(r.shard.repeated_rows_skipped),
-                static_cast<long long>(r.shard.routing_id_handovers));
+    std::printf(
+        "rank: %s, losses %lld, reconnects %lld, updates resent %lld, pushes repeated "
+        "%lld; its shard: "
+        "resyncs %lld, pushed again %lld, repeated rows skipped %lld, handovers %lld\n",
+        r.status.ToString().c_str(), static_cast<long long>(r.stats.connection_losses),
+        static_cast<long long>(r.stats.reconnects), static_cast<long long>(r.stats.updates_resent),
+        static_cast<long long>(r.stats.pushes_repeated),
+        static_cast<long long>(r.shard.resyncs_received), static_cast<long long>(r.shard.repushes),
+        static_cast<long long>(r.shard.repeated_rows_skipped),
+        static_cast<long long>(r.shard.routing_id_handovers));
     // A reconnect after a reset is not a routing-id handover, and a push
     // sent again that the worker had is not a bad frame.
     EXPECT_EQ(r.shard.routing_id_handovers, 0);

@@ -74,7 +74,7 @@ TEST(DataPathStatsTest, DirectUpdatesAndReadsInPlaceSkipTheirPasses) {
   ASSERT_EQ(run.worker.reads_in_place, kIterations);
   EXPECT_EQ(p.gather, 0);
   EXPECT_EQ(p.scatter_add, 0);
-  EXPECT_EQ(p.zero, kIterations * kV);     // PreUpdate's buffer; the oplog stays clean
+  EXPECT_EQ(p.zero, kIterations * kV);  // PreUpdate's buffer; the oplog stays clean
   // The host backend's device memory is host memory: the update leaves
   // from its buffer itself, with no copy into a slot.
   EXPECT_EQ(p.to_slot, 0);

@@ -25,7 +25,7 @@ constexpr uint32_t kWidth = 7;
 Status Train(GeePS& ps, int iterations, uint32_t delay_seed, std::vector<float>* out) {
   const auto rows = RowRange(0, kRows);
   GEEPS_ASSIGN_OR_RETURN(const testing::ReadUpdateHandles h,
-                           testing::RecordReadUpdateClock(ps, 0, rows));
+                         testing::RecordReadUpdateClock(ps, 0, rows));
   const ReadHandle r = h.read;
   const UpdateHandle u = h.update;
   std::mt19937 values(1234 + ps.rank());
@@ -40,8 +40,8 @@ Status Train(GeePS& ps, int iterations, uint32_t delay_seed, std::vector<float>*
     GEEPS_ASSIGN_OR_RETURN(float* d, ps.PreUpdate(u));
     std::vector<float> deltas(w.size());
     for (size_t k = 0; k < w.size(); ++k)
-      deltas[k] = dist(values) * 1e-3f +
-                  0.1f * std::sin(w[k]) / (1.0f + std::fabs(w[(k + 1) % w.size()]));
+      deltas[k] =
+          dist(values) * 1e-3f + 0.1f * std::sin(w[k]) / (1.0f + std::fabs(w[(k + 1) % w.size()]));
     GEEPS_RETURN_IF_ERROR(testing::WriteBuffer(ps, d, deltas));
     GEEPS_RETURN_IF_ERROR(ps.Update(u));
     GEEPS_RETURN_IF_ERROR(ps.Clock());

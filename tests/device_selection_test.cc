@@ -111,8 +111,7 @@ TEST(DeviceSelectionTest, EnvironmentForcedCuda) {
     EXPECT_TRUE(cluster.ok()) << cluster.status();
   } else {
     ASSERT_FALSE(cluster.ok());
-    EXPECT_EQ(cluster.status().code(), StatusCode::kUnavailable)
-        << cluster.status();
+    EXPECT_EQ(cluster.status().code(), StatusCode::kUnavailable) << cluster.status();
     std::cout << "GEEPS_DEVICE=cuda here: " << cluster.status() << "\n";
   }
 }

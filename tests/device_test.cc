@@ -44,13 +44,12 @@ std::vector<uint32_t> DistinctIndexes(size_t n, size_t rows, uint32_t seed) {
 }
 
 // Reports the first mismatch only (vectors here can be large).
-void ExpectFloatsEq(const std::vector<float>& actual,
-                    const std::vector<float>& expected) {
+void ExpectFloatsEq(const std::vector<float>& actual, const std::vector<float>& expected) {
   ASSERT_EQ(actual.size(), expected.size());
   for (size_t i = 0; i < actual.size(); ++i) {
     if (actual[i] != expected[i]) {
-      ADD_FAILURE() << "first mismatch at [" << i << "]: " << actual[i]
-                    << " != expected " << expected[i];
+      ADD_FAILURE() << "first mismatch at [" << i << "]: " << actual[i] << " != expected "
+                    << expected[i];
       return;
     }
   }
@@ -61,8 +60,7 @@ class DeviceTest : public ::testing::TestWithParam<DeviceKind> {
   void SetUp() override {
     StatusOr<std::unique_ptr<Device>> device = MakeDevice(DeviceOptions());
     if (!device.ok()) {
-      if (GetParam() == DeviceKind::kCuda &&
-          device.status().code() == StatusCode::kUnavailable) {
+      if (GetParam() == DeviceKind::kCuda && device.status().code() == StatusCode::kUnavailable) {
         // "no CUDA device: <cudaGetDeviceCount error>" or "CUDA backend not
         // built: ...".
         GTEST_SKIP() << device.status().message();
@@ -107,8 +105,7 @@ class DeviceTest : public ::testing::TestWithParam<DeviceKind> {
   // return nullptr, which kernels reject).
   template <typename T>
   T* Alloc(size_t count) {
-    StatusOr<void*> p =
-        device_->Allocate(std::max<size_t>(count, 1) * sizeof(T));
+    StatusOr<void*> p = device_->Allocate(std::max<size_t>(count, 1) * sizeof(T));
     EXPECT_TRUE(p.ok()) << p.status();
     if (!p.ok()) return nullptr;
     allocations_.push_back(*p);
@@ -121,21 +118,20 @@ class DeviceTest : public ::testing::TestWithParam<DeviceKind> {
     T* p = Alloc<T>(values.size());
     if (!values.empty()) {
       EXPECT_TRUE(device_
-                      ->Copy(p, values.data(), values.size() * sizeof(T),
-                             CopyKind::kHostToDevice, stream_.get())
+                      ->Copy(p, values.data(), values.size() * sizeof(T), CopyKind::kHostToDevice,
+                             stream_.get())
                       .ok());
     }
     EXPECT_TRUE(device_->Synchronize(stream_.get()).ok());
     return p;
   }
 
-  std::vector<float> Download(const float* p, size_t count,
-                              Stream* stream = nullptr) {
+  std::vector<float> Download(const float* p, size_t count, Stream* stream = nullptr) {
     if (stream == nullptr) stream = stream_.get();
     std::vector<float> values(count);
     if (count > 0) {
-      Status s = device_->Copy(values.data(), p, count * sizeof(float),
-                               CopyKind::kDeviceToHost, stream);
+      Status s =
+          device_->Copy(values.data(), p, count * sizeof(float), CopyKind::kDeviceToHost, stream);
       EXPECT_TRUE(s.ok()) << s;
     }
     Status s = device_->Synchronize(stream);
@@ -145,8 +141,7 @@ class DeviceTest : public ::testing::TestWithParam<DeviceKind> {
 
   // Enqueues `adds` additions of 1 to each of `count` floats at `p`: a chain
   // slow enough (tens of ms) that what is queued behind it has not run yet.
-  void EnqueueSlowChain(float* p, const float* ones, size_t count, int adds,
-                        Stream* stream) {
+  void EnqueueSlowChain(float* p, const float* ones, size_t count, int adds, Stream* stream) {
     for (int i = 0; i < adds; ++i) {
       ASSERT_OK(device_->Add(p, ones, count, stream));
     }
@@ -165,8 +160,7 @@ class DeviceTest : public ::testing::TestWithParam<DeviceKind> {
 };
 
 TEST_P(DeviceTest, AllocateAndFree) {
-  EXPECT_EQ(device_->kind() == DeviceKind::kCuda,
-            GetParam() == DeviceKind::kCuda);
+  EXPECT_EQ(device_->kind() == DeviceKind::kCuda, GetParam() == DeviceKind::kCuda);
   EXPECT_FALSE(device_->name().empty());
   const uint64_t before = device_->bytes_in_use();
   StatusOr<void*> a = device_->Allocate(1000);
@@ -237,13 +231,11 @@ TEST_P(DeviceTest, CopyEveryKind) {
     float* b = Alloc<float>(count);
     std::vector<float> back(count), host_copy(count);
     Stream* s = stream_.get();
-    ASSERT_OK(
-        device_->Copy(*pinned, source.data(), bytes, CopyKind::kHostToHost, s));
+    ASSERT_OK(device_->Copy(*pinned, source.data(), bytes, CopyKind::kHostToHost, s));
     ASSERT_OK(device_->Copy(a, *pinned, bytes, CopyKind::kHostToDevice, s));
     ASSERT_OK(device_->Copy(b, a, bytes, CopyKind::kDeviceToDevice, s));
     ASSERT_OK(device_->Copy(back.data(), b, bytes, CopyKind::kDeviceToHost, s));
-    ASSERT_OK(device_->Copy(host_copy.data(), *pinned, bytes,
-                            CopyKind::kHostToHost, s));
+    ASSERT_OK(device_->Copy(host_copy.data(), *pinned, bytes, CopyKind::kHostToHost, s));
     ASSERT_OK(device_->Synchronize(s));
     ExpectFloatsEq(back, source);
     ExpectFloatsEq(host_copy, source);
@@ -270,15 +262,13 @@ std::vector<IndexedCase> IndexedCases() {
 
 TEST_P(DeviceTest, GatherMatchesReference) {
   for (const IndexedCase& c : IndexedCases()) {
-    SCOPED_TRACE("n " + std::to_string(c.n) + " width " +
-                 std::to_string(c.width));
+    SCOPED_TRACE("n " + std::to_string(c.n) + " width " + std::to_string(c.width));
     const size_t rows = c.n * 2 + 5;
     const std::vector<float> table = RandomFloats(rows * c.width, 2);
     const std::vector<uint32_t> index = DistinctIndexes(c.n, rows, 3);
     std::vector<float> expected(c.n * c.width);
     for (size_t i = 0; i < c.n; ++i) {
-      std::copy_n(table.begin() + index[i] * c.width, c.width,
-                  expected.begin() + i * c.width);
+      std::copy_n(table.begin() + index[i] * c.width, c.width, expected.begin() + i * c.width);
     }
     float* src = Upload(table);
     uint32_t* d_index = Upload(index);
@@ -290,8 +280,7 @@ TEST_P(DeviceTest, GatherMatchesReference) {
 
 TEST_P(DeviceTest, ScatterAddMatchesReference) {
   for (const IndexedCase& c : IndexedCases()) {
-    SCOPED_TRACE("n " + std::to_string(c.n) + " width " +
-                 std::to_string(c.width));
+    SCOPED_TRACE("n " + std::to_string(c.n) + " width " + std::to_string(c.width));
     const size_t rows = c.n * 2 + 5;
     std::vector<float> expected = RandomFloats(rows * c.width, 4);
     const std::vector<float> updates = RandomFloats(c.n * c.width, 5);
@@ -304,16 +293,14 @@ TEST_P(DeviceTest, ScatterAddMatchesReference) {
         expected[index[i] * c.width + j] += updates[i * c.width + j];
       }
     }
-    ASSERT_OK(
-        device_->ScatterAdd(dst, src, d_index, c.n, c.width, stream_.get()));
+    ASSERT_OK(device_->ScatterAdd(dst, src, d_index, c.n, c.width, stream_.get()));
     ExpectFloatsEq(Download(dst, rows * c.width), expected);
   }
 }
 
 TEST_P(DeviceTest, ScatterMatchesReference) {
   for (const IndexedCase& c : IndexedCases()) {
-    SCOPED_TRACE("n " + std::to_string(c.n) + " width " +
-                 std::to_string(c.width));
+    SCOPED_TRACE("n " + std::to_string(c.n) + " width " + std::to_string(c.width));
     const size_t rows = c.n * 2 + 5;
     std::vector<float> expected = RandomFloats(rows * c.width, 7);
     const std::vector<float> values = RandomFloats(c.n * c.width, 8);
@@ -322,8 +309,7 @@ TEST_P(DeviceTest, ScatterMatchesReference) {
     float* src = Upload(values);
     uint32_t* d_index = Upload(index);
     for (size_t i = 0; i < c.n; ++i) {
-      std::copy_n(values.begin() + i * c.width, c.width,
-                  expected.begin() + index[i] * c.width);
+      std::copy_n(values.begin() + i * c.width, c.width, expected.begin() + index[i] * c.width);
     }
     ASSERT_OK(device_->Scatter(dst, src, d_index, c.n, c.width, stream_.get()));
     ExpectFloatsEq(Download(dst, rows * c.width), expected);
@@ -363,8 +349,7 @@ TEST_P(DeviceTest, OneStreamRunsInOrder) {
   Stream* s = stream_.get();
   ASSERT_OK(device_->Fill(a, 1.0f, kCount, s));
   for (int i = 0; i < 10; ++i) ASSERT_OK(device_->Add(a, a, kCount, s));
-  ASSERT_OK(device_->Copy(b, a, kCount * sizeof(float),
-                          CopyKind::kDeviceToDevice, s));
+  ASSERT_OK(device_->Copy(b, a, kCount * sizeof(float), CopyKind::kDeviceToDevice, s));
   ASSERT_OK(device_->Add(b, a, kCount, s));                       // b = 2048
   ASSERT_OK(device_->Fill(a, 3.0f, kWidth, s));                   // row 0 = 3
   ASSERT_OK(device_->Gather(b, a, d_reverse, kRows, kWidth, s));  // reversed a
@@ -388,8 +373,8 @@ TEST_P(DeviceTest, EventOrdersTwoStreams) {
   EnqueueSlowChain(x, ones, slow_count, kSlowAdds, a);
   ASSERT_OK(device_->Record(event.get(), a));
   ASSERT_OK(device_->StreamWait(b_stream.get(), event.get()));
-  ASSERT_OK(device_->Copy(y, x, slow_count * sizeof(float),
-                          CopyKind::kDeviceToDevice, b_stream.get()));
+  ASSERT_OK(
+      device_->Copy(y, x, slow_count * sizeof(float), CopyKind::kDeviceToDevice, b_stream.get()));
   // Only stream B is synchronised: B must have waited for A by itself.
   std::vector<float> seen = Download(y, slow_count, b_stream.get());
   EXPECT_TRUE(device_->EventDone(event.get()));
@@ -417,8 +402,7 @@ TEST_P(DeviceTest, EventDone) {
   ASSERT_OK(device_->EventSynchronize(event.get()));
   EXPECT_TRUE(device_->EventDone(event.get()));
   // The event alone proves the chain ran: read x back on another stream.
-  ExpectFloatsEq(Download(x, slow_count, other.get()),
-                 std::vector<float>(slow_count, kSlowAdds));
+  ExpectFloatsEq(Download(x, slow_count, other.get()), std::vector<float>(slow_count, kSlowAdds));
   ExpectFloatsEq(Download(y, 16, other.get()), std::vector<float>(16, 3.0f));
 }
 
@@ -484,8 +468,8 @@ TEST_P(DeviceTest, ReRecordedEvent) {
   ASSERT_OK(device_->Record(event.get(), a));
   EXPECT_FALSE(device_->EventDone(event.get())) << "the chain ran too fast";
   ASSERT_OK(device_->StreamWait(b_stream.get(), event.get()));
-  ASSERT_OK(device_->Copy(y, x, slow_count * sizeof(float),
-                          CopyKind::kDeviceToDevice, b_stream.get()));
+  ASSERT_OK(
+      device_->Copy(y, x, slow_count * sizeof(float), CopyKind::kDeviceToDevice, b_stream.get()));
   ExpectFloatsEq(Download(y, slow_count, b_stream.get()),
                  std::vector<float>(slow_count, kSlowAdds));
   EXPECT_TRUE(device_->EventDone(event.get()));
@@ -496,8 +480,7 @@ TEST_P(DeviceTest, InvalidArgumentsAreRejectedSynchronously) {
   uint32_t* index = Upload(std::vector<uint32_t>{0, 1});
   Stream* s = stream_.get();
   auto expect_invalid = [](const Status& status, const char* what) {
-    EXPECT_EQ(status.code(), StatusCode::kInvalidArgument)
-        << what << ": " << status;
+    EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << what << ": " << status;
   };
   expect_invalid(device_->Gather(nullptr, f, index, 2, 1, s), "Gather dst");
   expect_invalid(device_->Gather(f, nullptr, index, 2, 1, s), "Gather src");
@@ -507,10 +490,8 @@ TEST_P(DeviceTest, InvalidArgumentsAreRejectedSynchronously) {
   expect_invalid(device_->Scatter(nullptr, f, index, 2, 1, s), "Scatter");
   expect_invalid(device_->Add(f, nullptr, 4, s), "Add");
   expect_invalid(device_->Fill(nullptr, 1.0f, 4, s), "Fill");
-  expect_invalid(device_->Copy(nullptr, f, 4, CopyKind::kDeviceToDevice, s),
-                 "Copy");
-  expect_invalid(device_->Copy(f, f, 4, CopyKind::kDeviceToDevice, nullptr),
-                 "Copy stream");
+  expect_invalid(device_->Copy(nullptr, f, 4, CopyKind::kDeviceToDevice, s), "Copy");
+  expect_invalid(device_->Copy(f, f, 4, CopyKind::kDeviceToDevice, nullptr), "Copy stream");
   expect_invalid(device_->Record(nullptr, s), "Record event");
   expect_invalid(device_->StreamWait(s, nullptr), "StreamWait event");
   expect_invalid(device_->Synchronize(nullptr), "Synchronize");
@@ -557,8 +538,8 @@ TEST_P(DeviceTest, ManyThreadsEnqueueConcurrently) {
           check(scratch.status());
           if (!scratch.ok()) continue;
           float* f = static_cast<float*>(*scratch);
-          check(device_->Copy(f, sums[t], kCount * sizeof(float),
-                              CopyKind::kDeviceToDevice, own.get()));
+          check(device_->Copy(f, sums[t], kCount * sizeof(float), CopyKind::kDeviceToDevice,
+                              own.get()));
           check(device_->Synchronize(own.get()));
           device_->Free(f);
         }
@@ -569,8 +550,7 @@ TEST_P(DeviceTest, ManyThreadsEnqueueConcurrently) {
   for (std::thread& thread : threads) thread.join();
   EXPECT_EQ(failures.load(), 0);
   for (int t = 0; t < kThreads; ++t) {
-    ExpectFloatsEq(Download(sums[t], kCount),
-                   std::vector<float>(kCount, kAddsPerThread));
+    ExpectFloatsEq(Download(sums[t], kCount), std::vector<float>(kCount, kAddsPerThread));
   }
 }
 
@@ -584,8 +564,8 @@ TEST_P(DeviceTest, DestroyingAStreamDrainsQueuedWork) {
     ASSERT_OK(device_->Fill(ones, 1.0f, slow_count, doomed.get()));
     ASSERT_OK(device_->Fill(x, 0.0f, slow_count, doomed.get()));
     EnqueueSlowChain(x, ones, slow_count, kSlowAdds, doomed.get());
-    ASSERT_OK(device_->Copy(result.data(), x, slow_count * sizeof(float),
-                            CopyKind::kDeviceToHost, doomed.get()));
+    ASSERT_OK(device_->Copy(result.data(), x, slow_count * sizeof(float), CopyKind::kDeviceToHost,
+                            doomed.get()));
   }  // no Synchronize: the destructor must run everything queued
   ExpectFloatsEq(result, std::vector<float>(slow_count, kSlowAdds));
 }
@@ -595,8 +575,7 @@ TEST_P(DeviceTest, DestroyingAStreamDrainsQueuedWork) {
 TEST_P(DeviceTest, OddWidthsAndUnalignedPointers) {
   for (size_t width : {1, 3, 5, 7, 13, 4, 8}) {
     for (size_t offset : {0, 1, 2, 3}) {  // floats past a 256-byte boundary
-      SCOPED_TRACE("width " + std::to_string(width) + " offset " +
-                   std::to_string(offset));
+      SCOPED_TRACE("width " + std::to_string(width) + " offset " + std::to_string(offset));
       constexpr size_t kN = 37;
       const size_t rows = 2 * kN + 3;
       const std::vector<float> table = RandomFloats(rows * width, 20);
@@ -606,8 +585,7 @@ TEST_P(DeviceTest, OddWidthsAndUnalignedPointers) {
       std::vector<float> padded_table(offset, 0.0f);
       padded_table.insert(padded_table.end(), table.begin(), table.end());
       std::vector<float> padded_updates(offset, 0.0f);
-      padded_updates.insert(padded_updates.end(), updates.begin(),
-                            updates.end());
+      padded_updates.insert(padded_updates.end(), updates.begin(), updates.end());
       float* src = Upload(padded_table) + offset;
       float* delta = Upload(padded_updates) + offset;
       uint32_t* d_index = Upload(index);
@@ -615,8 +593,7 @@ TEST_P(DeviceTest, OddWidthsAndUnalignedPointers) {
 
       std::vector<float> gathered(kN * width);
       for (size_t i = 0; i < kN; ++i) {
-        std::copy_n(table.begin() + index[i] * width, width,
-                    gathered.begin() + i * width);
+        std::copy_n(table.begin() + index[i] * width, width, gathered.begin() + i * width);
       }
       ASSERT_OK(device_->Gather(out, src, d_index, kN, width, stream_.get()));
       ExpectFloatsEq(Download(out, kN * width), gathered);
@@ -627,13 +604,11 @@ TEST_P(DeviceTest, OddWidthsAndUnalignedPointers) {
           added[index[i] * width + j] += updates[i * width + j];
         }
       }
-      ASSERT_OK(
-          device_->ScatterAdd(src, delta, d_index, kN, width, stream_.get()));
+      ASSERT_OK(device_->ScatterAdd(src, delta, d_index, kN, width, stream_.get()));
       ExpectFloatsEq(Download(src, rows * width), added);
       // The floats before the arrays were not touched.
       if (offset > 0) {
-        ExpectFloatsEq(Download(src - offset, offset),
-                       std::vector<float>(offset, 0.0f));
+        ExpectFloatsEq(Download(src - offset, offset), std::vector<float>(offset, 0.0f));
       }
     }
   }
@@ -646,8 +621,7 @@ TEST_P(DeviceTest, OddWidthsAndUnalignedPointers) {
 TEST_P(DeviceTest, AddAliasingContract) {
   for (size_t offset : {0, 1}) {  // 0: float4 path; 1: scalar path
     for (size_t count : {1, 4, 7, 1027}) {
-      SCOPED_TRACE("offset " + std::to_string(offset) + " count " +
-                   std::to_string(count));
+      SCOPED_TRACE("offset " + std::to_string(offset) + " count " + std::to_string(count));
       const std::vector<float> values = RandomFloats(offset + 2 * count, 50);
       float* base = Upload(values);
       float* a = base + offset;
@@ -666,8 +640,7 @@ TEST_P(DeviceTest, AddAliasingContract) {
       ExpectFloatsEq(Download(base, values.size()), expected);
       if (count > 1) {  // one float of overlap, either way round
         for (const auto& [dst, src] :
-             {std::pair<float*, float*>{a, a + count - 1}, {a + count - 1, a},
-              {a + 1, a}}) {
+             {std::pair<float*, float*>{a, a + count - 1}, {a + count - 1, a}, {a + 1, a}}) {
           const Status overlap = device_->Add(dst, src, count, stream_.get());
           EXPECT_EQ(overlap.code(), StatusCode::kInvalidArgument) << overlap;
         }
@@ -682,8 +655,7 @@ TEST_P(DeviceTest, AddAliasingContract) {
 TEST_P(DeviceTest, AddAndFillUnaligned) {
   for (size_t offset : {1, 3}) {
     for (size_t count : {1, 5, 6, 7, 1027}) {
-      SCOPED_TRACE("offset " + std::to_string(offset) + " count " +
-                   std::to_string(count));
+      SCOPED_TRACE("offset " + std::to_string(offset) + " count " + std::to_string(count));
       std::vector<float> base = RandomFloats(count + offset + 1, 30);
       const std::vector<float> addend = RandomFloats(count + offset, 31);
       float* dst = Upload(base);
@@ -713,18 +685,15 @@ std::string KindName(const ::testing::TestParamInfo<DeviceKind>& info) {
   return "Unknown";
 }
 
-INSTANTIATE_TEST_SUITE_P(Host, DeviceTest, ::testing::Values(DeviceKind::kHost),
-                         KindName);
-INSTANTIATE_TEST_SUITE_P(Cuda, DeviceTest, ::testing::Values(DeviceKind::kCuda),
-                         KindName);
+INSTANTIATE_TEST_SUITE_P(Host, DeviceTest, ::testing::Values(DeviceKind::kHost), KindName);
+INSTANTIATE_TEST_SUITE_P(Cuda, DeviceTest, ::testing::Values(DeviceKind::kCuda), KindName);
 
 // ---- What only the host backend promises -----------------------------------
 
 class HostDeviceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    StatusOr<std::unique_ptr<Device>> device =
-        CreateDevice(DeviceKind::kHost, DeviceOptions());
+    StatusOr<std::unique_ptr<Device>> device = CreateDevice(DeviceKind::kHost, DeviceOptions());
     ASSERT_TRUE(device.ok()) << device.status();
     device_ = std::move(device).value();
     stream_ = std::move(device_->CreateStream()).value();
@@ -735,8 +704,7 @@ class HostDeviceTest : public ::testing::Test {
 };
 
 TEST(CreateDeviceTest, HostAlwaysWorks) {
-  StatusOr<std::unique_ptr<Device>> host =
-      CreateDevice(DeviceKind::kHost, DeviceOptions());
+  StatusOr<std::unique_ptr<Device>> host = CreateDevice(DeviceKind::kHost, DeviceOptions());
   ASSERT_TRUE(host.ok()) << host.status();
   EXPECT_EQ((*host)->kind(), DeviceKind::kHost);
   EXPECT_TRUE(CheckDeviceAvailable(DeviceKind::kHost).ok());
@@ -749,11 +717,9 @@ TEST(CreateDeviceTest, HostAlwaysWorks) {
 // kAuto is CUDA exactly when kCuda works; kCuda's error names the reason.
 TEST(CreateDeviceTest, AutoAndForcedCudaAgree) {
   const Status cuda_available = CheckDeviceAvailable(DeviceKind::kCuda);
-  StatusOr<std::unique_ptr<Device>> automatic =
-      CreateDevice(DeviceKind::kAuto, DeviceOptions());
+  StatusOr<std::unique_ptr<Device>> automatic = CreateDevice(DeviceKind::kAuto, DeviceOptions());
   ASSERT_TRUE(automatic.ok()) << automatic.status();
-  StatusOr<std::unique_ptr<Device>> cuda =
-      CreateDevice(DeviceKind::kCuda, DeviceOptions());
+  StatusOr<std::unique_ptr<Device>> cuda = CreateDevice(DeviceKind::kCuda, DeviceOptions());
   if (cuda_available.ok()) {
     ASSERT_TRUE(cuda.ok()) << cuda.status();
     EXPECT_EQ((*cuda)->kind(), DeviceKind::kCuda);
@@ -805,15 +771,12 @@ TEST_F(HostDeviceTest, HostPointersAreNotDeviceMemory) {
   std::vector<float> host(16);
   float* block = static_cast<float*>(*device_->Allocate(16 * sizeof(float)));
   Stream* s = stream_.get();
-  EXPECT_EQ(device_->Fill(host.data(), 1.0f, 16, s).code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(device_->Fill(host.data(), 1.0f, 16, s).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(device_->Fill(block, 1.0f, 17, s).code(),  // one float too many
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(
-      device_->Copy(host.data(), block, 64, CopyKind::kHostToDevice, s).code(),
-      StatusCode::kInvalidArgument);
-  Status s_ok =
-      device_->Copy(host.data(), block, 64, CopyKind::kDeviceToHost, s);
+  EXPECT_EQ(device_->Copy(host.data(), block, 64, CopyKind::kHostToDevice, s).code(),
+            StatusCode::kInvalidArgument);
+  Status s_ok = device_->Copy(host.data(), block, 64, CopyKind::kDeviceToHost, s);
   EXPECT_TRUE(s_ok.ok()) << s_ok;
   EXPECT_TRUE(device_->Synchronize(s).ok());
   device_->Free(block);
@@ -822,8 +785,7 @@ TEST_F(HostDeviceTest, HostPointersAreNotDeviceMemory) {
 TEST_F(HostDeviceTest, SynchronizeReportsAnOutOfRangeIndexOnce) {
   float* table = static_cast<float*>(*device_->Allocate(sizeof(float) * 40));
   float* rows = static_cast<float*>(*device_->Allocate(sizeof(float) * 8));
-  uint32_t* index =
-      static_cast<uint32_t*>(*device_->Allocate(2 * sizeof(uint32_t)));
+  uint32_t* index = static_cast<uint32_t*>(*device_->Allocate(2 * sizeof(uint32_t)));
   const std::vector<uint32_t> bad = {3, 10};  // row 10 of a 10-row table
   Stream* s = stream_.get();
   ASSERT_OK(device_->Copy(index, bad.data(), 8, CopyKind::kHostToDevice, s));
@@ -844,8 +806,7 @@ TEST_F(HostDeviceTest, SynchronizeReportsAnOutOfRangeIndexOnce) {
   ASSERT_OK(device_->Synchronize(s));  // reported once
   // The failed ScatterAdd did nothing.
   std::vector<float> table_back(40);
-  ASSERT_OK(
-      device_->Copy(table_back.data(), table, 160, CopyKind::kDeviceToHost, s));
+  ASSERT_OK(device_->Copy(table_back.data(), table, 160, CopyKind::kDeviceToHost, s));
   ASSERT_OK(device_->Synchronize(s));
   EXPECT_EQ(table_back, std::vector<float>(40, 1.0f));
   device_->Free(table);

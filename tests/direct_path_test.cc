@@ -9,8 +9,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <numeric>
 #include <chrono>
+#include <numeric>
 #include <string>
 #include <thread>
 #include <vector>
@@ -28,10 +28,10 @@ constexpr int kWorkers = 2;
 constexpr int kIterations = 5;
 
 enum class Pattern {
-  kSole,       // one Update over the updated rows, sorted: direct
-  kSplit,      // the same rows in two Updates of the table: through the oplog
-  kReversed,   // one Update, rows in descending order: through the oplog
-  kSparse,     // one Update over every other row of the rows read: oplog
+  kSole,      // one Update over the updated rows, sorted: direct
+  kSplit,     // the same rows in two Updates of the table: through the oplog
+  kReversed,  // one Update, rows in descending order: through the oplog
+  kSparse,    // one Update over every other row of the rows read: oplog
 };
 
 float Delta(int w, int64_t i, uint64_t r, uint32_t j) {
@@ -115,11 +115,10 @@ Paths RunWorkload(Pattern p, const Options& o = {}) {
           }
           const float got = v[r * kWidth + j];
           if (got < lo || got > hi)
-            return InternalError("worker " + std::to_string(w) + " iteration " +
-                                 std::to_string(i) + " row " + std::to_string(r) + " col " +
-                                 std::to_string(j) + ": read " + std::to_string(got) +
-                                 ", expected within [" + std::to_string(lo) + ", " +
-                                 std::to_string(hi) + "]");
+            return InternalError("worker " + std::to_string(w) + " iteration " + std::to_string(i) +
+                                 " row " + std::to_string(r) + " col " + std::to_string(j) +
+                                 ": read " + std::to_string(got) + ", expected within [" +
+                                 std::to_string(lo) + ", " + std::to_string(hi) + "]");
         }
       }
       return Status::OK();

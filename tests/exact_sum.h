@@ -82,7 +82,8 @@ inline StatusOr<Recorded> Record(GeePS& ps, const Config& c, int slack) {
     rec.reads.push_back(h);
   }
   for (TableId t = 0; t < c.tables.size(); ++t) {
-    GEEPS_ASSIGN_OR_RETURN(UpdateHandle h, ps.VirtualPreUpdate(t, RowRange(0, c.tables[t].num_rows)));
+    GEEPS_ASSIGN_OR_RETURN(UpdateHandle h,
+                           ps.VirtualPreUpdate(t, RowRange(0, c.tables[t].num_rows)));
     GEEPS_RETURN_IF_ERROR(ps.VirtualUpdate(h));
     rec.updates.push_back(h);
   }
@@ -111,8 +112,8 @@ inline StatusOr<Recorded> Record(GeePS& ps, const Config& c, int slack) {
 
 // Checks a read value (in host memory) against [lower, upper] iterations of
 // deltas.
-inline Status CheckRead(const Config& c, TableId t, const std::vector<RowIndex>& rows, const float* buf,
-                 int64_t lo_iters, int64_t hi_iters, int w, int64_t i) {
+inline Status CheckRead(const Config& c, TableId t, const std::vector<RowIndex>& rows,
+                        const float* buf, int64_t lo_iters, int64_t hi_iters, int w, int64_t i) {
   const uint32_t width = c.tables[t].row_width;
   for (size_t k = 0; k < rows.size(); ++k) {
     for (uint32_t j = 0; j < width; ++j) {
@@ -134,16 +135,15 @@ inline Status CheckRead(const Config& c, TableId t, const std::vector<RowIndex>&
 // Runs `iterations` iterations; reads must lie within the staleness bound of
 // `slack` (exact for slack 0). `delay(w)` slows some workers down.
 inline Status RunWorker(GeePS& ps, const Config& c, int slack, int iterations,
-                 std::chrono::milliseconds delay,
-                 const std::function<void(int64_t)>& before_clock = nullptr) {
+                        std::chrono::milliseconds delay,
+                        const std::function<void(int64_t)>& before_clock = nullptr) {
   GEEPS_ASSIGN_OR_RETURN(Recorded rec, Record(ps, c, slack));
   const int w = ps.rank();
   for (int64_t i = 0; i < iterations; ++i) {
     for (TableId t = 0; t < c.tables.size(); ++t) {
       GEEPS_ASSIGN_OR_RETURN(const float* buf, ps.Read(rec.reads[t]));
-      GEEPS_ASSIGN_OR_RETURN(
-          std::vector<float> read,
-          ReadBuffer(ps, buf, rec.read_rows[t].size() * c.tables[t].row_width));
+      GEEPS_ASSIGN_OR_RETURN(std::vector<float> read,
+                             ReadBuffer(ps, buf, rec.read_rows[t].size() * c.tables[t].row_width));
       const int64_t lo = slack == kUnboundedSlack ? 0 : std::max<int64_t>(0, i - slack);
       // Nobody can be more than slack+1 iterations ahead of this reader.
       const int64_t hi = slack == 0 ? i : (slack == kUnboundedSlack ? iterations : i + slack + 1);
@@ -170,8 +170,8 @@ inline Status RunWorker(GeePS& ps, const Config& c, int slack, int iterations,
   for (TableId t = 0; t < c.tables.size(); ++t) {
     std::vector<float> out(rec.read_rows[t].size() * c.tables[t].row_width);
     GEEPS_RETURN_IF_ERROR(ps.CopyRows(t, rec.read_rows[t], out.data()));
-    GEEPS_RETURN_IF_ERROR(CheckRead(c, t, rec.read_rows[t], out.data(), iterations, iterations,
-                                    w, iterations));
+    GEEPS_RETURN_IF_ERROR(
+        CheckRead(c, t, rec.read_rows[t], out.data(), iterations, iterations, w, iterations));
   }
   return Status::OK();
 }

@@ -28,8 +28,8 @@
 #include <gtest/gtest.h>
 
 #include "hostile_files.h"
-#include "process_util.h"
 #include "idx_reader.h"
+#include "process_util.h"
 #include "softmax_model.h"
 #include "softmax_trainer.h"
 
@@ -48,9 +48,8 @@ class TempDir {
  public:
   TempDir() {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = fs::path(::testing::TempDir()) /
-            ("fmnist_test_" + std::to_string(::getpid()) + "_" +
-             info->test_suite_name() + "_" + info->name());
+    path_ = fs::path(::testing::TempDir()) / ("fmnist_test_" + std::to_string(::getpid()) + "_" +
+                                              info->test_suite_name() + "_" + info->name());
     fs::remove_all(path_);
     fs::create_directories(path_);
   }
@@ -58,9 +57,7 @@ class TempDir {
     std::error_code ec;
     fs::remove_all(path_, ec);
   }
-  std::string File(const std::string& name) const {
-    return (path_ / name).string();
-  }
+  std::string File(const std::string& name) const { return (path_ / name).string(); }
 
  private:
   fs::path path_;
@@ -144,8 +141,7 @@ TEST(IdxReaderTest, LimitReadsAPrefix) {
   EXPECT_EQ(images->count, 2u);
   ASSERT_EQ(images->pixels.size(), 2u * 16);
   EXPECT_FLOAT_EQ(images->pixels[31], pixels[31] / 255.0f);
-  geeps::StatusOr<std::vector<uint8_t>> labels =
-      ReadIdxLabels(dir.File("lab.gz"), 3);
+  geeps::StatusOr<std::vector<uint8_t>> labels = ReadIdxLabels(dir.File("lab.gz"), 3);
   ASSERT_TRUE(labels.ok()) << labels.status();
   EXPECT_EQ(*labels, (std::vector<uint8_t>{0, 1, 2}));
   // A limit above the count reads everything.
@@ -168,10 +164,8 @@ TEST(IdxReaderTest, MissingFileIsNotFound) {
   geeps::StatusOr<IdxImages> images = ReadIdxImages(path);
   ASSERT_FALSE(images.ok());
   EXPECT_EQ(images.status().code(), StatusCode::kNotFound);
-  EXPECT_NE(images.status().message().find(path), std::string::npos)
-      << images.status();
-  geeps::StatusOr<std::vector<uint8_t>> labels =
-      ReadIdxLabels(dir.File("missing-dir/labels.gz"));
+  EXPECT_NE(images.status().message().find(path), std::string::npos) << images.status();
+  geeps::StatusOr<std::vector<uint8_t>> labels = ReadIdxLabels(dir.File("missing-dir/labels.gz"));
   ASSERT_FALSE(labels.ok());
   EXPECT_EQ(labels.status().code(), StatusCode::kNotFound);
 }
@@ -202,13 +196,10 @@ TEST(IdxReaderTest, BadMagicIsAnError) {
   geeps::StatusOr<IdxImages> images = ReadIdxImages(dir.File("lab.gz"));
   ASSERT_FALSE(images.ok());
   EXPECT_EQ(images.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(images.status().message().find("magic"), std::string::npos)
-      << images.status();
-  EXPECT_NE(images.status().message().find("0x00000801"), std::string::npos)
-      << images.status();
+  EXPECT_NE(images.status().message().find("magic"), std::string::npos) << images.status();
+  EXPECT_NE(images.status().message().find("0x00000801"), std::string::npos) << images.status();
   WriteGz(dir.File("img.gz"), IdxBytes(kIdxImagesMagic, {1, 1, 1}, {5}));
-  geeps::StatusOr<std::vector<uint8_t>> labels =
-      ReadIdxLabels(dir.File("img.gz"));
+  geeps::StatusOr<std::vector<uint8_t>> labels = ReadIdxLabels(dir.File("img.gz"));
   ASSERT_FALSE(labels.ok());
   EXPECT_NE(labels.status().message().find("magic"), std::string::npos);
   // Not an IDX file at all.
@@ -226,8 +217,7 @@ TEST(IdxReaderTest, TruncatedDataIsAnError) {
   geeps::StatusOr<IdxImages> images = ReadIdxImages(dir.File("img.gz"));
   ASSERT_FALSE(images.ok());
   EXPECT_EQ(images.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(images.status().message().find("truncated"), std::string::npos)
-      << images.status();
+  EXPECT_NE(images.status().message().find("truncated"), std::string::npos) << images.status();
   // But a limit that stops before the missing byte is fine.
   images = ReadIdxImages(dir.File("img.gz"), 2);
   EXPECT_TRUE(images.ok()) << images.status();
@@ -240,41 +230,34 @@ TEST(IdxReaderTest, TruncatedHeaderIsAnError) {
   WriteGz(dir.File("img.gz"), bytes);
   geeps::StatusOr<IdxImages> images = ReadIdxImages(dir.File("img.gz"));
   ASSERT_FALSE(images.ok());
-  EXPECT_NE(images.status().message().find("truncated"), std::string::npos)
-      << images.status();
+  EXPECT_NE(images.status().message().find("truncated"), std::string::npos) << images.status();
   WriteGz(dir.File("empty.gz"), {});
   images = ReadIdxImages(dir.File("empty.gz"));
   ASSERT_FALSE(images.ok());
-  EXPECT_NE(images.status().message().find("truncated"), std::string::npos)
-      << images.status();
+  EXPECT_NE(images.status().message().find("truncated"), std::string::npos) << images.status();
 }
 
 TEST(IdxReaderTest, TruncatedGzipStreamIsAnError) {
   TempDir dir;
-  WriteGz(dir.File("full.gz"),
-          IdxBytes(kIdxImagesMagic, {50, 28, 28}, Iota(size_t{50} * 28 * 28)));
+  WriteGz(dir.File("full.gz"), IdxBytes(kIdxImagesMagic, {50, 28, 28}, Iota(size_t{50} * 28 * 28)));
   // Cut the compressed file in half.
   std::ifstream in(dir.File("full.gz"), std::ios::binary);
-  std::vector<uint8_t> gz((std::istreambuf_iterator<char>(in)),
-                          std::istreambuf_iterator<char>());
+  std::vector<uint8_t> gz((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   ASSERT_GT(gz.size(), 100u);
   gz.resize(gz.size() / 2);
   WritePlain(dir.File("cut.gz"), gz);
   geeps::StatusOr<IdxImages> images = ReadIdxImages(dir.File("cut.gz"));
   ASSERT_FALSE(images.ok());
   EXPECT_EQ(images.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(images.status().message().find("truncated"), std::string::npos)
-      << images.status();
+  EXPECT_NE(images.status().message().find("truncated"), std::string::npos) << images.status();
 }
 
 TEST(IdxReaderTest, TrailingBytesAreAnError) {
   TempDir dir;
   WriteGz(dir.File("lab.gz"), IdxBytes(kIdxLabelsMagic, {2}, {1, 2, 3}));
-  geeps::StatusOr<std::vector<uint8_t>> labels =
-      ReadIdxLabels(dir.File("lab.gz"));
+  geeps::StatusOr<std::vector<uint8_t>> labels = ReadIdxLabels(dir.File("lab.gz"));
   ASSERT_FALSE(labels.ok());
-  EXPECT_NE(labels.status().message().find("trailing"), std::string::npos)
-      << labels.status();
+  EXPECT_NE(labels.status().message().find("trailing"), std::string::npos) << labels.status();
 }
 
 TEST(IdxReaderTest, ZeroOrHugeDimensionsAreErrors) {
@@ -282,21 +265,17 @@ TEST(IdxReaderTest, ZeroOrHugeDimensionsAreErrors) {
   WriteGz(dir.File("zero.gz"), IdxBytes(kIdxImagesMagic, {0, 28, 28}, {}));
   geeps::StatusOr<IdxImages> images = ReadIdxImages(dir.File("zero.gz"));
   ASSERT_FALSE(images.ok());
-  EXPECT_NE(images.status().message().find("dimensions"), std::string::npos)
-      << images.status();
+  EXPECT_NE(images.status().message().find("dimensions"), std::string::npos) << images.status();
   // A header promising ~3 TB must fail cleanly, not try to allocate it.
-  WriteGz(dir.File("huge.gz"),
-          IdxBytes(kIdxImagesMagic, {0xffffffffu, 28, 28}, Iota(100)));
+  WriteGz(dir.File("huge.gz"), IdxBytes(kIdxImagesMagic, {0xffffffffu, 28, 28}, Iota(100)));
   images = ReadIdxImages(dir.File("huge.gz"));
   ASSERT_FALSE(images.ok());
   EXPECT_EQ(images.status().code(), StatusCode::kInvalidArgument);
   // Large but acceptable: fails on the missing data.
-  WriteGz(dir.File("big.gz"),
-          IdxBytes(kIdxImagesMagic, {1000000, 28, 28}, Iota(100)));
+  WriteGz(dir.File("big.gz"), IdxBytes(kIdxImagesMagic, {1000000, 28, 28}, Iota(100)));
   images = ReadIdxImages(dir.File("big.gz"));
   ASSERT_FALSE(images.ok());
-  EXPECT_NE(images.status().message().find("truncated"), std::string::npos)
-      << images.status();
+  EXPECT_NE(images.status().message().find("truncated"), std::string::npos) << images.status();
 }
 
 TEST(LoadFashionMnistTest, ChecksThatImagesAndLabelsAgree) {
@@ -304,8 +283,7 @@ TEST(LoadFashionMnistTest, ChecksThatImagesAndLabelsAgree) {
   auto write_split = [&](const std::string& prefix, uint32_t n_images,
                          const std::vector<uint8_t>& labels) {
     WriteGz(dir.File(prefix + "-images-idx3-ubyte.gz"),
-            IdxBytes(kIdxImagesMagic, {n_images, 2, 2},
-                     Iota(size_t{n_images} * 4)));
+            IdxBytes(kIdxImagesMagic, {n_images, 2, 2}, Iota(size_t{n_images} * 4)));
     const uint32_t n_labels = static_cast<uint32_t>(labels.size());
     WriteGz(dir.File(prefix + "-labels-idx1-ubyte.gz"),
             IdxBytes(kIdxLabelsMagic, {n_labels}, labels));
@@ -384,8 +362,8 @@ TEST(SoftmaxModelTest, ZeroParamsGiveLogOfClassCount) {
   const std::vector<float> zero(NumParams(5, 10), 0.0f);
   std::vector<int64_t> all(7);
   std::iota(all.begin(), all.end(), 0);
-  EXPECT_NEAR(LossAndGradient(zero.data(), d, all.data(), all.size(), nullptr),
-              std::log(10.0), 1e-6);
+  EXPECT_NEAR(LossAndGradient(zero.data(), d, all.data(), all.size(), nullptr), std::log(10.0),
+              1e-6);
   EXPECT_NEAR(Evaluate(zero.data(), d).loss, std::log(10.0), 1e-6);
 }
 
@@ -396,23 +374,19 @@ TEST(SoftmaxModelTest, GradientMatchesFiniteDifferences) {
   // A batch with a repeated example and not in order.
   const std::vector<int64_t> batch = {4, 0, 8, 4, 2};
   std::vector<float> grad(params.size(), 123.0f);  // must be overwritten
-  const double loss = LossAndGradient(params.data(), d, batch.data(),
-                                      batch.size(), grad.data());
+  const double loss = LossAndGradient(params.data(), d, batch.data(), batch.size(), grad.data());
   EXPECT_GT(loss, 0.0);
   const float eps = 1e-2f;
   for (size_t j = 0; j < params.size(); ++j) {
     const float saved = params[j];
     params[j] = saved + eps;
-    const double up =
-        LossAndGradient(params.data(), d, batch.data(), batch.size(), nullptr);
+    const double up = LossAndGradient(params.data(), d, batch.data(), batch.size(), nullptr);
     params[j] = saved - eps;
-    const double down =
-        LossAndGradient(params.data(), d, batch.data(), batch.size(), nullptr);
+    const double down = LossAndGradient(params.data(), d, batch.data(), batch.size(), nullptr);
     params[j] = saved;
     const double numeric = (up - down) / (2.0 * eps);
     EXPECT_NEAR(grad[j], numeric, 2e-4 + 1e-3 * std::fabs(numeric))
-        << "parameter " << j << " (row " << j / classes << ", class "
-        << j % classes << ")";
+        << "parameter " << j << " (row " << j / classes << ", class " << j % classes << ")";
   }
 }
 
@@ -437,8 +411,7 @@ TEST(SoftmaxModelTest, GradientDescentLowersTheLoss) {
   std::iota(all.begin(), all.end(), 0);
   double first = 0, last = 0;
   for (int step = 0; step < 50; ++step) {
-    last =
-        LossAndGradient(params.data(), d, all.data(), all.size(), grad.data());
+    last = LossAndGradient(params.data(), d, all.data(), all.size(), grad.data());
     if (step == 0) first = last;
     for (size_t j = 0; j < params.size(); ++j) params[j] -= 0.5f * grad[j];
   }
@@ -452,20 +425,16 @@ TEST(TrainSoftmaxTest, RejectsBadOptions) {
   TrainReport report;
   TrainOptions o;
   o.workers = 0;
-  EXPECT_EQ(TrainSoftmax(o, d, d, &report).code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(TrainSoftmax(o, d, d, &report).code(), StatusCode::kInvalidArgument);
   o = TrainOptions();
   o.batch_size = 0;
-  EXPECT_EQ(TrainSoftmax(o, d, d, &report).code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(TrainSoftmax(o, d, d, &report).code(), StatusCode::kInvalidArgument);
   o = TrainOptions();
   o.learning_rate = std::nanf("");
-  EXPECT_EQ(TrainSoftmax(o, d, d, &report).code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(TrainSoftmax(o, d, d, &report).code(), StatusCode::kInvalidArgument);
   o = TrainOptions();
   o.workers = 11;  // more workers than examples
-  EXPECT_EQ(TrainSoftmax(o, d, d, &report).code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(TrainSoftmax(o, d, d, &report).code(), StatusCode::kInvalidArgument);
 }
 
 struct ClusterShape {
@@ -521,26 +490,23 @@ TEST_P(TrainSoftmaxExactTest, StepsOnTheAverageGradient) {
   EXPECT_FALSE(report.worker0_stats_json.empty());
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, TrainSoftmaxExactTest,
-    ::testing::Values(ClusterShape{1, 1, 1}, ClusterShape{2, 1, 1},
-                      ClusterShape{3, 2, 2}),
-    [](const ::testing::TestParamInfo<ClusterShape>& info) {
-      return std::to_string(info.param.workers) + "workers_" +
-             std::to_string(info.param.shards) + "shards_" +
-             std::to_string(info.param.channels) + "channels";
-    });
+INSTANTIATE_TEST_SUITE_P(Shapes, TrainSoftmaxExactTest,
+                         ::testing::Values(ClusterShape{1, 1, 1}, ClusterShape{2, 1, 1},
+                                           ClusterShape{3, 2, 2}),
+                         [](const ::testing::TestParamInfo<ClusterShape>& info) {
+                           return std::to_string(info.param.workers) + "workers_" +
+                                  std::to_string(info.param.shards) + "shards_" +
+                                  std::to_string(info.param.channels) + "channels";
+                         });
 
 // The folder of the real data set (FMNIST_DATA_DIR or the Debian package's),
 // and in *missing the first file it lacks ("" when complete).
 std::string FashionMnistDir(std::string* missing) {
   const char* env = std::getenv("FMNIST_DATA_DIR");
-  const std::string dir =
-      env != nullptr ? env : "/usr/share/datasets/fashion-mnist";
+  const std::string dir = env != nullptr ? env : "/usr/share/datasets/fashion-mnist";
   missing->clear();
-  for (const char* f :
-       {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
-        "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"}) {
+  for (const char* f : {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
+                        "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"}) {
     if (!fs::exists(dir + "/" + f)) {
       *missing = dir + "/" + f;
       break;
@@ -579,10 +545,9 @@ TEST(TrainSoftmaxTest, LossFallsOnRealFashionMnistSubset) {
   EXPECT_LT(report.epochs[1].test.loss, 0.5 * report.initial_test.loss);
   EXPECT_GT(report.epochs[1].test.accuracy, 0.70);
   for (const EpochReport& e : report.epochs) {
-    std::cout << "epoch " << e.epoch << ": train loss " << e.train_loss
-              << ", test loss " << e.test.loss << ", test accuracy "
-              << e.test.accuracy << ", " << e.samples_per_second
-              << " samples/s\n";
+    std::cout << "epoch " << e.epoch << ": train loss " << e.train_loss << ", test loss "
+              << e.test.loss << ", test accuracy " << e.test.accuracy << ", "
+              << e.samples_per_second << " samples/s\n";
   }
 }
 
@@ -611,26 +576,23 @@ TEST(ProcessModeTest, TwoProcessesTrainLikeTheEmbeddedCluster) {
   const std::string coordinator = "127.0.0.1:" + std::to_string(geeps::testing::FreePort());
   std::vector<geeps::testing::Child> children;
   for (int rank = 0; rank < 2; ++rank) {
-    children.push_back(
-        geeps::testing::Spawn({FMNIST_TRAINER, "--processes", "--train-limit", "2000",
-                               "--epochs", "1", "--data-dir", dir},
-                              {{"GEEPS_RANK", std::to_string(rank)},
-                               {"GEEPS_WORLD_SIZE", "2"},
-                               {"GEEPS_COORDINATOR", coordinator}},
-                              tmp.File("rank" + std::to_string(rank) + ".log")));
+    children.push_back(geeps::testing::Spawn({FMNIST_TRAINER, "--processes", "--train-limit",
+                                              "2000", "--epochs", "1", "--data-dir", dir},
+                                             {{"GEEPS_RANK", std::to_string(rank)},
+                                              {"GEEPS_WORLD_SIZE", "2"},
+                                              {"GEEPS_COORDINATOR", coordinator}},
+                                             tmp.File("rank" + std::to_string(rank) + ".log")));
     ASSERT_GT(children.back().pid, 0) << "cannot start " << FMNIST_TRAINER;
   }
   const auto start = std::chrono::steady_clock::now();
   geeps::testing::WaitAll(children, std::chrono::seconds(60));
   const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-          .count();
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const std::string log0 = geeps::testing::ReadFile(children[0].log);
   const std::string log1 = geeps::testing::ReadFile(children[1].log);
-  const std::string logs = "---- rank 0 (status " +
-                           std::to_string(children[0].status) + ")\n" + log0 +
-                           "---- rank 1 (status " +
-                           std::to_string(children[1].status) + ")\n" + log1;
+  const std::string logs = "---- rank 0 (status " + std::to_string(children[0].status) + ")\n" +
+                           log0 + "---- rank 1 (status " + std::to_string(children[1].status) +
+                           ")\n" + log1;
   ASSERT_EQ(children[0].status, 0) << logs;
   ASSERT_EQ(children[1].status, 0) << logs;
   EXPECT_NE(log0.find("worker 0 train loss"), std::string::npos) << logs;
@@ -650,10 +612,8 @@ TEST(ProcessModeTest, TwoProcessesTrainLikeTheEmbeddedCluster) {
   ASSERT_TRUE(s.ok()) << s;
   ASSERT_EQ(report.epochs.size(), 1u);
   EXPECT_NEAR(accuracy, report.epochs[0].test.accuracy, 0.01) << logs;
-  std::cout << "2 processes: final test accuracy " << accuracy << " in "
-            << seconds
-            << " s; embedded 2 workers: " << report.epochs[0].test.accuracy
-            << "\n";
+  std::cout << "2 processes: final test accuracy " << accuracy << " in " << seconds
+            << " s; embedded 2 workers: " << report.epochs[0].test.accuracy << "\n";
 #endif
 }
 

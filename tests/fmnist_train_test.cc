@@ -25,10 +25,8 @@ const char kDataDir[] = "/usr/share/datasets/fashion-mnist";
 
 // The first `train_limit` training images and the first `test_limit` test
 // images; false if the data set is not installed.
-bool Load(int64_t train_limit, int64_t test_limit, Dataset* train,
-          Dataset* test) {
-  if (!std::filesystem::exists(std::string(kDataDir) +
-                               "/train-images-idx3-ubyte.gz")) {
+bool Load(int64_t train_limit, int64_t test_limit, Dataset* train, Dataset* test) {
+  if (!std::filesystem::exists(std::string(kDataDir) + "/train-images-idx3-ubyte.gz")) {
     return false;
   }
   geeps::Status s = LoadFashionMnist(kDataDir, train_limit, train, test);
@@ -70,13 +68,13 @@ TEST_P(LossFallsTest, OneEpochOnASubset) {
   EXPECT_GT(report.epochs[0].train_loss, 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    ModelsAndWorkers, LossFallsTest,
-    ::testing::Combine(::testing::Values("mlp", "cnn"), ::testing::Values(1, 2)),
-    [](const auto& info) {
-      return std::get<0>(info.param) + "_" +
-             std::to_string(std::get<1>(info.param)) + "workers";
-    });
+INSTANTIATE_TEST_SUITE_P(ModelsAndWorkers, LossFallsTest,
+                         ::testing::Combine(::testing::Values("mlp", "cnn"),
+                                            ::testing::Values(1, 2)),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) + "_" +
+                                  std::to_string(std::get<1>(info.param)) + "workers";
+                         });
 
 // Under BSP, 2 workers with a global batch of 32 (16 each) take the steps of
 // 1 worker with the batch of 32: the same weights up to float rounding.
@@ -117,9 +115,7 @@ TEST_P(EquivalenceTest, TwoWorkersMatchOneWorkerWithTheDoubledBatch) {
 INSTANTIATE_TEST_SUITE_P(Models, EquivalenceTest,
                          ::testing::Values(std::make_tuple("cnn", 320),
                                            std::make_tuple("mlp", 640)),
-                         [](const auto& info) {
-                           return std::get<0>(info.param);
-                         });
+                         [](const auto& info) { return std::get<0>(info.param); });
 
 // Under a device memory budget too small for all local data (about 20.7 MB
 // here), the memory manager keeps part of it in host memory and swaps it
@@ -307,19 +303,22 @@ TEST(FmnistTrainBinaryTest, BadFlagsExitWithUsageError) {
 TEST(FmnistTrainBinaryTest, MissingDataSetExitsWithClearMessage) {
   std::string out;
   EXPECT_EQ(RunTrainer("--data-dir /nonexistent/fashion", &out), 2) << out;
-  EXPECT_NE(out.find("cannot load Fashion-MNIST from /nonexistent/fashion"),
-            std::string::npos)
+  EXPECT_NE(out.find("cannot load Fashion-MNIST from /nonexistent/fashion"), std::string::npos)
       << out;
   EXPECT_NE(out.find("dataset-fashion-mnist"), std::string::npos) << out;
 }
 
 TEST(FmnistTrainBinaryTest, TrainsAndWritesTheCurve) {
   if (!std::filesystem::exists(std::string(kDataDir))) GTEST_SKIP();
-  const std::string csv = ::testing::TempDir() + "/fmnist_curve_" +
-                          std::to_string(::getpid()) + ".csv";
+  const std::string csv =
+      ::testing::TempDir() + "/fmnist_curve_" + std::to_string(::getpid()) + ".csv";
   std::string out;
   ASSERT_EQ(RunTrainer("--model mlp --epochs 1 --train-limit 1000 --batch-size 50 "
-                "--curve-csv " + csv, &out), 0) << out;
+                       "--curve-csv " +
+                           csv,
+                       &out),
+            0)
+      << out;
   EXPECT_NE(out.find("final test accuracy: 0."), std::string::npos) << out;
   FILE* f = std::fopen(csv.c_str(), "r");
   ASSERT_NE(f, nullptr);

@@ -79,8 +79,8 @@ const fs::path kFuzzDir = GEEPS_FUZZ_DIR;
 
 TEST(FuzzRegressionTest, FoldersExist) {
   EXPECT_TRUE(fs::is_directory(kFuzzDir / "regressions")) << kFuzzDir;
-  for (const char* target : {"fuzz_wire", "fuzz_config", "fuzz_process_env", "fuzz_checkpoint",
-                             "fuzz_control"})
+  for (const char* target :
+       {"fuzz_wire", "fuzz_config", "fuzz_process_env", "fuzz_checkpoint", "fuzz_control"})
     EXPECT_FALSE(Inputs(kFuzzDir / "corpus" / target).empty()) << target;
 }
 

@@ -24,8 +24,7 @@ constexpr int kH200 = 132;
 constexpr int kA100 = 108;
 
 // The grid stride (threads) of a full grid on an H200: 132 x 8 x 256.
-constexpr uint64_t kH200Stride =
-    static_cast<uint64_t>(MaxBlocks(kH200)) * kThreadsPerBlock;
+constexpr uint64_t kH200Stride = static_cast<uint64_t>(MaxBlocks(kH200)) * kThreadsPerBlock;
 static_assert(kH200Stride == 270336);
 
 // Runs the loop of one thread, as the kernel does with counter type I, from
@@ -37,8 +36,8 @@ static_assert(kH200Stride == 270336);
 // those elements lie below `total`, so no step up to there can wrap, and the
 // counter then holds first + skip * stride exactly.
 template <typename I, typename Visit>
-bool RunThread(const GridStride<I>& loop, unsigned block, unsigned thread,
-               uint64_t skip, uint64_t max_visits, Visit visit) {
+bool RunThread(const GridStride<I>& loop, unsigned block, unsigned thread, uint64_t skip,
+               uint64_t max_visits, Visit visit) {
   I e = loop.First(block, kThreadsPerBlock, thread);
   if (skip > 0) {
     const uint64_t at = uint64_t{e} + skip * uint64_t{loop.stride};
@@ -74,38 +73,33 @@ void CheckEveryThread(uint64_t total, int blocks) {
     for (unsigned thread = 0; thread < kThreadsPerBlock; ++thread) {
       const uint64_t first = uint64_t{block} * kThreadsPerBlock + thread;
       // Elements this thread owns: first + k * stride < total.
-      const uint64_t owned =
-          first < total ? (total - first - 1) / stride + 1 : 0;
+      const uint64_t owned = first < total ? (total - first - 1) / stride + 1 : 0;
       const uint64_t skip = owned > 2 ? owned - 2 : 0;
       uint64_t k = skip;
       bool wrong = false;
       uint64_t bad = 0;
-      const bool ended = RunThread(
-          loop, block, thread, skip, owned - skip + 1, [&](uint64_t e) {
-            if (!wrong && (k >= owned || e != first + k * stride)) {
-              wrong = true;
-              bad = e;
-            }
-            ++k;
-          });
+      const bool ended = RunThread(loop, block, thread, skip, owned - skip + 1, [&](uint64_t e) {
+        if (!wrong && (k >= owned || e != first + k * stride)) {
+          wrong = true;
+          bad = e;
+        }
+        ++k;
+      });
       if (ended && !wrong && k == owned) continue;
       if (++failed_threads <= 3) {
         std::string what;
         if (wrong) {
-          what = "visited element " + std::to_string(bad) +
-                 " out of turn (the counter wrapped)";
+          what = "visited element " + std::to_string(bad) + " out of turn (the counter wrapped)";
         } else if (ended) {
           what = "visited " + std::to_string(k - skip) + " of its last " +
                  std::to_string(owned - skip) + " elements";
         }
         if (!ended) {
-          what +=
-              std::string(what.empty() ? "" : " and ") + "its loop did not end";
+          what += std::string(what.empty() ? "" : " and ") + "its loop did not end";
         }
         ADD_FAILURE() << "total " << total << ", " << blocks << " blocks ("
-                      << (sizeof(I) == 4 ? "32" : "64")
-                      << "-bit counter): thread " << first << " owns " << owned
-                      << " elements but " << what;
+                      << (sizeof(I) == 4 ? "32" : "64") << "-bit counter): thread " << first
+                      << " owns " << owned << " elements but " << what;
       }
     }
   }
@@ -114,8 +108,8 @@ void CheckEveryThread(uint64_t total, int blocks) {
 
 // The launch kernels.cu makes for `total` elements, checked thread by thread.
 void CheckLaunch(uint64_t total, int multiprocessors) {
-  SCOPED_TRACE("total " + std::to_string(total) + ", " +
-               std::to_string(multiprocessors) + " multiprocessors");
+  SCOPED_TRACE("total " + std::to_string(total) + ", " + std::to_string(multiprocessors) +
+               " multiprocessors");
   const GridStrideLaunch plan =
       PlanGridStride(static_cast<size_t>(total), MaxBlocks(multiprocessors));
   ASSERT_GE(plan.blocks, 1);
@@ -150,13 +144,11 @@ TEST(GridStrideTest, NarrowCounterOnlyWhereItCannotWrap) {
   EXPECT_FALSE(FitsNarrowIndex(k2To32 - 1, s));
   EXPECT_FALSE(FitsNarrowIndex(k2To32, s));
   EXPECT_FALSE(FitsNarrowIndex(1, k2To32 + 1));
-  for (uint64_t total :
-       {uint64_t{1}, uint64_t{1} << 20, k2To32 - s - 1, k2To32 - s,
-        k2To32 - s + 1, k2To32 - 1, k2To32, k2To32 + 1, uint64_t{1} << 40}) {
+  for (uint64_t total : {uint64_t{1}, uint64_t{1} << 20, k2To32 - s - 1, k2To32 - s, k2To32 - s + 1,
+                         k2To32 - 1, k2To32, k2To32 + 1, uint64_t{1} << 40}) {
     const GridStrideLaunch plan = PlanGridStride(total, MaxBlocks(kH200));
     const uint64_t stride = uint64_t(plan.blocks) * kThreadsPerBlock;
-    EXPECT_EQ(plan.narrow, total - 1 + stride <= uint64_t{UINT32_MAX})
-        << "total " << total;
+    EXPECT_EQ(plan.narrow, total - 1 + stride <= uint64_t{UINT32_MAX}) << "total " << total;
   }
 }
 
@@ -164,19 +156,16 @@ TEST(GridStrideTest, NarrowCounterOnlyWhereItCannotWrap) {
 // wrap (threads whose last element lies above 2^32 - stride).
 TEST(GridStrideTest, EveryElementOnceAroundTwoToThe32OnAnH200) {
   const uint64_t s = kH200Stride;
-  for (uint64_t total :
-       {k2To32 - s - 1, k2To32 - s, k2To32 - s + 1, k2To32 - s / 2, k2To32 - 2,
-        k2To32 - 1, k2To32, k2To32 + 1, k2To32 + s + 3}) {
+  for (uint64_t total : {k2To32 - s - 1, k2To32 - s, k2To32 - s + 1, k2To32 - s / 2, k2To32 - 2,
+                         k2To32 - 1, k2To32, k2To32 + 1, k2To32 + s + 3}) {
     CheckLaunch(total, kH200);
   }
 }
 
 TEST(GridStrideTest, EveryElementOnceAroundTwoToThe32OnOtherGrids) {
   for (int multiprocessors : {1, kA100}) {
-    const uint64_t s =
-        static_cast<uint64_t>(MaxBlocks(multiprocessors)) * kThreadsPerBlock;
-    for (uint64_t total :
-         {k2To32 - s, k2To32 - s + 1, k2To32 - 1, k2To32, k2To32 + 7}) {
+    const uint64_t s = static_cast<uint64_t>(MaxBlocks(multiprocessors)) * kThreadsPerBlock;
+    for (uint64_t total : {k2To32 - s, k2To32 - s + 1, k2To32 - 1, k2To32, k2To32 + 7}) {
       CheckLaunch(total, multiprocessors);
     }
   }
@@ -186,31 +175,27 @@ TEST(GridStrideTest, EveryElementOnceAroundTwoToThe32OnOtherGrids) {
 // every element is counted directly, by running every thread from its start.
 TEST(GridStrideTest, EveryElementOnceForSmallSizes) {
   const uint64_t s = kH200Stride;
-  for (uint64_t total : {uint64_t{1}, uint64_t{3}, uint64_t{255}, uint64_t{256},
-                         uint64_t{257}, s - 1, s, s + 1, 3 * s + 17}) {
+  for (uint64_t total : {uint64_t{1}, uint64_t{3}, uint64_t{255}, uint64_t{256}, uint64_t{257},
+                         s - 1, s, s + 1, 3 * s + 17}) {
     SCOPED_TRACE("total " + std::to_string(total));
     CheckLaunch(total, kH200);
     const GridStrideLaunch plan = PlanGridStride(total, MaxBlocks(kH200));
     ASSERT_TRUE(plan.narrow);
-    const GridStride<uint32_t> loop{
-        static_cast<uint32_t>(total),
-        static_cast<uint32_t>(plan.blocks * kThreadsPerBlock)};
+    const GridStride<uint32_t> loop{static_cast<uint32_t>(total),
+                                    static_cast<uint32_t>(plan.blocks * kThreadsPerBlock)};
     std::vector<uint8_t> seen(total, 0);
     bool all_ended = true;
-    for (unsigned block = 0; block < static_cast<unsigned>(plan.blocks);
-         ++block) {
+    for (unsigned block = 0; block < static_cast<unsigned>(plan.blocks); ++block) {
       for (unsigned thread = 0; thread < kThreadsPerBlock; ++thread) {
-        all_ended &=
-            RunThread(loop, block, thread, 0, total + 1, [&](uint64_t e) {
-              if (e < total && seen[e] < 255) ++seen[e];
-            });
+        all_ended &= RunThread(loop, block, thread, 0, total + 1, [&](uint64_t e) {
+          if (e < total && seen[e] < 255) ++seen[e];
+        });
       }
     }
     EXPECT_TRUE(all_ended);
     for (uint64_t e = 0; e < total; ++e) {
       if (seen[e] != 1) {
-        ADD_FAILURE() << "element " << e << " visited " << int{seen[e]}
-                      << " times";
+        ADD_FAILURE() << "element " << e << " visited " << int{seen[e]} << " times";
         break;
       }
     }

@@ -45,8 +45,7 @@ WorkerStats RunWorkers(int workers, int iterations,
       // BSP: the read holds every update of the clocks before this one.
       const float expect = static_cast<float>(i * c.num_workers);
       if (seen[0] != expect || seen.back() != expect)
-        return InternalError("clock " + std::to_string(i) + " read " +
-                             std::to_string(seen[0]));
+        return InternalError("clock " + std::to_string(i) + " read " + std::to_string(seen[0]));
       GEEPS_RETURN_IF_ERROR(ps.PostRead(r));
       GEEPS_ASSIGN_OR_RETURN(float* d, ps.PreUpdate(u));
       GEEPS_RETURN_IF_ERROR(ps.CopyFromHost(d, ones.data(), ones.size()));
@@ -96,9 +95,9 @@ TEST(HandOffTest, WhileTheApplicationComputesTheChannelThreadInstallsPushes) {
     while (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(300)) {
       const WorkerStats now = ps.GetStats();
       if (now.pushes_installed > clocks) {
-        latency_ms.push_back(std::chrono::duration<double, std::milli>(
-                                 std::chrono::steady_clock::now() - start)
-                                 .count());
+        latency_ms.push_back(
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                .count());
         return;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -114,8 +113,8 @@ TEST(HandOffTest, WhileTheApplicationComputesTheChannelThreadInstallsPushes) {
   const size_t slow = static_cast<size_t>(
       latency_ms.end() - std::upper_bound(latency_ms.begin(), latency_ms.end(), 50.0));
   EXPECT_LE(slow, 1u) << slow << " of " << latency_ms.size()
-                      << " installs came more than 50 ms after Clock; slowest "
-                      << latency_ms.back() << " ms";
+                      << " installs came more than 50 ms after Clock; slowest " << latency_ms.back()
+                      << " ms";
 }
 
 }  // namespace

@@ -18,8 +18,7 @@
 namespace geeps::testing {
 
 // The first `floats` floats of device buffer `buffer`, copied to the host.
-inline StatusOr<std::vector<float>> ReadBuffer(GeePS& ps, const float* buffer,
-                                               size_t floats) {
+inline StatusOr<std::vector<float>> ReadBuffer(GeePS& ps, const float* buffer, size_t floats) {
   std::vector<float> host(floats);
   GEEPS_RETURN_IF_ERROR(ps.CopyToHost(host.data(), buffer, floats));
   return host;
@@ -27,8 +26,7 @@ inline StatusOr<std::vector<float>> ReadBuffer(GeePS& ps, const float* buffer,
 
 // Writes `values` to the first values.size() floats of device buffer
 // `buffer`; the floats after them are left as they are.
-inline Status WriteBuffer(GeePS& ps, float* buffer,
-                          const std::vector<float>& values) {
+inline Status WriteBuffer(GeePS& ps, float* buffer, const std::vector<float>& values) {
   return ps.CopyFromHost(buffer, values.data(), values.size());
 }
 
@@ -42,8 +40,7 @@ inline Status WriteBuffer(GeePS& ps, float* buffer,
 // whole view back.
 class HostView {
  public:
-  HostView(GeePS& ps, float* buffer, size_t floats)
-      : ps_(&ps), buffer_(buffer), values_(floats) {}
+  HostView(GeePS& ps, float* buffer, size_t floats) : ps_(&ps), buffer_(buffer), values_(floats) {}
 
   static StatusOr<HostView> Load(GeePS& ps, float* buffer, size_t floats) {
     HostView view(ps, buffer, floats);
@@ -52,13 +49,9 @@ class HostView {
   }
 
   // Copies the device buffer to the view again.
-  Status Reload() {
-    return ps_->CopyToHost(values_.data(), buffer_, values_.size());
-  }
+  Status Reload() { return ps_->CopyToHost(values_.data(), buffer_, values_.size()); }
   // Copies the view to the device buffer.
-  Status Store() const {
-    return ps_->CopyFromHost(buffer_, values_.data(), values_.size());
-  }
+  Status Store() const { return ps_->CopyFromHost(buffer_, values_.data(), values_.size()); }
 
   float& operator[](size_t i) { return values_[i]; }
   float operator[](size_t i) const { return values_[i]; }

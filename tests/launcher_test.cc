@@ -34,8 +34,8 @@ using std::chrono::milliseconds;
 
 TEST(ParseLaunchArgsTest, Accepted) {
   std::string error;
-  auto o = ParseLaunchArgs({"-n", "4", "--timeout-s", "2.5", "--grace-s=0", "--", "prog", "-n",
-                            "x"}, &error);
+  auto o = ParseLaunchArgs(
+      {"-n", "4", "--timeout-s", "2.5", "--grace-s=0", "--", "prog", "-n", "x"}, &error);
   ASSERT_TRUE(o) << error;
   EXPECT_EQ(o->ranks, 4);
   EXPECT_DOUBLE_EQ(o->timeout_s.value_or(-1), 2.5);
@@ -251,10 +251,13 @@ class LauncherTest : public ::testing::Test {
 };
 
 TEST_F(LauncherTest, AllSucceedEachRankSeesItsVariables) {
-  const std::string script = "echo \"$GEEPS_RANK $GEEPS_WORLD_SIZE $GEEPS_LOCAL_RANK "
-                             "$GEEPS_COORDINATOR\" > " + dir_ + "/env.$GEEPS_RANK; "
-                             "echo hello from $GEEPS_RANK; echo warn $GEEPS_RANK >&2; "
-                             "printf 'no newline'";
+  const std::string script =
+      "echo \"$GEEPS_RANK $GEEPS_WORLD_SIZE $GEEPS_LOCAL_RANK "
+      "$GEEPS_COORDINATOR\" > " +
+      dir_ +
+      "/env.$GEEPS_RANK; "
+      "echo hello from $GEEPS_RANK; echo warn $GEEPS_RANK >&2; "
+      "printf 'no newline'";
   const Result r = Run({"-n", "4", "--", "sh", "-c", script});
   ASSERT_EQ(r.code, 0) << r.err;
   std::set<std::string> coordinators;
@@ -280,9 +283,9 @@ TEST_F(LauncherTest, AllSucceedEachRankSeesItsVariables) {
 }
 
 TEST_F(LauncherTest, KeepsAPresetCoordinatorAndOverridesStaleRanks) {
-  const Result r = Run({"-n", "2", "sh", "-c",
-                        "echo $GEEPS_RANK/$GEEPS_WORLD_SIZE@$GEEPS_COORDINATOR"},
-                       {"GEEPS_COORDINATOR=10.1.2.3:4567", "GEEPS_RANK=9", "GEEPS_WORLD_SIZE=99"});
+  const Result r =
+      Run({"-n", "2", "sh", "-c", "echo $GEEPS_RANK/$GEEPS_WORLD_SIZE@$GEEPS_COORDINATOR"},
+          {"GEEPS_COORDINATOR=10.1.2.3:4567", "GEEPS_RANK=9", "GEEPS_WORLD_SIZE=99"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("[rank 0] 0/2@10.1.2.3:4567\n"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("[rank 1] 1/2@10.1.2.3:4567\n"), std::string::npos) << r.out;
@@ -298,8 +301,8 @@ TEST_F(LauncherTest, AFailingRankStopsTheOthersAndItsCodeIsReturned) {
   // Every rank starts a background sleep; rank 1 waits until all have written
   // their pids, then exits 3 while the others wait for their sleeps.
   const std::string script = "sleep 30 & " + WritePids("pid.", "$!") + "; " +
-                             "if [ $GEEPS_RANK = 1 ]; then for i in 0 2; do while [ ! -s " +
-                             dir_ + "/pid.$i ]; do sleep 0.05; done; done; exit 3; fi; wait";
+                             "if [ $GEEPS_RANK = 1 ]; then for i in 0 2; do while [ ! -s " + dir_ +
+                             "/pid.$i ]; do sleep 0.05; done; done; exit 3; fi; wait";
   const Result r = Run({"-n", "3", "sh", "-c", script});
   EXPECT_EQ(r.code, 3) << r.err;
   EXPECT_LT(r.seconds, 10.0);
@@ -310,8 +313,8 @@ TEST_F(LauncherTest, AFailingRankStopsTheOthersAndItsCodeIsReturned) {
 }
 
 TEST_F(LauncherTest, ARankKilledBySignalGives128PlusTheSignal) {
-  const Result r = Run({"-n", "2", "sh", "-c",
-                        "if [ $GEEPS_RANK = 0 ]; then kill -9 $$; fi; exec sleep 30"});
+  const Result r =
+      Run({"-n", "2", "sh", "-c", "if [ $GEEPS_RANK = 0 ]; then kill -9 $$; fi; exec sleep 30"});
   EXPECT_EQ(r.code, 137) << r.err;
   EXPECT_LT(r.seconds, 10.0);
   EXPECT_NE(r.err.find("geeps_launch: rank 0 killed by signal 9"), std::string::npos) << r.err;
@@ -329,8 +332,8 @@ TEST_F(LauncherTest, ARankIgnoringSigtermGetsSigkillAfterTheGracePeriod) {
 }
 
 TEST_F(LauncherTest, TimeoutStopsEverythingWith124) {
-  const Result r = Run({"-n", "2", "--timeout-s", "1", "--", "sh", "-c",
-                        WritePids("pid.") + "; exec sleep 30"});
+  const Result r =
+      Run({"-n", "2", "--timeout-s", "1", "--", "sh", "-c", WritePids("pid.") + "; exec sleep 30"});
   EXPECT_EQ(r.code, 124) << r.err;
   EXPECT_GE(r.seconds, 0.9);
   EXPECT_LT(r.seconds, 6.0);
@@ -339,9 +342,14 @@ TEST_F(LauncherTest, TimeoutStopsEverythingWith124) {
 }
 
 TEST_F(LauncherTest, BadUsageExitsWith2) {
-  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
-           {}, {"true"}, {"-n", "2"}, {"-n", "0", "true"}, {"-n", "x", "true"},
-           {"--frobnicate", "-n", "1", "true"}, {"-n", "1", "--timeout-s", "0", "true"}}) {
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{},
+                                             {"true"},
+                                             {"-n", "2"},
+                                             {"-n", "0", "true"},
+                                             {"-n", "x", "true"},
+                                             {"--frobnicate", "-n", "1", "true"},
+                                             {"-n", "1", "--timeout-s", "0", "true"}}) {
     const Result r = Run(args);
     EXPECT_EQ(r.code, 2) << (args.empty() ? "(no arguments)" : args[0]);
     EXPECT_NE(r.err.find("usage: geeps_launch -n N"), std::string::npos) << r.err;
@@ -392,8 +400,8 @@ TEST_F(LauncherTest, RanksDieWithAKilledLauncher) {
 
 TEST_F(LauncherTest, WhatARankLeftBehindIsKilledAtTheEnd) {
   // The rank exits 0 at once; its background sleep keeps the output pipe open.
-  const Result r = Run({"-n", "1", "sh", "-c", "sleep 30 & " + WritePids("pid.", "$!") +
-                                                   "; echo done"});
+  const Result r =
+      Run({"-n", "1", "sh", "-c", "sleep 30 & " + WritePids("pid.", "$!") + "; echo done"});
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_LT(r.seconds, 10.0);
   EXPECT_NE(r.out.find("[rank 0] done\n"), std::string::npos) << r.out;

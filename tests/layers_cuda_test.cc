@@ -33,8 +33,7 @@ class DeviceBuffer {
   explicit DeviceBuffer(const std::vector<float>& host) : n_(host.size()) {
     EXPECT_EQ(cudaMalloc(&p_, std::max<size_t>(n_, 1) * sizeof(float)), cudaSuccess);
     if (n_ > 0) {
-      EXPECT_EQ(cudaMemcpy(p_, host.data(), n_ * sizeof(float),
-                           cudaMemcpyHostToDevice),
+      EXPECT_EQ(cudaMemcpy(p_, host.data(), n_ * sizeof(float), cudaMemcpyHostToDevice),
                 cudaSuccess);
     }
   }
@@ -46,8 +45,7 @@ class DeviceBuffer {
     std::vector<float> out(n_);
     cudaDeviceSynchronize();
     if (n_ > 0) {
-      EXPECT_EQ(cudaMemcpy(out.data(), p_, n_ * sizeof(float),
-                           cudaMemcpyDeviceToHost),
+      EXPECT_EQ(cudaMemcpy(out.data(), p_, n_ * sizeof(float), cudaMemcpyDeviceToHost),
                 cudaSuccess);
     }
     return out;
@@ -69,8 +67,7 @@ void ExpectClose(const std::vector<float>& want, const std::vector<float>& got,
 
 // For sums of `terms` products (weight and bias gradients): the tolerance
 // grows with the number of terms, as the order of summation differs.
-void ExpectSumsClose(const std::vector<float>& want,
-                     const std::vector<float>& got, size_t terms,
+void ExpectSumsClose(const std::vector<float>& want, const std::vector<float>& got, size_t terms,
                      const std::string& what) {
   ASSERT_EQ(want.size(), got.size()) << what;
   const double scale = std::max(1.0, std::sqrt(static_cast<double>(terms)));
@@ -84,10 +81,8 @@ void ExpectSumsClose(const std::vector<float>& want,
 // routes to: dx is 0 except at inputs equal to the maximum of a window that
 // holds them; each plane's dx sums to its dy; and where windows do not
 // overlap, each window's dx sums to its output's dy.
-void ExpectValidPoolGradient(const std::vector<float>& x,
-                             const std::vector<float>& y,
-                             const std::vector<float>& dy,
-                             const std::vector<float>& dx, int batch,
+void ExpectValidPoolGradient(const std::vector<float>& x, const std::vector<float>& y,
+                             const std::vector<float>& dy, const std::vector<float>& dx, int batch,
                              const Window& w) {
   const int oh = w.out_height(), ow = w.out_width();
   const size_t plane_in = static_cast<size_t>(w.height) * w.width;
@@ -100,8 +95,7 @@ void ExpectValidPoolGradient(const std::vector<float>& x,
     double sum_dx = 0, sum_dy = 0;
     for (size_t i = 0; i < plane_in; ++i) sum_dx += din[i];
     for (size_t o = 0; o < plane_out; ++o) sum_dy += dout[o];
-    EXPECT_NEAR(sum_dx, sum_dy, 1e-4 * std::max(1.0, std::fabs(sum_dy)))
-        << "plane " << p;
+    EXPECT_NEAR(sum_dx, sum_dy, 1e-4 * std::max(1.0, std::fabs(sum_dy))) << "plane " << p;
     for (int iy = 0; iy < w.height; ++iy) {
       for (int ix = 0; ix < w.width; ++ix) {
         const float g = din[iy * w.width + ix];
@@ -109,17 +103,15 @@ void ExpectValidPoolGradient(const std::vector<float>& x,
         bool is_a_max = false;
         for (int oy = 0; oy < oh && !is_a_max; ++oy) {
           for (int ox = 0; ox < ow; ++ox) {
-            if (iy >= oy * w.stride && iy < oy * w.stride + w.kernel &&
-                ix >= ox * w.stride && ix < ox * w.stride + w.kernel &&
-                in[iy * w.width + ix] == out[oy * ow + ox]) {
+            if (iy >= oy * w.stride && iy < oy * w.stride + w.kernel && ix >= ox * w.stride &&
+                ix < ox * w.stride + w.kernel && in[iy * w.width + ix] == out[oy * ow + ox]) {
               is_a_max = true;
               break;
             }
           }
         }
-        EXPECT_TRUE(is_a_max)
-            << "plane " << p << ": gradient " << g << " at (" << iy << ", "
-            << ix << "), which is no window's maximum";
+        EXPECT_TRUE(is_a_max) << "plane " << p << ": gradient " << g << " at (" << iy << ", " << ix
+                              << "), which is no window's maximum";
       }
     }
     if (w.stride < w.kernel) continue;  // windows overlap
@@ -198,8 +190,8 @@ TEST_F(LayersCudaTest, Gemm) {
       host_->Gemm(ta, tb, m, n, k, 0.7f, a.data(), b.data(), 0.3f, c.data());
       cuda_->Gemm(ta, tb, m, n, k, 0.7f, da.get(), db.get(), 0.3f, dc.get());
       Done();
-      ExpectClose(c, dc.Host(), "Gemm trans_a=" + std::to_string(ta) +
-                                    " trans_b=" + std::to_string(tb));
+      ExpectClose(c, dc.Host(),
+                  "Gemm trans_a=" + std::to_string(ta) + " trans_b=" + std::to_string(tb));
     }
   }
 }
@@ -308,31 +300,24 @@ TEST_F(LayersCudaTest, Dropout) {
   }
 }
 
-const Window kPoolWindows[] = {{3, 8, 8, 2, 2, 0},
-                               {2, 7, 9, 3, 1, 0},
-                               {2, 9, 7, 3, 2, 0},
-                               {4, 12, 10, 2, 2, 0}};
+const Window kPoolWindows[] = {
+    {3, 8, 8, 2, 2, 0}, {2, 7, 9, 3, 1, 0}, {2, 9, 7, 3, 2, 0}, {4, 12, 10, 2, 2, 0}};
 
 // Distinct random values: one maximum per window, so every backend routes
 // each gradient to the same input.
 TEST_F(LayersCudaTest, MaxPool) {
   for (const Window& w : kPoolWindows) {
-    SCOPED_TRACE("window " + std::to_string(w.kernel) + " stride " +
-                 std::to_string(w.stride) + " on " + std::to_string(w.height) +
-                 "x" + std::to_string(w.width));
+    SCOPED_TRACE("window " + std::to_string(w.kernel) + " stride " + std::to_string(w.stride) +
+                 " on " + std::to_string(w.height) + "x" + std::to_string(w.width));
     const int batch = 3;
-    const size_t in =
-        static_cast<size_t>(batch) * w.channels * w.height * w.width;
-    const size_t out = static_cast<size_t>(batch) * w.channels *
-                       w.out_height() * w.out_width();
-    std::vector<float> x = Random(in), y(out), dy = Random(out),
-                       dx = Random(in);
+    const size_t in = static_cast<size_t>(batch) * w.channels * w.height * w.width;
+    const size_t out = static_cast<size_t>(batch) * w.channels * w.out_height() * w.out_width();
+    std::vector<float> x = Random(in), y(out), dy = Random(out), dx = Random(in);
     DeviceBuffer dxin(x), dyout(Random(out)), ddy(dy), ddx(dx);
     host_->MaxPoolForward(x.data(), batch, w, y.data());
     cuda_->MaxPoolForward(dxin.get(), batch, w, dyout.get());
     host_->MaxPoolBackward(x.data(), y.data(), dy.data(), batch, w, dx.data());
-    cuda_->MaxPoolBackward(dxin.get(), dyout.get(), ddy.get(), batch, w,
-                           ddx.get());
+    cuda_->MaxPoolBackward(dxin.get(), dyout.get(), ddy.get(), batch, w, ddx.get());
     Done();
     ExpectClose(y, dyout.Host(), "MaxPoolForward");
     ExpectClose(dx, ddx.Host(), "MaxPoolBackward");
@@ -344,13 +329,11 @@ TEST_F(LayersCudaTest, MaxPool) {
 // what any max-pool gradient satisfies is checked.
 TEST_F(LayersCudaTest, MaxPoolWithTies) {
   for (const Window& w : kPoolWindows) {
-    SCOPED_TRACE("window " + std::to_string(w.kernel) + " stride " +
-                 std::to_string(w.stride) + " on " + std::to_string(w.height) +
-                 "x" + std::to_string(w.width));
+    SCOPED_TRACE("window " + std::to_string(w.kernel) + " stride " + std::to_string(w.stride) +
+                 " on " + std::to_string(w.height) + "x" + std::to_string(w.width));
     const int batch = 3;
     const size_t in = static_cast<size_t>(batch) * w.channels * w.height * w.width;
-    const size_t out = static_cast<size_t>(batch) * w.channels *
-                       w.out_height() * w.out_width();
+    const size_t out = static_cast<size_t>(batch) * w.channels * w.out_height() * w.out_width();
     std::vector<float> x = Random(in, 3), y(out), dy = Random(out), dx = Random(in);
     DeviceBuffer dxin(x), dyout(y), ddy(dy), ddx(dx);
     host_->MaxPoolForward(x.data(), batch, w, y.data());
@@ -382,36 +365,29 @@ const ConvCase kConvCases[] = {
 TEST_F(LayersCudaTest, ConvMatchesHost) {
   for (const ConvCase& c : kConvCases) {
     const Window& w = c.w;
-    SCOPED_TRACE(
-        "conv " + std::to_string(w.kernel) + "x" + std::to_string(w.kernel) +
-        "x" + std::to_string(c.out_channels) + " pad " + std::to_string(w.pad) +
-        " stride " + std::to_string(w.stride) + " on " +
-        std::to_string(w.channels) + "x" + std::to_string(w.height) + "x" +
-        std::to_string(w.width) + ", batch " + std::to_string(c.batch));
+    SCOPED_TRACE("conv " + std::to_string(w.kernel) + "x" + std::to_string(w.kernel) + "x" +
+                 std::to_string(c.out_channels) + " pad " + std::to_string(w.pad) + " stride " +
+                 std::to_string(w.stride) + " on " + std::to_string(w.channels) + "x" +
+                 std::to_string(w.height) + "x" + std::to_string(w.width) + ", batch " +
+                 std::to_string(c.batch));
     const size_t hw = static_cast<size_t>(w.out_height()) * w.out_width();
-    const size_t in =
-        static_cast<size_t>(c.batch) * w.channels * w.height * w.width;
+    const size_t in = static_cast<size_t>(c.batch) * w.channels * w.height * w.width;
     const size_t out = static_cast<size_t>(c.batch) * c.out_channels * hw;
-    const size_t nw =
-        static_cast<size_t>(c.out_channels) * w.channels * w.kernel * w.kernel;
+    const size_t nw = static_cast<size_t>(c.out_channels) * w.channels * w.kernel * w.kernel;
     const size_t scratch_n = ConvScratchFloats(c.batch, w, c.out_channels) + 1;
-    std::vector<float> x = Random(in), weights = Random(nw),
-                       bias = Random(c.out_channels), y = Random(out),
-                       dy = Random(out), dx = Random(in), dw = Random(nw),
+    std::vector<float> x = Random(in), weights = Random(nw), bias = Random(c.out_channels),
+                       y = Random(out), dy = Random(out), dx = Random(in), dw = Random(nw),
                        db = Random(c.out_channels), scratch(scratch_n);
-    DeviceBuffer dxin(x), dweights(weights), dbias(bias), dyout(Random(out)),
-        ddy(dy), ddx(Random(in)), ddw(Random(nw)), ddb(Random(c.out_channels)),
-        dscratch(scratch);
-    host_->ConvForward(x.data(), c.batch, w, c.out_channels, weights.data(),
-                       bias.data(), y.data(), scratch.data());
-    cuda_->ConvForward(dxin.get(), c.batch, w, c.out_channels, dweights.get(),
-                       dbias.get(), dyout.get(), dscratch.get());
-    host_->ConvBackward(x.data(), dy.data(), c.batch, w, c.out_channels,
-                        weights.data(), dx.data(), dw.data(), db.data(),
-                        scratch.data());
-    cuda_->ConvBackward(dxin.get(), ddy.get(), c.batch, w, c.out_channels,
-                        dweights.get(), ddx.get(), ddw.get(), ddb.get(),
-                        dscratch.get());
+    DeviceBuffer dxin(x), dweights(weights), dbias(bias), dyout(Random(out)), ddy(dy),
+        ddx(Random(in)), ddw(Random(nw)), ddb(Random(c.out_channels)), dscratch(scratch);
+    host_->ConvForward(x.data(), c.batch, w, c.out_channels, weights.data(), bias.data(), y.data(),
+                       scratch.data());
+    cuda_->ConvForward(dxin.get(), c.batch, w, c.out_channels, dweights.get(), dbias.get(),
+                       dyout.get(), dscratch.get());
+    host_->ConvBackward(x.data(), dy.data(), c.batch, w, c.out_channels, weights.data(), dx.data(),
+                        dw.data(), db.data(), scratch.data());
+    cuda_->ConvBackward(dxin.get(), ddy.get(), c.batch, w, c.out_channels, dweights.get(),
+                        ddx.get(), ddw.get(), ddb.get(), dscratch.get());
     Done();
     ExpectClose(y, dyout.Host(), "ConvForward y");
     ExpectClose(dx, ddx.Host(), "ConvBackward dx");
@@ -420,20 +396,18 @@ TEST_F(LayersCudaTest, ConvMatchesHost) {
 
     // Without dx (a first layer): the same parameter gradients.
     DeviceBuffer ddw2(Random(nw)), ddb2(Random(c.out_channels));
-    cuda_->ConvBackward(dxin.get(), ddy.get(), c.batch, w, c.out_channels,
-                        dweights.get(), nullptr, ddw2.get(), ddb2.get(),
-                        dscratch.get());
+    cuda_->ConvBackward(dxin.get(), ddy.get(), c.batch, w, c.out_channels, dweights.get(), nullptr,
+                        ddw2.get(), ddb2.get(), dscratch.get());
     Done();
     EXPECT_EQ(ddw.Host(), ddw2.Host()) << "dweights without dx";
     EXPECT_EQ(ddb.Host(), ddb2.Host()) << "dbias without dx";
 
     // Again, on the cached plan: the same bits (deterministic algorithms).
     DeviceBuffer dyout2(Random(out)), ddx2(Random(in));
-    cuda_->ConvForward(dxin.get(), c.batch, w, c.out_channels, dweights.get(),
-                       dbias.get(), dyout2.get(), dscratch.get());
-    cuda_->ConvBackward(dxin.get(), ddy.get(), c.batch, w, c.out_channels,
-                        dweights.get(), ddx2.get(), ddw2.get(), ddb2.get(),
-                        dscratch.get());
+    cuda_->ConvForward(dxin.get(), c.batch, w, c.out_channels, dweights.get(), dbias.get(),
+                       dyout2.get(), dscratch.get());
+    cuda_->ConvBackward(dxin.get(), ddy.get(), c.batch, w, c.out_channels, dweights.get(),
+                        ddx2.get(), ddw2.get(), ddb2.get(), dscratch.get());
     Done();
     EXPECT_EQ(dyout.Host(), dyout2.Host()) << "ConvForward repeated";
     EXPECT_EQ(ddx.Host(), ddx2.Host()) << "ConvBackward dx repeated";
@@ -448,15 +422,15 @@ TEST_F(LayersCudaTest, SoftmaxCrossEntropy) {
   std::vector<int32_t> labels(batch);
   for (int b = 0; b < batch; ++b) labels[b] = (b * 7) % classes;
   DeviceBuffer dlogits(logits), dd(d);
-  const double want = host_->SoftmaxCrossEntropy(logits.data(), labels.data(),
-                                                 batch, classes, 0.25f, d.data());
-  const double got = cuda_->SoftmaxCrossEntropy(dlogits.get(), labels.data(),
-                                                batch, classes, 0.25f, dd.get());
+  const double want =
+      host_->SoftmaxCrossEntropy(logits.data(), labels.data(), batch, classes, 0.25f, d.data());
+  const double got =
+      cuda_->SoftmaxCrossEntropy(dlogits.get(), labels.data(), batch, classes, 0.25f, dd.get());
   Done();
   EXPECT_NEAR(want, got, 1e-4 * std::fabs(want));
   ExpectClose(d, dd.Host(), "dlogits");
-  const double no_grad = cuda_->SoftmaxCrossEntropy(
-      dlogits.get(), labels.data(), batch, classes, 1.0f, nullptr);
+  const double no_grad =
+      cuda_->SoftmaxCrossEntropy(dlogits.get(), labels.data(), batch, classes, 1.0f, nullptr);
   EXPECT_NEAR(want, no_grad, 1e-4 * std::fabs(want));
   Done();
 }
@@ -465,13 +439,13 @@ TEST_F(LayersCudaTest, BadLabelIsAStickyError) {
   std::vector<float> logits = Random(20);
   std::vector<int32_t> labels = {3, 10};
   DeviceBuffer dlogits(logits);
-  EXPECT_TRUE(std::isnan(cuda_->SoftmaxCrossEntropy(dlogits.get(), labels.data(),
-                                                    2, 10, 1.0f, nullptr)));
+  EXPECT_TRUE(
+      std::isnan(cuda_->SoftmaxCrossEntropy(dlogits.get(), labels.data(), 2, 10, 1.0f, nullptr)));
   EXPECT_FALSE(cuda_->ok());
   EXPECT_NE(cuda_->error().find("label 10"), std::string::npos) << cuda_->error();
   labels[1] = 1;  // later calls do nothing, and the first error stays
-  EXPECT_TRUE(std::isnan(cuda_->SoftmaxCrossEntropy(dlogits.get(), labels.data(),
-                                                    2, 10, 1.0f, nullptr)));
+  EXPECT_TRUE(
+      std::isnan(cuda_->SoftmaxCrossEntropy(dlogits.get(), labels.data(), 2, 10, 1.0f, nullptr)));
   EXPECT_NE(cuda_->error().find("label 10"), std::string::npos);
 }
 
@@ -503,17 +477,16 @@ TEST_F(LayersCudaTest, LayersMatchHost) {
     for (float& p : params) p += 0.1f * Random(1)[0];  // nonzero biases
     const size_t in = layer.in_shape().size() * batch;
     const size_t out = layer.out_shape().size() * batch;
-    std::vector<float> x = Random(in), y(out), dy = Random(out), dx(in),
-                       dparams(params.size()),
+    std::vector<float> x = Random(in), y(out), dy = Random(out), dx(in), dparams(params.size()),
                        scratch(layer.ScratchFloats(batch) + 1);
-    DeviceBuffer dp(params), dxin(x), dyout(y), ddy(dy), ddx(dx),
-        ddparams(dparams), dscratch(scratch);
+    DeviceBuffer dp(params), dxin(x), dyout(y), ddy(dy), ddx(dx), ddparams(dparams),
+        dscratch(scratch);
     layer.Forward(*host_, params.data(), x.data(), batch, y.data(), scratch.data());
     layer.Forward(*cuda_, dp.get(), dxin.get(), batch, dyout.get(), dscratch.get());
-    layer.Backward(*host_, params.data(), x.data(), y.data(), dy.data(), batch,
-                   dx.data(), dparams.data(), scratch.data());
-    layer.Backward(*cuda_, dp.get(), dxin.get(), dyout.get(), ddy.get(), batch,
-                   ddx.get(), ddparams.get(), dscratch.get());
+    layer.Backward(*host_, params.data(), x.data(), y.data(), dy.data(), batch, dx.data(),
+                   dparams.data(), scratch.data());
+    layer.Backward(*cuda_, dp.get(), dxin.get(), dyout.get(), ddy.get(), batch, ddx.get(),
+                   ddparams.get(), dscratch.get());
     Done();
     ExpectClose(y, dyout.Host(), "forward");
     ExpectClose(dx, ddx.Host(), "dx");

@@ -30,8 +30,7 @@ std::vector<float> Random(size_t n, uint64_t seed, float lo = -1, float hi = 1) 
 // Checks analytic gradients against (f(v + eps) - f(v - eps)) / (2 eps) of
 // f = the double-precision value of `loss`, for each entry of `v`.
 void ExpectGradientMatches(std::vector<float>* v, const std::vector<float>& grad,
-                           const std::function<double()>& loss,
-                           const char* what) {
+                           const std::function<double()>& loss, const char* what) {
   ASSERT_EQ(v->size(), grad.size()) << what;
   for (size_t i = 0; i < v->size(); ++i) {
     const float saved = (*v)[i];
@@ -41,8 +40,7 @@ void ExpectGradientMatches(std::vector<float>* v, const std::vector<float>& grad
     const double down = loss();
     (*v)[i] = saved;
     const double numeric = (up - down) / (2.0 * kEps);
-    EXPECT_NEAR(grad[i], numeric, 2e-3 + 1e-2 * std::fabs(numeric))
-        << what << " entry " << i;
+    EXPECT_NEAR(grad[i], numeric, 2e-3 + 1e-2 * std::fabs(numeric)) << what << " entry " << i;
   }
 }
 
@@ -63,15 +61,15 @@ void CheckLayer(const Layer& layer, int batch, std::vector<float> x) {
   };
   loss();  // y at the point
   std::vector<float> dx(x.size(), 123.0f), dparams(params.size(), 123.0f);
-  layer.Backward(*be, params.data(), x.data(), y.data(), r.data(), batch,
-                 dx.data(), dparams.data(), scratch.data());
+  layer.Backward(*be, params.data(), x.data(), y.data(), r.data(), batch, dx.data(), dparams.data(),
+                 scratch.data());
   ExpectGradientMatches(&x, dx, loss, "dx");
   ExpectGradientMatches(&params, dparams, loss, "dparams");
   // Without dx (the first layer): the same parameter gradient.
   std::vector<float> dparams2(params.size(), -5.0f);
   loss();
-  layer.Backward(*be, params.data(), x.data(), y.data(), r.data(), batch,
-                 nullptr, dparams2.data(), scratch.data());
+  layer.Backward(*be, params.data(), x.data(), y.data(), r.data(), batch, nullptr, dparams2.data(),
+                 scratch.data());
   EXPECT_EQ(dparams, dparams2);
 }
 
@@ -121,26 +119,24 @@ TEST(LayersTest, ConvCallsMatchTheirDefinition) {
     const size_t in = static_cast<size_t>(c.batch) * ci * w.height * w.width;
     const size_t out = static_cast<size_t>(c.batch) * co * oh * ow;
     const size_t nw = static_cast<size_t>(co) * ci * k * k;
-    const std::vector<float> x = Random(in, 21), weights = Random(nw, 22),
-                             bias = Random(co, 23), dy = Random(out, 24);
+    const std::vector<float> x = Random(in, 21), weights = Random(nw, 22), bias = Random(co, 23),
+                             dy = Random(out, 24);
     std::vector<float> y(out, 9.0f), dx(in, 9.0f), dw(nw, 9.0f), db(co, 9.0f),
         scratch(ConvScratchFloats(c.batch, w, co));
-    be->ConvForward(x.data(), c.batch, w, co, weights.data(), bias.data(),
-                    y.data(), scratch.data());
-    be->ConvBackward(x.data(), dy.data(), c.batch, w, co, weights.data(),
-                     dx.data(), dw.data(), db.data(), scratch.data());
+    be->ConvForward(x.data(), c.batch, w, co, weights.data(), bias.data(), y.data(),
+                    scratch.data());
+    be->ConvBackward(x.data(), dy.data(), c.batch, w, co, weights.data(), dx.data(), dw.data(),
+                     db.data(), scratch.data());
 
     std::vector<double> want_y(out), want_dx(in), want_dw(nw), want_db(co);
     auto xi = [&](int b, int ch, int iy, int ix) {
-      return ((static_cast<size_t>(b) * ci + ch) * w.height + iy) * w.width +
-             ix;
+      return ((static_cast<size_t>(b) * ci + ch) * w.height + iy) * w.width + ix;
     };
     for (int b = 0; b < c.batch; ++b) {
       for (int o = 0; o < co; ++o) {
         for (int i = 0; i < oh; ++i) {
           for (int j = 0; j < ow; ++j) {
-            const size_t yi =
-                ((static_cast<size_t>(b) * co + o) * oh + i) * ow + j;
+            const size_t yi = ((static_cast<size_t>(b) * co + o) * oh + i) * ow + j;
             double sum = bias[o];
             want_db[o] += dy[yi];
             for (int ch = 0; ch < ci; ++ch) {
@@ -148,10 +144,8 @@ TEST(LayersTest, ConvCallsMatchTheirDefinition) {
                 for (int kx = 0; kx < k; ++kx) {
                   const int iy = i * w.stride - w.pad + ky;
                   const int ix = j * w.stride - w.pad + kx;
-                  if (iy < 0 || iy >= w.height || ix < 0 || ix >= w.width)
-                    continue;
-                  const size_t wi =
-                      ((static_cast<size_t>(o) * ci + ch) * k + ky) * k + kx;
+                  if (iy < 0 || iy >= w.height || ix < 0 || ix >= w.width) continue;
+                  const size_t wi = ((static_cast<size_t>(o) * ci + ch) * k + ky) * k + kx;
                   sum += double{weights[wi]} * x[xi(b, ch, iy, ix)];
                   want_dw[wi] += double{dy[yi]} * x[xi(b, ch, iy, ix)];
                   want_dx[xi(b, ch, iy, ix)] += double{dy[yi]} * weights[wi];
@@ -163,8 +157,8 @@ TEST(LayersTest, ConvCallsMatchTheirDefinition) {
         }
       }
     }
-    auto expect_near = [](const std::vector<float>& got,
-                          const std::vector<double>& want, const char* what) {
+    auto expect_near = [](const std::vector<float>& got, const std::vector<double>& want,
+                          const char* what) {
       ASSERT_EQ(got.size(), want.size()) << what;
       for (size_t i = 0; i < got.size(); ++i) {
         EXPECT_NEAR(got[i], want[i], 1e-4 * std::max(1.0, std::fabs(want[i])))
@@ -201,8 +195,8 @@ TEST(LayersTest, MaxPoolGradient) {
 // its general loop (overlapping windows, stride 1).
 TEST(LayersTest, MaxPoolForwardIsTheWindowMaximum) {
   std::unique_ptr<Backend> be = MakeHostBackend();
-  const Window windows[] = {{3, 5, 7, 2, 2, 0}, {2, 6, 4, 2, 2, 0},
-                            {2, 5, 6, 3, 2, 0}, {1, 4, 5, 2, 1, 0}};
+  const Window windows[] = {
+      {3, 5, 7, 2, 2, 0}, {2, 6, 4, 2, 2, 0}, {2, 5, 6, 3, 2, 0}, {1, 4, 5, 2, 1, 0}};
   for (const Window& w : windows) {
     const int batch = 2, oh = w.out_height(), ow = w.out_width();
     const size_t plane = static_cast<size_t>(w.height) * w.width;
@@ -215,13 +209,13 @@ TEST(LayersTest, MaxPoolForwardIsTheWindowMaximum) {
           float want = -1e30f;
           for (int ky = 0; ky < w.kernel; ++ky) {
             for (int kx = 0; kx < w.kernel; ++kx) {
-              want = std::max(want, x[p * plane + (oy * w.stride + ky) * w.width +
-                                      ox * w.stride + kx]);
+              want = std::max(want,
+                              x[p * plane + (oy * w.stride + ky) * w.width + ox * w.stride + kx]);
             }
           }
           EXPECT_EQ(y[(static_cast<size_t>(p) * oh + oy) * ow + ox], want)
-              << "kernel " << w.kernel << " stride " << w.stride << " plane "
-              << p << " at " << oy << "," << ox;
+              << "kernel " << w.kernel << " stride " << w.stride << " plane " << p << " at " << oy
+              << "," << ox;
         }
       }
     }
@@ -236,7 +230,7 @@ TEST(LayersTest, DropoutDropsScalesAndMatchesItsGradient) {
   const int batch = 4;
   Dropout drop(Shape{16, 5, 5}, 0.4f, 3);
   EXPECT_EQ(drop.name(), "dropout0.4");
-  const size_t n = drop.in_shape().size() * batch;  // 1600 values
+  const size_t n = drop.in_shape().size() * batch;         // 1600 values
   const std::vector<float> x = Random(n, 41, 0.5f, 1.5f);  // none zero
   std::unique_ptr<Backend> be = MakeHostBackend();
   std::vector<float> y(n), y2(n), dx(n);
@@ -302,9 +296,8 @@ TEST(LayersTest, SoftmaxCrossEntropyGradientAndValue) {
   const std::vector<int32_t> labels = {0, 4, 2};
   std::vector<float> dlogits(logits.size());
   const float scale = 0.5f;
-  const double loss = be->SoftmaxCrossEntropy(logits.data(), labels.data(),
-                                              batch, classes, scale,
-                                              dlogits.data());
+  const double loss =
+      be->SoftmaxCrossEntropy(logits.data(), labels.data(), batch, classes, scale, dlogits.data());
   double expected = 0;
   for (int b = 0; b < batch; ++b) {
     double sum = 0;
@@ -313,10 +306,12 @@ TEST(LayersTest, SoftmaxCrossEntropyGradientAndValue) {
   }
   EXPECT_NEAR(loss, expected, 1e-5);
   for (float& d : dlogits) d /= scale;  // the gradient of the plain sum
-  ExpectGradientMatches(&logits, dlogits, [&] {
-    return be->SoftmaxCrossEntropy(logits.data(), labels.data(), batch,
-                                   classes, 1.0f, nullptr);
-  }, "dlogits");
+  ExpectGradientMatches(
+      &logits, dlogits,
+      [&] {
+        return be->SoftmaxCrossEntropy(logits.data(), labels.data(), batch, classes, 1.0f, nullptr);
+      },
+      "dlogits");
 }
 
 TEST(LayersTest, MomentumDeltaIsMinusLrTimesVelocity) {
@@ -351,10 +346,8 @@ TEST(LayersTest, NetworkShapesAndNames) {
   EXPECT_EQ(net.output_shape().size(), 10u);
   EXPECT_EQ(net.layer(3).in_shape().height, 14);
   EXPECT_EQ(net.layer(6).in_shape().size(), 32u * 7 * 7);
-  EXPECT_EQ(net.Describe(),
-            "conv3x3x16-relu-maxpool2-conv3x3x32-relu-maxpool2-fc10");
-  EXPECT_EQ(net.num_params(), (16u * 9 + 16) + (32u * 16 * 9 + 32) +
-                                  (10u * 32 * 49 + 10));
+  EXPECT_EQ(net.Describe(), "conv3x3x16-relu-maxpool2-conv3x3x32-relu-maxpool2-fc10");
+  EXPECT_EQ(net.num_params(), (16u * 9 + 16) + (32u * 16 * 9 + 32) + (10u * 32 * 49 + 10));
 }
 
 }  // namespace

@@ -13,10 +13,10 @@
 #include "cluster/embedded_cluster_testing.h"
 #include "geeps/embedded_cluster.h"
 #include "host_view.h"
+#include "process_util.h"
 #include "server/shard_channel.h"
 #include "shard_wire_util.h"
 #include "test_util.h"
-#include "process_util.h"
 #include "transport/socket_util.h"
 #include "transport/tsan.h"
 #include "transport/wire.h"
@@ -55,14 +55,14 @@ TEST(MalformedFrameTest, ShardDropsAndCountsEveryBadFrame) {
     Send(w, std::move(f)), ++bad;
   }
   // Header fields that need the shard's state.
-  Send(w, Frames(Header(MsgType::kUpdate, 9, 0, 1, 3), {1}, three)), ++bad;  // no table 9
-  Send(w, Frames(Header(MsgType::kUpdate, 1, 0, 1, 2), {1}, {1, 1})), ++bad;  // local table
+  Send(w, Frames(Header(MsgType::kUpdate, 9, 0, 1, 3), {1}, three)), ++bad;         // no table 9
+  Send(w, Frames(Header(MsgType::kUpdate, 1, 0, 1, 2), {1}, {1, 1})), ++bad;        // local table
   Send(w, Frames(Header(MsgType::kUpdate, 0, 0, 1, 4), {1}, {1, 1, 1, 1})), ++bad;  // width
-  Send(w, Frames(Header(MsgType::kUpdate, 0, 0, 1, 3), {10}, three)), ++bad;  // row range
+  Send(w, Frames(Header(MsgType::kUpdate, 0, 0, 1, 3), {10}, three)), ++bad;        // row range
   Send(w, Frames(Header(MsgType::kUpdate, 0, 0, 2, 3), {5, 2}, {1, 1, 1, 1, 1, 1})), ++bad;
   Send(w, Frames(Header(MsgType::kUpdate, 0, 3, 1, 3), {1}, three)), ++bad;  // clock 3
-  Send(w, Frames(Header(MsgType::kPush, 0, 1, 0, 3), {}, {})), ++bad;  // wrong direction
-  Send(w, Frames(Header(MsgType::kPush, 0, 1, 1, 3), {}, three)), ++bad;  // a push with rows
+  Send(w, Frames(Header(MsgType::kPush, 0, 1, 0, 3), {}, {})), ++bad;        // wrong direction
+  Send(w, Frames(Header(MsgType::kPush, 0, 1, 1, 3), {}, three)), ++bad;     // a push with rows
   {
     WireHeader h = Header(MsgType::kUpdate, 0, 0, 1, 3);
     h.sender = 5;  // does not match the routing id
@@ -349,8 +349,7 @@ TEST(MalformedFrameTest, AShardNamesTheWorkerItWaitsFor) {
   ASSERT_OK(st);
   // Iteration 1 completes clock 2 (the recorded prologue is clock 0).
   EXPECT_NE(log.find("table 0 ('layer'): clock 2 has waited"), std::string::npos) << log;
-  EXPECT_NE(log.find("for the update of worker 1 (the others have sent theirs)"),
-            std::string::npos)
+  EXPECT_NE(log.find("for the update of worker 1 (the others have sent theirs)"), std::string::npos)
       << log;
   EXPECT_EQ(log.find("worker 0 ("), std::string::npos) << log;
 }

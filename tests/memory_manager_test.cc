@@ -25,11 +25,11 @@ using testing::WriteBuffer;
 
 // Shape of one randomised (or fixed) workload.
 struct Workload {
-  uint64_t w_rows = 12;      // shared table W, width 5
-  uint64_t a_rows = 40;      // local A: written (fetch=false, keep=true), read back (keep=false)
+  uint64_t w_rows = 12;  // shared table W, width 5
+  uint64_t a_rows = 40;  // local A: written (fetch=false, keep=true), read back (keep=false)
   uint32_t a_width = 16;
   std::vector<RowIndex> b_rows = {7, 2, 5};  // local B, scattered, fetch+keep
-  uint64_t c_rows = 8;       // local C: scratch (fetch=false, keep=false)
+  uint64_t c_rows = 8;                       // local C: scratch (fetch=false, keep=false)
   int iterations = 5;
   int workers = 1;
   bool read_my_writes = false;
@@ -70,9 +70,11 @@ Status RunWorker(GeePS& ps, const Workload& wl, Result* out) {
   const auto w_rows = RowRange(0, wl.w_rows);
   GEEPS_ASSIGN_OR_RETURN(ReadHandle r, ps.VirtualRead(0, w_rows));
   GEEPS_RETURN_IF_ERROR(ps.VirtualPostRead(r));
-  GEEPS_ASSIGN_OR_RETURN(LocalHandle a_out, ps.VirtualLocalAccess(1, RowRange(0, wl.a_rows), false));
+  GEEPS_ASSIGN_OR_RETURN(LocalHandle a_out,
+                         ps.VirtualLocalAccess(1, RowRange(0, wl.a_rows), false));
   GEEPS_RETURN_IF_ERROR(ps.VirtualPostLocalAccess(a_out, true));
-  GEEPS_ASSIGN_OR_RETURN(LocalHandle scratch, ps.VirtualLocalAccess(3, RowRange(0, wl.c_rows), false));
+  GEEPS_ASSIGN_OR_RETURN(LocalHandle scratch,
+                         ps.VirtualLocalAccess(3, RowRange(0, wl.c_rows), false));
   GEEPS_RETURN_IF_ERROR(ps.VirtualPostLocalAccess(scratch, false));
   GEEPS_ASSIGN_OR_RETURN(LocalHandle b_acc, ps.VirtualLocalAccess(2, wl.b_rows, true));
   GEEPS_RETURN_IF_ERROR(ps.VirtualPostLocalAccess(b_acc, true));
@@ -141,8 +143,8 @@ Status RunWorker(GeePS& ps, const Workload& wl, Result* out) {
     GEEPS_ASSIGN_OR_RETURN(float* d, ps.PreUpdate(u));
     std::vector<float> deltas(w.size());
     for (size_t k = 0; k < w.size(); ++k)
-      deltas[k] = 0.01f * a2[(k * 3) % a_floats] - 0.001f * b_now[k % b_now.size()] +
-                  1e-4f * scratch_sum;
+      deltas[k] =
+          0.01f * a2[(k * 3) % a_floats] - 0.001f * b_now[k % b_now.size()] + 1e-4f * scratch_sum;
     GEEPS_RETURN_IF_ERROR(WriteBuffer(ps, d, deltas));
     // keep=false: may be dropped.
     GEEPS_RETURN_IF_ERROR(WriteBuffer(ps, a2_buffer, std::vector<float>(a_floats, -1.0f)));
@@ -166,8 +168,8 @@ StatusOr<Result> RunJob(const Workload& wl, uint64_t budget,
   auto cluster = EmbeddedCluster::Start(c);
   if (!cluster.ok()) return cluster.status();
   std::vector<Result> results(wl.workers);
-  GEEPS_RETURN_IF_ERROR((*cluster)->RunWorkers(
-      [&](GeePS& ps) { return RunWorker(ps, wl, &results[ps.rank()]); }));
+  GEEPS_RETURN_IF_ERROR(
+      (*cluster)->RunWorkers([&](GeePS& ps) { return RunWorker(ps, wl, &results[ps.rank()]); }));
   return results[0];
 }
 
@@ -204,8 +206,7 @@ uint64_t LeastBudget(const Workload& wl, MemoryGuarantee g = MemoryGuarantee::kN
 // Finds the least budget that works (binary search: a run either starts or
 // is refused), then runs budgets from there up to "everything fits"; every
 // run must match the unmanaged run bit for bit.
-void SweepBudgets(const Workload& wl, int min_runs,
-                  MemoryGuarantee g = MemoryGuarantee::kNone) {
+void SweepBudgets(const Workload& wl, int min_runs, MemoryGuarantee g = MemoryGuarantee::kNone) {
   auto reference = RunJob(wl, 0);
   ASSERT_TRUE(reference.ok()) << reference.status();
   const uint64_t hi = LeastBudget(wl, g), lo = hi - 1;
@@ -314,7 +315,8 @@ TEST(MemoryManagerTest, CacheRowsInHostMemoryGiveTheSameResults) {
       ASSERT_LT(least_local, least_cache);
       int partial = 0, none = 0;
       const uint64_t least = LeastBudget(wl);
-      for (uint64_t budget = least; budget <= least_cache; budget += (least_cache - least) / 7 + 1) {
+      for (uint64_t budget = least; budget <= least_cache;
+           budget += (least_cache - least) / 7 + 1) {
         auto got = RunJob(wl, budget);
         ASSERT_OK(got.status());
         const std::string& plan = got->stats.memory_plan_json;
@@ -457,10 +459,10 @@ StatusOr<WorkerStats> RunLocalReads(uint64_t budget, bool read_only, int iterati
   for (size_t k = 0; k < kLocalFloats; ++k) values[k] = static_cast<float>(k) + 0.5f;
   for (int p = 0; p < kPieces; ++p) {
     GEEPS_ASSIGN_OR_RETURN(float* f, ps.LocalAccess(fills[p]));
-    GEEPS_RETURN_IF_ERROR(testing::WriteBuffer(
-        ps, f,
-        std::vector<float>(values.begin() + p * piece_floats,
-                           values.begin() + (p + 1) * piece_floats)));
+    GEEPS_RETURN_IF_ERROR(
+        testing::WriteBuffer(ps, f,
+                             std::vector<float>(values.begin() + p * piece_floats,
+                                                values.begin() + (p + 1) * piece_floats)));
     GEEPS_RETURN_IF_ERROR(ps.PostLocalAccess(fills[p]));
   }
   for (int i = 0; i < iterations; ++i) {

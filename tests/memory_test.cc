@@ -45,9 +45,8 @@ struct Builder {
     AccessInfo a;
     a.kind = kind;
     a.table = table;
-    a.bytes = kind == AccessKind::kLocal
-                  ? in.local_batches[table].bytes
-                  : rows.size() * in.tables[table].row_bytes;
+    a.bytes = kind == AccessKind::kLocal ? in.local_batches[table].bytes
+                                         : rows.size() * in.tables[table].row_bytes;
     a.cache_rows = std::move(rows);
     in.accesses.push_back(std::move(a));
     return static_cast<int>(in.accesses.size()) - 1;
@@ -86,8 +85,7 @@ std::vector<std::pair<int, uint64_t>> ReferenceOrder(const PlanInput& in) {
   }
   for (size_t t = 0; t < in.tables.size(); ++t) {
     for (uint64_t r = 0; r < in.tables[t].rows; ++r) {
-      if (seen.insert({static_cast<int>(t), r}).second)
-        order.emplace_back(t, r);
+      if (seen.insert({static_cast<int>(t), r}).second) order.emplace_back(t, r);
     }
   }
   return order;
@@ -108,8 +106,8 @@ void CheckPlan(const PlanInput& in, const Plan& plan) {
   uint64_t cache = 0, cache_total = 0;
   for (size_t t = 0; t < in.tables.size(); ++t) {
     ASSERT_EQ(plan.row_on_device[t].size(), in.tables[t].rows);
-    const uint64_t on = std::count(plan.row_on_device[t].begin(),
-                                   plan.row_on_device[t].end(), true);
+    const uint64_t on =
+        std::count(plan.row_on_device[t].begin(), plan.row_on_device[t].end(), true);
     EXPECT_EQ(plan.device_rows[t], on);
     cache += on * 2 * in.tables[t].row_bytes;
     cache_total += in.tables[t].rows * 2 * in.tables[t].row_bytes;
@@ -124,15 +122,13 @@ void CheckPlan(const PlanInput& in, const Plan& plan) {
   // Which accesses take pool buffers, and the peak they reach.
   for (size_t a = 0; a < in.accesses.size(); ++a) {
     const AccessInfo& ai = in.accesses[a];
-    const bool want =
-        ai.kind != AccessKind::kLocal || !plan.local_on_device[ai.table];
+    const bool want = ai.kind != AccessKind::kLocal || !plan.local_on_device[ai.table];
     EXPECT_EQ(plan.access_needs_pool[a], want) << "access " << a;
   }
   uint64_t cur = 0, peak = 0;
   for (const PlanOp& op : in.ops) {
     if (!plan.access_needs_pool[op.access]) continue;
-    const uint64_t b =
-        RoundUp(in.accesses[op.access].bytes, in.buffer_alignment);
+    const uint64_t b = RoundUp(in.accesses[op.access].bytes, in.buffer_alignment);
     cur = op.kind == OpKind::kOpen ? cur + b : cur - b;
     peak = std::max(peak, cur);
   }
@@ -148,9 +144,8 @@ void CheckPlan(const PlanInput& in, const Plan& plan) {
   }
   // Levels.
   EXPECT_GE(plan.level, in.required_level);
-  const bool all_local = local == local_total &&
-                         std::count(plan.local_on_device.begin(),
-                                    plan.local_on_device.end(), false) == 0;
+  const bool all_local = local == local_total && std::count(plan.local_on_device.begin(),
+                                                            plan.local_on_device.end(), false) == 0;
   if (plan.level >= Level::kDoubleBuffering) {
     EXPECT_GE(plan.pool_bytes, 2 * plan.peak_bytes);
   }
@@ -159,14 +154,12 @@ void CheckPlan(const PlanInput& in, const Plan& plan) {
   // Device rows are exactly a prefix of the first-access order.
   const auto order = ReferenceOrder(in);
   size_t k = 0;
-  while (k < order.size() &&
-         plan.row_on_device[order[k].first][order[k].second])
-    ++k;
+  while (k < order.size() && plan.row_on_device[order[k].first][order[k].second]) ++k;
   for (size_t j = k; j < order.size(); ++j) {
     EXPECT_FALSE(plan.row_on_device[order[j].first][order[j].second])
         << "row " << order[j].second << " of table " << order[j].first
-        << " is on the device though row " << order[k].second << " of table "
-        << order[k].first << ", accessed earlier, is not";
+        << " is on the device though row " << order[k].second << " of table " << order[k].first
+        << ", accessed earlier, is not";
   }
   // Cache rows only once every local batch is on the device.
   if (cache > 0) EXPECT_TRUE(all_local);
@@ -242,8 +235,7 @@ Builder Network() {
 TEST(PlannerTest, EverythingFits) {
   const Builder b = Network();
   const uint64_t all = MustMinimum(b.in, Level::kWholeCacheOnDevice);
-  StatusOr<Plan> plan =
-      MakePlan(b.With(all + 1000000, Level::kWholeCacheOnDevice));
+  StatusOr<Plan> plan = MakePlan(b.With(all + 1000000, Level::kWholeCacheOnDevice));
   ASSERT_OK(plan.status());
   CheckPlan(b.With(all + 1000000, Level::kWholeCacheOnDevice), *plan);
   EXPECT_EQ(plan->level, Level::kWholeCacheOnDevice);
@@ -277,8 +269,7 @@ TEST(PlannerTest, PeakCountsOnlyPoolBuffersAndRoundsThem) {
   // x on the device: only the read takes pool space (peak 512). x in host
   // memory: the peak is x's 1024-byte buffer.
   EXPECT_EQ(MustMinimum(b.in, Level::kAllLocalOnDevice), 2 * 512u + 1000u);
-  EXPECT_EQ(MustMinimum(b.in, Level::kWholeCacheOnDevice),
-            2 * 512u + 1000u + 1600u);
+  EXPECT_EQ(MustMinimum(b.in, Level::kWholeCacheOnDevice), 2 * 512u + 1000u + 1600u);
   EXPECT_EQ(MustMinimum(b.in, Level::kDoubleBuffering),
             2024u);  // 2 x 1024 is more
   EXPECT_EQ(MustMinimum(b.in, Level::kNone),
@@ -379,28 +370,21 @@ TEST(PlannerTest, CacheRowsGoInFirstAccessOrderAcrossTables) {
     b.Open(a);
     b.Close(a);
   }
-  const uint64_t base =
-      MustMinimum(b.in, Level::kAllLocalOnDevice);  // 2 x 2048
+  const uint64_t base = MustMinimum(b.in, Level::kAllLocalOnDevice);  // 2 x 2048
   EXPECT_EQ(base, 4096u);
   // Room for three rows (2 KiB each): t1/3, t1/1, t0/2.
-  StatusOr<Plan> plan =
-      MakePlan(b.With(base + 3 * 2048 + 100, Level::kAllLocalOnDevice));
+  StatusOr<Plan> plan = MakePlan(b.With(base + 3 * 2048 + 100, Level::kAllLocalOnDevice));
   ASSERT_OK(plan.status());
   CheckPlan(b.With(base + 3 * 2048 + 100, Level::kAllLocalOnDevice), *plan);
-  EXPECT_EQ(plan->row_on_device[1],
-            (std::vector<bool>{false, true, false, true}));
-  EXPECT_EQ(plan->row_on_device[0],
-            (std::vector<bool>{false, false, true, false}));
+  EXPECT_EQ(plan->row_on_device[1], (std::vector<bool>{false, true, false, true}));
+  EXPECT_EQ(plan->row_on_device[0], (std::vector<bool>{false, false, true, false}));
   EXPECT_EQ(plan->DeviceRowRanges(1), (std::vector<RowRange>{{1, 2}, {3, 4}}));
   EXPECT_EQ(plan->pool_bytes, 4096u);  // 100 leftover bytes round away
   // Next come t1/0, then the rows nobody touches: t0/0, t0/1, t0/3, t1/2.
-  StatusOr<Plan> more =
-      MakePlan(b.With(base + 5 * 2048, Level::kAllLocalOnDevice));
+  StatusOr<Plan> more = MakePlan(b.With(base + 5 * 2048, Level::kAllLocalOnDevice));
   ASSERT_OK(more.status());
-  EXPECT_EQ(more->row_on_device[1],
-            (std::vector<bool>{true, true, false, true}));
-  EXPECT_EQ(more->row_on_device[0],
-            (std::vector<bool>{true, false, true, false}));
+  EXPECT_EQ(more->row_on_device[1], (std::vector<bool>{true, true, false, true}));
+  EXPECT_EQ(more->row_on_device[0], (std::vector<bool>{true, false, true, false}));
 }
 
 TEST(PlannerTest, BudgetSweepKeepsInvariantsAndIsMonotone) {
@@ -410,10 +394,9 @@ TEST(PlannerTest, BudgetSweepKeepsInvariantsAndIsMonotone) {
   const uint64_t bottom = MustMinimum(b.in, Level::kDoubleBuffering);
   ASSERT_LT(bottom, all_local);
   ASSERT_LT(all_local, top);
-  std::vector<uint64_t> budgets = {
-      top + 50000, top, top - 1, all_local, all_local - 1, bottom + 1, bottom};
-  for (int i = 1; i < 24; ++i)
-    budgets.push_back(bottom + (top - bottom) * i / 24);
+  std::vector<uint64_t> budgets = {top + 50000,   top,        top - 1, all_local,
+                                   all_local - 1, bottom + 1, bottom};
+  for (int i = 1; i < 24; ++i) budgets.push_back(bottom + (top - bottom) * i / 24);
   std::sort(budgets.rbegin(), budgets.rend());
   std::optional<Plan> prev;
   Level prev_level = Level::kWholeCacheOnDevice;
@@ -425,10 +408,8 @@ TEST(PlannerTest, BudgetSweepKeepsInvariantsAndIsMonotone) {
     CheckPlan(in, *plan);
     if (budget >= top) EXPECT_EQ(plan->level, Level::kWholeCacheOnDevice);
     if (budget >= all_local) EXPECT_GE(plan->level, Level::kAllLocalOnDevice);
-    if (budget < top)
-      EXPECT_LT(plan->cache_device_bytes, plan->cache_total_bytes);
-    if (budget < all_local)
-      EXPECT_LT(plan->local_device_bytes, plan->local_total_bytes);
+    if (budget < top) EXPECT_LT(plan->cache_device_bytes, plan->cache_total_bytes);
+    if (budget < all_local) EXPECT_LT(plan->local_device_bytes, plan->local_total_bytes);
     if (prev) {
       EXPECT_TRUE(PlacedWithin(*plan, *prev)) << "less budget placed more";
       EXPECT_LE(plan->level, prev_level);
@@ -455,19 +436,15 @@ TEST(PlannerTest, BelowTheMinimumIsResourceExhaustedWithTheNumbers) {
   EXPECT_EQ(plan.status().code(), StatusCode::kResourceExhausted);
   const std::string m = plan.status().message();
   for (const char* part :
-       {"budget 4095 bytes", "minimum that can work at all (4096 bytes)",
-        "peak 2048", "pool needed 2048", "local data 2048 of 2048",
-        "parameter cache 0 of 8192"}) {
-    EXPECT_NE(m.find(part), std::string::npos)
-        << "missing '" << part << "' in: " << m;
+       {"budget 4095 bytes", "minimum that can work at all (4096 bytes)", "peak 2048",
+        "pool needed 2048", "local data 2048 of 2048", "parameter cache 0 of 8192"}) {
+    EXPECT_NE(m.find(part), std::string::npos) << "missing '" << part << "' in: " << m;
   }
   // A kDoubleBuffering budget below kNone's minimum says the same.
   StatusOr<Plan> db = MakePlan(b.With(1000, Level::kDoubleBuffering));
   ASSERT_FALSE(db.ok());
-  EXPECT_NE(db.status().message().find("minimum that can work at all"),
-            std::string::npos);
-  EXPECT_EQ(MakePlan(b.With(4096, Level::kNone)).status().code(),
-            StatusCode::kOk);
+  EXPECT_NE(db.status().message().find("minimum that can work at all"), std::string::npos);
+  EXPECT_EQ(MakePlan(b.With(4096, Level::kNone)).status().code(), StatusCode::kOk);
 }
 
 TEST(PlannerTest, BelowTheRequiredLevelIsResourceExhaustedWithTheNumbers) {
@@ -487,19 +464,15 @@ TEST(PlannerTest, BelowTheRequiredLevelIsResourceExhaustedWithTheNumbers) {
   EXPECT_EQ(plan.status().code(), StatusCode::kResourceExhausted);
   std::string m = plan.status().message();
   for (const char* part :
-       {"budget 5000 bytes",
-        "required level kAllLocalOnDevice (it needs 6144 bytes",
+       {"budget 5000 bytes", "required level kAllLocalOnDevice (it needs 6144 bytes",
         "minimum that can work at all is 4096", "peak 2048", "pool needed 4096",
         "local data 2048 of 2048", "parameter cache 0 of 8192"}) {
-    EXPECT_NE(m.find(part), std::string::npos)
-        << "missing '" << part << "' in: " << m;
+    EXPECT_NE(m.find(part), std::string::npos) << "missing '" << part << "' in: " << m;
   }
   plan = MakePlan(b.With(14335, Level::kWholeCacheOnDevice));
   ASSERT_FALSE(plan.ok());
   m = plan.status().message();
-  EXPECT_NE(m.find("kWholeCacheOnDevice (it needs 14336 bytes"),
-            std::string::npos)
-      << m;
+  EXPECT_NE(m.find("kWholeCacheOnDevice (it needs 14336 bytes"), std::string::npos) << m;
   EXPECT_NE(m.find("parameter cache 8192 of 8192"), std::string::npos) << m;
   // The same budget without the level requirement works.
   StatusOr<Plan> ok = MakePlan(b.With(5000, Level::kNone));
@@ -564,8 +537,7 @@ TEST(PlannerTest, MalformedInputsAreInvalidArgument) {
     StatusOr<Plan> plan = MakePlan(input);
     EXPECT_EQ(plan.status().code(), StatusCode::kInvalidArgument) << what;
     if (what != "budget 0") {
-      EXPECT_EQ(MinimumBudget(input, Level::kNone).status().code(),
-                StatusCode::kInvalidArgument)
+      EXPECT_EQ(MinimumBudget(input, Level::kNone).status().code(), StatusCode::kInvalidArgument)
           << what;
     }
   }
@@ -588,19 +560,15 @@ TEST(PlannerTest, DescribeAndJsonCarryTheNumbers) {
   ASSERT_OK(plan.status());
   const std::string d = plan->Describe();
   EXPECT_NE(d.find("level kAllLocalOnDevice"), std::string::npos) << d;
-  EXPECT_NE(d.find("access buffer pool: " + std::to_string(plan->pool_bytes)),
-            std::string::npos)
+  EXPECT_NE(d.find("access buffer pool: " + std::to_string(plan->pool_bytes)), std::string::npos)
       << d;
   EXPECT_NE(d.find("table 0: 34/64"), std::string::npos) << d;  // 70000 / 2048
   const std::string j = plan->ToJson();
   EXPECT_EQ(j.front(), '{');
   EXPECT_EQ(j.back(), '}');
-  EXPECT_EQ(std::count(j.begin(), j.end(), '{'),
-            std::count(j.begin(), j.end(), '}'));
-  EXPECT_EQ(std::count(j.begin(), j.end(), '['),
-            std::count(j.begin(), j.end(), ']'));
-  EXPECT_NE(j.find("\"pool_bytes\":" + std::to_string(plan->pool_bytes)),
-            std::string::npos);
+  EXPECT_EQ(std::count(j.begin(), j.end(), '{'), std::count(j.begin(), j.end(), '}'));
+  EXPECT_EQ(std::count(j.begin(), j.end(), '['), std::count(j.begin(), j.end(), ']'));
+  EXPECT_NE(j.find("\"pool_bytes\":" + std::to_string(plan->pool_bytes)), std::string::npos);
   EXPECT_NE(j.find("\"level\":\"kAllLocalOnDevice\""), std::string::npos);
   EXPECT_NE(j.find("\"device_row_ranges\":[[0,34]]"), std::string::npos) << j;
 }
@@ -614,8 +582,7 @@ PlanInput RandomInput(std::mt19937_64& rng) {
   };
   Builder b;
   const uint64_t widths[] = {4, 100, 256, 1000, 4096};
-  for (uint64_t t = pick(0, 3); t > 0; --t)
-    b.Table(pick(1, 30), widths[pick(0, 4)]);
+  for (uint64_t t = pick(0, 3); t > 0; --t) b.Table(pick(1, 30), widths[pick(0, 4)]);
   for (uint64_t n = pick(0, 5); n > 0; --n)
     b.Batch(pick(0, 3) == 0 ? pick(1, 300) : pick(1, 20000));
   const uint64_t accesses = pick(1, 12);
@@ -624,10 +591,8 @@ PlanInput RandomInput(std::mt19937_64& rng) {
     const bool can_table = !b.in.tables.empty();
     if (!can_local && !can_table) break;
     if (can_local && (!can_table || pick(0, 2) == 0)) {
-      const int a =
-          b.Local(static_cast<int>(pick(0, b.in.local_batches.size() - 1)));
-      if (pick(0, 4) == 0)
-        b.in.accesses[a].bytes = pick(0, b.in.accesses[a].bytes);
+      const int a = b.Local(static_cast<int>(pick(0, b.in.local_batches.size() - 1)));
+      if (pick(0, 4) == 0) b.in.accesses[a].bytes = pick(0, b.in.accesses[a].bytes);
     } else {
       const int t = static_cast<int>(pick(0, b.in.tables.size() - 1));
       std::vector<uint64_t> rows(b.in.tables[t].rows);
@@ -647,8 +612,7 @@ PlanInput RandomInput(std::mt19937_64& rng) {
   while (true) {
     std::vector<int> can_open;
     for (size_t a = 0; a < opens.size(); ++a) {
-      if (opens[a] > 0 &&
-          std::find(open_now.begin(), open_now.end(), a) == open_now.end())
+      if (opens[a] > 0 && std::find(open_now.begin(), open_now.end(), a) == open_now.end())
         can_open.push_back(static_cast<int>(a));
     }
     if (can_open.empty() && open_now.empty()) break;
@@ -669,8 +633,8 @@ PlanInput RandomInput(std::mt19937_64& rng) {
 
 TEST(PlannerTest, RandomizedPropertiesHold) {
   std::mt19937_64 rng(20160418);
-  const Level levels[] = {Level::kNone, Level::kDoubleBuffering,
-                          Level::kAllLocalOnDevice, Level::kWholeCacheOnDevice};
+  const Level levels[] = {Level::kNone, Level::kDoubleBuffering, Level::kAllLocalOnDevice,
+                          Level::kWholeCacheOnDevice};
   int planned = 0, refused = 0, some_local_on_host = 0, some_cache_on_host = 0;
   for (int c = 0; c < 400; ++c) {
     SCOPED_TRACE("case " + std::to_string(c));
@@ -691,18 +655,15 @@ TEST(PlannerTest, RandomizedPropertiesHold) {
       StatusOr<Plan> below = MakePlan(in);
       ASSERT_FALSE(below.ok());
       EXPECT_EQ(below.status().code(), StatusCode::kResourceExhausted);
-      EXPECT_NE(below.status().message().find(std::to_string(need - 1)),
-                std::string::npos);
-      EXPECT_NE(below.status().message().find(
-                    std::to_string(need - 1 < mins[0] ? mins[0] : need)),
+      EXPECT_NE(below.status().message().find(std::to_string(need - 1)), std::string::npos);
+      EXPECT_NE(below.status().message().find(std::to_string(need - 1 < mins[0] ? mins[0] : need)),
                 std::string::npos)
           << below.status().message();
     }
     // Random budgets, each with a smaller one to compare against.
     for (int k = 0; k < 3; ++k) {
       const uint64_t hi = mins[3] + mins[3] / 5 + 1000;
-      in.budget_bytes =
-          std::uniform_int_distribution<uint64_t>(mins[0] * 4 / 5 + 1, hi)(rng);
+      in.budget_bytes = std::uniform_int_distribution<uint64_t>(mins[0] * 4 / 5 + 1, hi)(rng);
       StatusOr<Plan> plan = MakePlan(in);
       EXPECT_EQ(plan.ok(), in.budget_bytes >= need) << plan.status();
       if (!plan.ok()) {
@@ -715,19 +676,17 @@ TEST(PlannerTest, RandomizedPropertiesHold) {
       some_local_on_host += plan->local_device_bytes < plan->local_total_bytes;
       some_cache_on_host += plan->cache_device_bytes < plan->cache_total_bytes;
       PlanInput less = in;
-      less.budget_bytes = std::uniform_int_distribution<uint64_t>(
-          std::max<uint64_t>(need, 1), in.budget_bytes)(rng);
+      less.budget_bytes = std::uniform_int_distribution<uint64_t>(std::max<uint64_t>(need, 1),
+                                                                  in.budget_bytes)(rng);
       StatusOr<Plan> smaller = MakePlan(less);
       ASSERT_OK(smaller.status());
       CheckPlan(less, *smaller);
       EXPECT_TRUE(PlacedWithin(*smaller, *plan))
-          << "budget " << less.budget_bytes << " placed more than "
-          << in.budget_bytes;
+          << "budget " << less.budget_bytes << " placed more than " << in.budget_bytes;
       // Under kNone placement comes before double buffering, so a smaller
       // budget may leave a pool that happens to double-buffer; from
       // kDoubleBuffering up the level follows the placement.
-      if (level >= Level::kDoubleBuffering)
-        EXPECT_LE(smaller->level, plan->level);
+      if (level >= Level::kDoubleBuffering) EXPECT_LE(smaller->level, plan->level);
     }
   }
   // The cases cover refusals and both kinds of host placement.
@@ -745,11 +704,9 @@ TEST(PlannerTest, ManyBatchesPlanQuickly) {
   Builder b;
   const int t = b.Table(1000, 1024);
   std::vector<int> locals;
-  for (int i = 0; i < 400; ++i)
-    locals.push_back(b.Local(b.Batch(4096 + 64 * (i % 7))));
+  for (int i = 0; i < 400; ++i) locals.push_back(b.Local(b.Batch(4096 + 64 * (i % 7))));
   for (int i = 0; i < 400; ++i) {
-    const int r =
-        b.Read(t, {static_cast<uint64_t>(i), static_cast<uint64_t>(i + 500)});
+    const int r = b.Read(t, {static_cast<uint64_t>(i), static_cast<uint64_t>(i + 500)});
     b.Open(r);
     b.Open(locals[i]);
     if (i > 0) b.Open(locals[i - 1]);
@@ -762,9 +719,8 @@ TEST(PlannerTest, ManyBatchesPlanQuickly) {
   StatusOr<Plan> plan = MakePlan(b.With(lo + 100000, Level::kDoubleBuffering));
   ASSERT_OK(plan.status());
   CheckPlan(b.With(lo + 100000, Level::kDoubleBuffering), *plan);
-  const auto plan_ms = std::chrono::duration_cast<milliseconds>(
-                           std::chrono::steady_clock::now() - start)
-                           .count();
+  const auto plan_ms =
+      std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - start).count();
   RecordProperty("plan_ms", static_cast<int>(plan_ms));
   // About 0.2 s here (FinishVirtualIteration runs it once). The bound is
   // 50x that, so a loaded machine does not fail it, while an eviction
@@ -778,8 +734,7 @@ TEST(PlannerTest, ManyBatchesPlanQuickly) {
 
 TEST(BufferPoolTest, AllocateFreeAndCoalesce) {
   BufferPool pool(nullptr, 1024);
-  StatusOr<uint64_t> a = pool.Allocate(256), b = pool.Allocate(256),
-                     c = pool.Allocate(256);
+  StatusOr<uint64_t> a = pool.Allocate(256), b = pool.Allocate(256), c = pool.Allocate(256);
   ASSERT_OK(a.status());
   ASSERT_OK(b.status());
   ASSERT_OK(c.status());
@@ -816,8 +771,7 @@ TEST(BufferPoolTest, SizesRoundUpAndAddressesAlign) {
   StatusOr<uint64_t> b = pool.Allocate(100, 4096);
   ASSERT_OK(b.status());
   EXPECT_EQ(reinterpret_cast<uintptr_t>(pool.Address(*b)) % 4096, 0u);
-  StatusOr<uint64_t> c =
-      pool.Allocate(64, 64);  // fits in the 64-byte lead-in gap
+  StatusOr<uint64_t> c = pool.Allocate(64, 64);  // fits in the 64-byte lead-in gap
   ASSERT_OK(c.status());
   EXPECT_EQ(*c, 0u);
   EXPECT_EQ(pool.Allocate(1, 3).status().code(), StatusCode::kInvalidArgument);
@@ -839,12 +793,10 @@ TEST(BufferPoolTest, ExhaustionIsAnErrorAndRecovers) {
   StatusOr<uint64_t> full = pool.Allocate(1);
   ASSERT_FALSE(full.ok());
   EXPECT_EQ(full.status().code(), StatusCode::kResourceExhausted);
-  EXPECT_NE(full.status().message().find("in use 1024 of 1024"),
-            std::string::npos)
+  EXPECT_NE(full.status().message().find("in use 1024 of 1024"), std::string::npos)
       << full.status();
   EXPECT_FALSE(pool.TryAllocate(1).has_value());
-  EXPECT_EQ(pool.Allocate(2048).status().code(),
-            StatusCode::kResourceExhausted);
+  EXPECT_EQ(pool.Allocate(2048).status().code(), StatusCode::kResourceExhausted);
   ASSERT_OK(pool.Free(offs[2]));
   std::optional<uint64_t> again = pool.TryAllocate(256);
   ASSERT_TRUE(again.has_value());
@@ -889,8 +841,7 @@ TEST(BufferPoolTest, AllocateWaitIsWokenByAFreeOnAnotherThread) {
     EXPECT_OK(pool.Free(*a));
   });
   const auto start = BufferPool::Clock::now();
-  StatusOr<uint64_t> b =
-      pool.AllocateWait(512, start + std::chrono::seconds(20));
+  StatusOr<uint64_t> b = pool.AllocateWait(512, start + std::chrono::seconds(20));
   freer.join();
   ASSERT_OK(b.status());
   EXPECT_EQ(*b, 0u);
@@ -905,8 +856,7 @@ TEST(BufferPoolTest, AllocateWaitReturnsAtTheDeadline) {
   EXPECT_EQ(b.status().code(), StatusCode::kDeadlineExceeded);
   EXPECT_GE(BufferPool::Clock::now() - start, milliseconds(60));
   // A request that could never fit does not wait at all.
-  StatusOr<uint64_t> never =
-      pool.AllocateWait(4096, start + std::chrono::hours(1));
+  StatusOr<uint64_t> never = pool.AllocateWait(4096, start + std::chrono::hours(1));
   EXPECT_EQ(never.status().code(), StatusCode::kResourceExhausted);
 }
 
@@ -917,8 +867,7 @@ TEST(BufferPoolTest, CancelWakesWaiters) {
   std::vector<StatusCode> codes(3, StatusCode::kOk);
   for (int i = 0; i < 3; ++i) {
     waiters.emplace_back([&, i] {
-      codes[i] = pool.AllocateWait(256, BufferPool::Clock::now() +
-                                            std::chrono::seconds(20))
+      codes[i] = pool.AllocateWait(256, BufferPool::Clock::now() + std::chrono::seconds(20))
                      .status()
                      .code();
     });
@@ -943,8 +892,7 @@ class ReferencePool {
   explicit ReferencePool(size_t granules) : used_(granules, false) {}
   std::optional<uint64_t> Allocate(size_t n, size_t align) {
     for (size_t s = 0; s + n <= used_.size(); s += align) {
-      if (std::all_of(used_.begin() + s, used_.begin() + s + n,
-                      [](bool u) { return !u; })) {
+      if (std::all_of(used_.begin() + s, used_.begin() + s + n, [](bool u) { return !u; })) {
         std::fill(used_.begin() + s, used_.begin() + s + n, true);
         sizes_[s] = n;
         return s;
@@ -1015,8 +963,8 @@ TEST(BufferPoolTest, TwoThreadsProducerAndReclaimer) {
     std::mt19937 rng(3);
     for (int i = 0; i < kBuffers; ++i) {
       const uint64_t bytes = 256 * (1 + rng() % 16);
-      StatusOr<uint64_t> o = pool.AllocateWait(
-          bytes, BufferPool::Clock::now() + std::chrono::seconds(30));
+      StatusOr<uint64_t> o =
+          pool.AllocateWait(bytes, BufferPool::Clock::now() + std::chrono::seconds(30));
       if (!o.ok()) {
         ADD_FAILURE() << o.status();
         break;
@@ -1024,8 +972,7 @@ TEST(BufferPoolTest, TwoThreadsProducerAndReclaimer) {
       std::lock_guard<std::mutex> lock(mu);
       auto next = live.lower_bound({*o, 0});
       if (next != live.end() && next->first < *o + bytes) overlap = true;
-      if (next != live.begin() &&
-          std::prev(next)->first + std::prev(next)->second > *o)
+      if (next != live.begin() && std::prev(next)->first + std::prev(next)->second > *o)
         overlap = true;
       live.emplace(*o, bytes);
       handed.emplace_back(*o, bytes);
@@ -1047,8 +994,7 @@ TEST(BufferPoolTest, TwoThreadsProducerAndReclaimer) {
         handed.pop_front();
         live.erase(b);
       }
-      if (rng() % 8 == 0)
-        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      if (rng() % 8 == 0) std::this_thread::sleep_for(std::chrono::microseconds(50));
       EXPECT_OK(pool.Free(b.first));
     }
   });

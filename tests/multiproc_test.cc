@@ -30,7 +30,6 @@ using namespace geeps::testing;  // NOLINT: process helpers
 using std::chrono::milliseconds;
 using std::chrono::steady_clock;
 
-
 Env BaseEnv(int port) {
   return {{"GEEPS_COORDINATOR", "127.0.0.1:" + std::to_string(port)},
           {"GEEPS_TIMEOUT_MS", "20000"},
@@ -61,8 +60,7 @@ void ExpectAllExact(const std::vector<Child>& children, int workers) {
   }
   const std::string logs = Logs(children);
   for (int w = 0; w < workers; ++w) {
-    EXPECT_NE(logs.find("worker " + std::to_string(w) + " of " + std::to_string(workers) +
-                        ": "),
+    EXPECT_NE(logs.find("worker " + std::to_string(w) + " of " + std::to_string(workers) + ": "),
               std::string::npos)
         << logs;
   }
@@ -81,13 +79,13 @@ TEST(MultiProcessTest, FourProcessesOverTcpTwoChannels) {
 TEST(MultiProcessTest, ThreeProcessesOverIpc) {
   char dir[] = "/tmp/geeps-ipc-test-XXXXXX";
   ASSERT_NE(mkdtemp(dir), nullptr);
-  ExpectAllExact(RunRanks(3, {{"GEEPS_TRANSPORT", "ipc"}, {"GEEPS_IPC_DIR", dir}},
-                          {"--channels", "2"}),
-                 3);
+  ExpectAllExact(
+      RunRanks(3, {{"GEEPS_TRANSPORT", "ipc"}, {"GEEPS_IPC_DIR", dir}}, {"--channels", "2"}), 3);
   std::vector<std::string> left;
   if (DIR* d = opendir(dir)) {
     while (dirent* e = readdir(d))
-      if (std::string(e->d_name) != "." && std::string(e->d_name) != "..") left.push_back(e->d_name);
+      if (std::string(e->d_name) != "." && std::string(e->d_name) != "..")
+        left.push_back(e->d_name);
     closedir(d);
   }
   EXPECT_TRUE(left.empty()) << left.size() << " files left in " << dir << ", e.g. "
@@ -125,10 +123,12 @@ TEST(MultiProcessTest, ServerOnlyAndWorkerOnlyRoles) {
   const std::string worker_only = Logs(children);
   EXPECT_NE(worker_only.find("rank 1 shard_stats: {\"shard\":-1,"), std::string::npos)
       << worker_only;
-  const bool zero_one = worker_only.find("rank 0 shard_stats: {\"shard\":0,") != std::string::npos &&
-                        worker_only.find("rank 2 shard_stats: {\"shard\":1,") != std::string::npos;
-  const bool one_zero = worker_only.find("rank 0 shard_stats: {\"shard\":1,") != std::string::npos &&
-                        worker_only.find("rank 2 shard_stats: {\"shard\":0,") != std::string::npos;
+  const bool zero_one =
+      worker_only.find("rank 0 shard_stats: {\"shard\":0,") != std::string::npos &&
+      worker_only.find("rank 2 shard_stats: {\"shard\":1,") != std::string::npos;
+  const bool one_zero =
+      worker_only.find("rank 0 shard_stats: {\"shard\":1,") != std::string::npos &&
+      worker_only.find("rank 2 shard_stats: {\"shard\":0,") != std::string::npos;
   EXPECT_TRUE(zero_one || one_zero) << worker_only;
 }
 
@@ -179,11 +179,11 @@ TEST(BootstrapTest, MpirunThreeProcesses) {
   const int port = FreePort();
   Env env = {{"GEEPS_COORDINATOR", "127.0.0.1:" + std::to_string(port)},
              {"GEEPS_TIMEOUT_MS", "20000"}};
-  std::vector<Child> children = {Spawn(
-      {"/usr/bin/mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "3", "--mca",
-       "btl_tcp_if_include", "lo", "--mca", "oob_tcp_if_include", "lo", "-x",
-       "GEEPS_COORDINATOR", "-x", "GEEPS_TIMEOUT_MS", GEEPS_MULTIPROC_WORKER},
-      env)};
+  std::vector<Child> children = {
+      Spawn({"/usr/bin/mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "3", "--mca",
+             "btl_tcp_if_include", "lo", "--mca", "oob_tcp_if_include", "lo", "-x",
+             "GEEPS_COORDINATOR", "-x", "GEEPS_TIMEOUT_MS", GEEPS_MULTIPROC_WORKER},
+            env)};
   ASSERT_TRUE(WaitAll(children, milliseconds(90000))) << Logs(children);
   EXPECT_EQ(children[0].status, 0) << Logs(children);
   const std::string logs = Logs(children);
@@ -205,8 +205,7 @@ void KillOne(int victim) {
   for (int r = 0; r < 3; ++r) {
     if (r == victim) continue;
     EXPECT_EQ(children[r].status, 3) << logs;
-    EXPECT_NE(ReadFile(children[r].log).find("rank " + std::to_string(victim)),
-              std::string::npos)
+    EXPECT_NE(ReadFile(children[r].log).find("rank " + std::to_string(victim)), std::string::npos)
         << logs;
   }
   EXPECT_LT(took, std::chrono::seconds(30)) << logs;

@@ -32,13 +32,20 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     const int value = std::atoi(argv[i + 1]);
-    if (flag == "--iterations") iterations = value;
-    else if (flag == "--slack") slack = value;
-    else if (flag == "--channels") channels = value;
-    else if (flag == "--delay-ms") delay_ms = value;
-    else if (flag == "--kill-rank") kill_rank = value;
-    else if (flag == "--kill-at") kill_at = value;
-    else if (flag == "--train") train = value;
+    if (flag == "--iterations")
+      iterations = value;
+    else if (flag == "--slack")
+      slack = value;
+    else if (flag == "--channels")
+      channels = value;
+    else if (flag == "--delay-ms")
+      delay_ms = value;
+    else if (flag == "--kill-rank")
+      kill_rank = value;
+    else if (flag == "--kill-at")
+      kill_at = value;
+    else if (flag == "--train")
+      train = value;
     else {
       std::fprintf(stderr, "multiproc_worker: unknown flag %s\n", flag.c_str());
       return 2;
@@ -71,11 +78,10 @@ int main(int argc, char** argv) {
     std::printf("rank %d: worker %d of %d: %d iterations done\nparams %s\n", rank, ps->rank(),
                 p.config().num_workers, iterations, geeps::testing::HexBits(params).c_str());
   } else if (geeps::GeePS* ps = p.worker()) {
-    st = geeps::testing::RunWorker(
-        *ps, p.config(), slack, iterations, std::chrono::milliseconds(delay_ms),
-        [&](int64_t i) {
-          if (rank == kill_rank && i == kill_at) std::raise(SIGKILL);
-        });
+    st = geeps::testing::RunWorker(*ps, p.config(), slack, iterations,
+                                   std::chrono::milliseconds(delay_ms), [&](int64_t i) {
+                                     if (rank == kill_rank && i == kill_at) std::raise(SIGKILL);
+                                   });
     if (!st.ok()) {
       p.Shutdown().ok();
       return Fail(rank, st);

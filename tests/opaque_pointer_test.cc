@@ -81,15 +81,15 @@ StatusOr<std::vector<float>> RunEveryOperation(Device& d, bool expect_opaque) {
   const std::vector<uint32_t> rows = {4, 0, 5, 2};
 
   // table = 1..18 (from pinned), dense = 100..117 (from ordinary memory).
-  GEEPS_RETURN_IF_ERROR(d.Copy(table, pinned, kFloats * sizeof(float),
-                               CopyKind::kHostToDevice, s.get()));
-  GEEPS_RETURN_IF_ERROR(d.Copy(dense, host.data(), kFloats * sizeof(float),
-                               CopyKind::kHostToDevice, s.get()));
-  GEEPS_RETURN_IF_ERROR(d.Copy(index, rows.data(), rows.size() * sizeof(uint32_t),
-                               CopyKind::kHostToDevice, s.get()));
+  GEEPS_RETURN_IF_ERROR(
+      d.Copy(table, pinned, kFloats * sizeof(float), CopyKind::kHostToDevice, s.get()));
+  GEEPS_RETURN_IF_ERROR(
+      d.Copy(dense, host.data(), kFloats * sizeof(float), CopyKind::kHostToDevice, s.get()));
+  GEEPS_RETURN_IF_ERROR(
+      d.Copy(index, rows.data(), rows.size() * sizeof(uint32_t), CopyKind::kHostToDevice, s.get()));
   // Pointer arithmetic on device pointers: 2 floats into dense, 4 apart.
-  GEEPS_RETURN_IF_ERROR(d.Copy(dense + 2, dense + 6, 4 * sizeof(float),
-                               CopyKind::kDeviceToDevice, s.get()));
+  GEEPS_RETURN_IF_ERROR(
+      d.Copy(dense + 2, dense + 6, 4 * sizeof(float), CopyKind::kDeviceToDevice, s.get()));
   // dense[0..3) += table[3..6); dense rows 3..5 = table rows {4, 0, 5};
   // table rows {4, 0, 5, 2} += dense rows 0..3; table row 1 = dense row 4
   // (through a one-entry index at index + 3, rewritten in stream order).
@@ -102,13 +102,13 @@ StatusOr<std::vector<float>> RunEveryOperation(Device& d, bool expect_opaque) {
   GEEPS_RETURN_IF_ERROR(d.Fill(dense + kFloats - 2, -5.0f, 2, s.get()));
   // Everything back: table to pinned memory, dense to ordinary memory, and a
   // host-to-host copy (never translated) between them.
-  GEEPS_RETURN_IF_ERROR(d.Copy(pinned, table, kFloats * sizeof(float),
-                               CopyKind::kDeviceToHost, s.get()));
-  GEEPS_RETURN_IF_ERROR(d.Copy(host.data(), dense, kFloats * sizeof(float),
-                               CopyKind::kDeviceToHost, s.get()));
+  GEEPS_RETURN_IF_ERROR(
+      d.Copy(pinned, table, kFloats * sizeof(float), CopyKind::kDeviceToHost, s.get()));
+  GEEPS_RETURN_IF_ERROR(
+      d.Copy(host.data(), dense, kFloats * sizeof(float), CopyKind::kDeviceToHost, s.get()));
   std::vector<float> out(2 * kFloats);
-  GEEPS_RETURN_IF_ERROR(d.Copy(out.data(), pinned, kFloats * sizeof(float),
-                               CopyKind::kHostToHost, s.get()));
+  GEEPS_RETURN_IF_ERROR(
+      d.Copy(out.data(), pinned, kFloats * sizeof(float), CopyKind::kHostToHost, s.get()));
   GEEPS_RETURN_IF_ERROR(d.Synchronize(s.get()));
   std::copy(host.begin(), host.end(), out.begin() + kFloats);
   d.Free(table);
@@ -165,8 +165,7 @@ TEST(OpaquePointerDeviceTest, ErrorsNameTheCallersPointers) {
   auto* buf = static_cast<float*>(*mem);
   std::vector<float> host(8);
   // Past the end of the block, enqueue-time check.
-  Status st = d->Copy(buf + 2, host.data(), 4 * sizeof(float), CopyKind::kHostToDevice,
-                      s->get());
+  Status st = d->Copy(buf + 2, host.data(), 4 * sizeof(float), CopyKind::kHostToDevice, s->get());
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st;
   EXPECT_NE(st.message().find(PointerText(buf + 2)), std::string::npos) << st;
   // A host address where device memory is expected.
@@ -238,9 +237,8 @@ TEST(OpaquePointerClusterTest, BspIterationsThroughHostCopiesAreExact) {
   const Config c = OpaqueClusterConfig(2);
   auto cluster = EmbeddedCluster::Start(c);
   ASSERT_OK(cluster.status());
-  ASSERT_OK((*cluster)->RunWorkers([&](GeePS& ps) {
-    return testing::RunWorker(ps, c, 0, 4, std::chrono::milliseconds(0));
-  }));
+  ASSERT_OK((*cluster)->RunWorkers(
+      [&](GeePS& ps) { return testing::RunWorker(ps, c, 0, 4, std::chrono::milliseconds(0)); }));
   EXPECT_EQ((*cluster)->worker(0)->GetStats().iterations, 4);
   ASSERT_OK((*cluster)->Shutdown());
 }

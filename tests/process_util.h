@@ -121,8 +121,7 @@ inline Child Spawn(const std::vector<std::string>& argv, const Env& env,
     for (const char* prefix : {"GEEPS_", "OMPI_", "SLURM_"}) {
       for (char** e = environ; *e;) {
         const std::string name(*e, std::strcspn(*e, "="));
-        if (std::strncmp(*e, prefix, std::strlen(prefix)) == 0 &&
-            !IsSuiteModeVariable(name)) {
+        if (std::strncmp(*e, prefix, std::strlen(prefix)) == 0 && !IsSuiteModeVariable(name)) {
           unsetenv(name.c_str());
         } else {
           ++e;

@@ -337,7 +337,8 @@ TEST(ResyncShardTest, MalformedAcksAndResyncsAreDropped) {
   // An update of worker 1's next clock acknowledging push m + 1: dropped
   // whole (its deltas are not in the model).
   rig.Send(1, Frames(From(1, MsgType::kUpdate, m, kAll.size(), m + 1), kAll,
-                     std::vector<float>(kAll.size() * kWidth, 100.0f))), ++bad;
+                     std::vector<float>(kAll.size() * kWidth, 100.0f))),
+      ++bad;
   ASSERT_TRUE(rig.Settle());
   const int64_t copied = rig.shard->GetStats().push_copy_bytes;
   // Worker 1 has not acknowledged push m: worker 0's write goes into a copy.
@@ -355,8 +356,7 @@ TEST(ResyncShardTest, MalformedAcksAndResyncsAreDropped) {
   EXPECT_EQ(s.frames_dropped, bad);
   EXPECT_EQ(s.resyncs_received, 0);
   EXPECT_EQ(s.repushes, 0);
-  EXPECT_EQ(s.push_copy_bytes - copied, 2 * kTableBytes)
-      << "a lying Ack released the held push";
+  EXPECT_EQ(s.push_copy_bytes - copied, 2 * kTableBytes) << "a lying Ack released the held push";
 }
 
 // Without holding (resend_after_connection_loss off, or over inproc, whose
@@ -444,8 +444,8 @@ TEST(ResyncShardTest, ResyncAfterAnEarlyPartGetsTheNextPushWhole) {
   ASSERT_OK(rig.started);
   const std::vector<uint64_t> all = {0, 1, 2, 3, 4, 5, 6, 7};
   const std::vector<uint64_t> low = {0, 1, 2, 3}, high = {4, 5, 6, 7};
-  auto update = [](uint32_t rank, int64_t clock, const std::vector<uint64_t>& rows,
-                   uint64_t offset, bool more, float value, int64_t aux) {
+  auto update = [](uint32_t rank, int64_t clock, const std::vector<uint64_t>& rows, uint64_t offset,
+                   bool more, float value, int64_t aux) {
     WireHeader h = testing::Header(MsgType::kUpdate, 0, clock, rows.size(), 16);
     h.sender = rank;
     h.aux = aux;

@@ -81,7 +81,6 @@ std::string NewKeyFile(const TempDir& dir, const std::string& name) {
   return path;
 }
 
-
 // The rejected_connections a multiproc_worker printed, or -1.
 long long RejectedIn(const std::string& log) {
   const std::string key = "rejected_connections: ";
@@ -332,8 +331,8 @@ class ZapHandlerTest : public ::testing::Test {
     intruder.set(zmq::sockopt::linger, 0);
     intruder.connect(endpoint_);
     intruder.send(zmq::str_buffer("let me in"), zmq::send_flags::dontwait);
-    EXPECT_TRUE(WaitAbove([&] { return security_->rejected_connections(); }, before,
-                          milliseconds(10000)))
+    EXPECT_TRUE(
+        WaitAbove([&] { return security_->rejected_connections(); }, before, milliseconds(10000)))
         << what;
     std::vector<zmq::message_t> frames;
     EXPECT_FALSE(ReceiveWithin(*server_, milliseconds(300), &frames)) << what;
@@ -561,8 +560,7 @@ TEST(CurveJobTest, TwoProcessesOverIpcAreExact) {
 #ifdef GEEPS_LAUNCH
 TEST(CurveJobTest, GeepsLaunchPassesTheKeyFile) {
   TempDir dir;
-  const Env env = {{"GEEPS_TIMEOUT_MS", "20000"},
-                   {"GEEPS_CURVE_KEYS", NewKeyFile(dir, "job.key")}};
+  const Env env = {{"GEEPS_TIMEOUT_MS", "20000"}, {"GEEPS_CURVE_KEYS", NewKeyFile(dir, "job.key")}};
   std::vector<Child> children = {
       Spawn({GEEPS_LAUNCH, "-n", "3", GEEPS_MULTIPROC_WORKER}, env, dir.File("launch.log"))};
   ASSERT_TRUE(WaitAll(children, milliseconds(90000))) << Logs(children);
@@ -583,9 +581,8 @@ TEST(CurveJobTest, MpirunExportsTheKeyFile) {
                    {"GEEPS_CURVE_KEYS", NewKeyFile(dir, "job.key")}};
   std::vector<Child> children = {Spawn(
       {"/usr/bin/mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2", "--mca",
-       "btl_tcp_if_include", "lo", "--mca", "oob_tcp_if_include", "lo", "-x",
-       "GEEPS_COORDINATOR", "-x", "GEEPS_TIMEOUT_MS", "-x", "GEEPS_CURVE_KEYS",
-       GEEPS_MULTIPROC_WORKER},
+       "btl_tcp_if_include", "lo", "--mca", "oob_tcp_if_include", "lo", "-x", "GEEPS_COORDINATOR",
+       "-x", "GEEPS_TIMEOUT_MS", "-x", "GEEPS_CURVE_KEYS", GEEPS_MULTIPROC_WORKER},
       env, dir.File("mpirun.log"))};
   ASSERT_TRUE(WaitAll(children, milliseconds(90000))) << Logs(children);
   const std::string log = ReadFile(children[0].log);
@@ -600,8 +597,7 @@ TEST(CurveJobTest, MpirunExportsTheKeyFile) {
 void ExpectCannotJoin(const TempDir& dir, const std::string& job_key,
                       const std::string& rank1_key) {
   const auto start = steady_clock::now();
-  std::vector<Child> children =
-      StartJob(dir, {job_key, rank1_key}, {{"GEEPS_TIMEOUT_MS", "1500"}});
+  std::vector<Child> children = StartJob(dir, {job_key, rank1_key}, {{"GEEPS_TIMEOUT_MS", "1500"}});
   ASSERT_TRUE(WaitAll(children, milliseconds(60000))) << Logs(children);
   const std::string logs = Logs(children);
   EXPECT_NE(children[0].status, 0) << logs;

@@ -36,7 +36,8 @@ TEST(ShardPushTest, WorkersWithEqualAndDifferentSubscriptionsGetTheirOwnRows) {
   server::ShardChannel shard(&ctx, c, 0, "inproc://shard-push-groups");
   ASSERT_OK(shard.Start());
   std::vector<std::unique_ptr<zmq::socket_t>> w;
-  for (int r = 0; r < 4; ++r) w.push_back(testing::WorkerSocket(ctx, r, "inproc://shard-push-groups"));
+  for (int r = 0; r < 4; ++r)
+    w.push_back(testing::WorkerSocket(ctx, r, "inproc://shard-push-groups"));
   // Workers 3 and 1 share rows {0, 1} (3 subscribes first, so the group's
   // first member is not the lowest rank); 0 has {1, 2}; 2 has {0, 1, 3}.
   const std::vector<std::vector<uint64_t>> subs = {{1, 2}, {0, 1}, {0, 1, 3}, {0, 1}};
@@ -58,7 +59,8 @@ TEST(ShardPushTest, WorkersWithEqualAndDifferentSubscriptionsGetTheirOwnRows) {
     }
     for (int r = 0; r < 4; ++r) {
       std::vector<float> expect;
-      for (uint64_t row : subs[r]) expect.insert(expect.end(), {table[row * 2], table[row * 2 + 1]});
+      for (uint64_t row : subs[r])
+        expect.insert(expect.end(), {table[row * 2], table[row * 2 + 1]});
       int64_t got_clock = -1;
       EXPECT_EQ(RecvPush(*w[r], &got_clock), expect) << "worker " << r << " clock " << clock;
       EXPECT_EQ(got_clock, clock + 1);
@@ -116,19 +118,20 @@ TEST(ShardPushTest, UpdatesNeverWriteRowsThatAPushStillHolds) {
 TEST(ShardPushTest, EarlyPushPartsLeaveBeforeTheLastUpdatePartAndStayIntact) {
   Config c;
   c.num_workers = 2;
-  c.tables = {{"t", 8, 16}};  // 64-byte rows
+  c.tables = {{"t", 8, 16}};    // 64-byte rows
   c.pipeline_part_bytes = 128;  // an early part once two rows are ready
   zmq::context_t ctx;
   testing::g_context = &ctx;
   server::ShardChannel shard(&ctx, c, 0, "inproc://shard-push-early");
   ASSERT_OK(shard.Start());
   std::vector<std::unique_ptr<zmq::socket_t>> w;
-  for (int r = 0; r < 2; ++r) w.push_back(testing::WorkerSocket(ctx, r, "inproc://shard-push-early"));
+  for (int r = 0; r < 2; ++r)
+    w.push_back(testing::WorkerSocket(ctx, r, "inproc://shard-push-early"));
   const std::vector<uint64_t> all = {0, 1, 2, 3, 4, 5, 6, 7};
   const std::vector<uint64_t> low = {0, 1, 2, 3}, high = {4, 5, 6, 7};
   for (int r = 0; r < 2; ++r) Send(*w[r], Frames(From(r, MsgType::kSubscribe, 0, 8), all, {}));
-  auto update = [](uint32_t rank, int64_t clock, const std::vector<uint64_t>& rows,
-                   uint64_t offset, bool more, float value) {
+  auto update = [](uint32_t rank, int64_t clock, const std::vector<uint64_t>& rows, uint64_t offset,
+                   bool more, float value) {
     WireHeader h = From(rank, MsgType::kUpdate, clock, rows.size());
     h.row_width = 16;
     h.offset = offset;

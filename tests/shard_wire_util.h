@@ -23,7 +23,7 @@ using transport::WireHeader;
 inline void* g_context = nullptr;
 
 inline std::vector<zmq::message_t> Frames(const WireHeader& h, const std::vector<uint64_t>& rows,
-                                   const std::vector<float>& payload) {
+                                          const std::vector<float>& payload) {
   std::vector<zmq::message_t> f;
   f.emplace_back(transport::kHeaderBytes);
   transport::EncodeHeader(h, f[0].data());
@@ -38,7 +38,8 @@ inline void Send(zmq::socket_t& s, std::vector<zmq::message_t> frames) {
     s.send(frames[i], i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
 }
 
-inline WireHeader Header(MsgType type, uint32_t table, int64_t clock, uint64_t rows, uint32_t width) {
+inline WireHeader Header(MsgType type, uint32_t table, int64_t clock, uint64_t rows,
+                         uint32_t width) {
   WireHeader h;
   h.type = static_cast<uint16_t>(type);
   h.sender = 0;

@@ -52,16 +52,14 @@ std::unique_ptr<EmbeddedCluster> StartOrDie(const Config& c) {
 std::vector<float> InitValues(const TableSpec& spec) {
   std::vector<float> v(spec.num_rows * spec.row_width);
   for (uint64_t r = 0; r < spec.num_rows; ++r)
-    for (uint32_t j = 0; j < spec.row_width; ++j)
-      v[r * spec.row_width + j] = Init(r, j);
+    for (uint32_t j = 0; j < spec.row_width; ++j) v[r * spec.row_width + j] = Init(r, j);
   return v;
 }
 
 std::vector<float> DeltaValues(const TableSpec& spec, int w, int64_t i) {
   std::vector<float> v(spec.num_rows * spec.row_width);
   for (uint64_t r = 0; r < spec.num_rows; ++r)
-    for (uint32_t j = 0; j < spec.row_width; ++j)
-      v[r * spec.row_width + j] = Delta(w, i, r, j);
+    for (uint32_t j = 0; j < spec.row_width; ++j) v[r * spec.row_width + j] = Delta(w, i, r, j);
   return v;
 }
 
@@ -73,11 +71,10 @@ struct Trace {
 
 // Checks values read at iteration i (within [lo, hi] iterations of deltas;
 // BSP: exactly i) and appends them to the trace.
-Status Seen(const Config& c, TableId t, int w, int64_t i,
-            const std::vector<float>& read, Trace* trace, int64_t lo, int64_t hi) {
+Status Seen(const Config& c, TableId t, int w, int64_t i, const std::vector<float>& read,
+            Trace* trace, int64_t lo, int64_t hi) {
   const std::vector<RowIndex> rows = ReadRows(t, c.tables[t].num_rows, w);
-  GEEPS_RETURN_IF_ERROR(
-      testing::CheckRead(c, t, rows, read.data(), lo, hi, w, i));
+  GEEPS_RETURN_IF_ERROR(testing::CheckRead(c, t, rows, read.data(), lo, hi, w, i));
   trace->seen.insert(trace->seen.end(), read.begin(), read.end());
   return Status::OK();
 }
@@ -86,8 +83,7 @@ Status Seen(const Config& c, TableId t, int w, int64_t i,
 Status Final(GeePS& ps, const Config& c, int64_t iterations, Trace* trace) {
   GEEPS_RETURN_IF_ERROR(ps.Sync());
   for (TableId t = 0; t < kShared; ++t) {
-    const std::vector<RowIndex> rows =
-        ReadRows(t, c.tables[t].num_rows, ps.rank());
+    const std::vector<RowIndex> rows = ReadRows(t, c.tables[t].num_rows, ps.rank());
     std::vector<float> out(rows.size() * c.tables[t].row_width);
     GEEPS_RETURN_IF_ERROR(ps.CopyRows(t, rows, out.data()));
     GEEPS_RETURN_IF_ERROR(Seen(c, t, ps.rank(), iterations, out, trace, iterations, iterations));
@@ -107,8 +103,7 @@ Status StepJob(GeePS& ps, const Config& c, int64_t iterations, Trace* trace, int
   auto prologue = [&](Step& s) -> Status {
     if (s.rank() != 0) return Status::OK();
     for (TableId t = 0; t < kShared; ++t) {
-      GEEPS_ASSIGN_OR_RETURN(MutableRows init,
-                             s.PreUpdate(t, RowRange(0, c.tables[t].num_rows)));
+      GEEPS_ASSIGN_OR_RETURN(MutableRows init, s.PreUpdate(t, RowRange(0, c.tables[t].num_rows)));
       GEEPS_RETURN_IF_ERROR(s.Compute([&] {
         ++trace->computes;
         return testing::WriteBuffer(ps, init.data, InitValues(c.tables[t]));
@@ -120,12 +115,11 @@ Status StepJob(GeePS& ps, const Config& c, int64_t iterations, Trace* trace, int
   auto iteration = [&](Step& s) -> Status {
     const int64_t i = s.iteration();
     for (TableId t = 0; t < kShared; ++t) {
-      GEEPS_ASSIGN_OR_RETURN(
-          ConstRows view, s.Read(t, ReadRows(t, c.tables[t].num_rows, w), slack));
+      GEEPS_ASSIGN_OR_RETURN(ConstRows view,
+                             s.Read(t, ReadRows(t, c.tables[t].num_rows, w), slack));
       GEEPS_RETURN_IF_ERROR(s.Compute([&]() -> Status {
         ++trace->computes;
-        GEEPS_ASSIGN_OR_RETURN(auto read,
-                               ReadBuffer(ps, view.data, view.floats()));
+        GEEPS_ASSIGN_OR_RETURN(auto read, ReadBuffer(ps, view.data, view.floats()));
         // Nobody is more than slack+1 iterations ahead of this reader.
         const int64_t lo = slack == kUnboundedSlack ? 0 : std::max<int64_t>(0, i - slack);
         const int64_t hi = slack == 0 ? i
@@ -137,8 +131,7 @@ Status StepJob(GeePS& ps, const Config& c, int64_t iterations, Trace* trace, int
       GEEPS_RETURN_IF_ERROR(s.PostRead(view));
     }
     for (TableId t = 0; t < kShared; ++t) {
-      GEEPS_ASSIGN_OR_RETURN(MutableRows d,
-                             s.PreUpdate(t, RowRange(0, c.tables[t].num_rows)));
+      GEEPS_ASSIGN_OR_RETURN(MutableRows d, s.PreUpdate(t, RowRange(0, c.tables[t].num_rows)));
       GEEPS_RETURN_IF_ERROR(s.Compute([&] {
         ++trace->computes;
         return testing::WriteBuffer(ps, d.data, DeltaValues(c.tables[t], w, i));
@@ -150,10 +143,8 @@ Status StepJob(GeePS& ps, const Config& c, int64_t iterations, Trace* trace, int
       ++trace->computes;
       GEEPS_ASSIGN_OR_RETURN(auto v, ReadBuffer(ps, local.data, 2));
       W_CHECK(i == 0 || v[0] == static_cast<float>(i),
-              "local counter " + std::to_string(v[0]) + " at iteration " +
-                  std::to_string(i));
-      return testing::WriteBuffer(ps, local.data,
-                                  {static_cast<float>(i + 1), 0.0f});
+              "local counter " + std::to_string(v[0]) + " at iteration " + std::to_string(i));
+      return testing::WriteBuffer(ps, local.data, {static_cast<float>(i + 1), 0.0f});
     }));
     GEEPS_RETURN_IF_ERROR(s.PostLocalAccess(local));
     if (w == 0 && delay.count() > 0)
@@ -166,34 +157,29 @@ Status StepJob(GeePS& ps, const Config& c, int64_t iterations, Trace* trace, int
 }
 
 // The same job with the low-level calls.
-Status LowLevelJob(GeePS& ps, const Config& c, int64_t iterations,
-                   Trace* trace) {
+Status LowLevelJob(GeePS& ps, const Config& c, int64_t iterations, Trace* trace) {
   const int w = ps.rank();
   std::vector<ReadHandle> reads;
   std::vector<UpdateHandle> updates, init;
   for (TableId t = 0; t < kShared; ++t) {
-    GEEPS_ASSIGN_OR_RETURN(
-        ReadHandle h,
-        ps.VirtualRead(t, ReadRows(t, c.tables[t].num_rows, w), 0));
+    GEEPS_ASSIGN_OR_RETURN(ReadHandle h,
+                           ps.VirtualRead(t, ReadRows(t, c.tables[t].num_rows, w), 0));
     GEEPS_RETURN_IF_ERROR(ps.VirtualPostRead(h));
     reads.push_back(h);
   }
   for (TableId t = 0; t < kShared; ++t) {
-    GEEPS_ASSIGN_OR_RETURN(
-        UpdateHandle h,
-        ps.VirtualPreUpdate(t, RowRange(0, c.tables[t].num_rows)));
+    GEEPS_ASSIGN_OR_RETURN(UpdateHandle h,
+                           ps.VirtualPreUpdate(t, RowRange(0, c.tables[t].num_rows)));
     GEEPS_RETURN_IF_ERROR(ps.VirtualUpdate(h));
     updates.push_back(h);
   }
-  GEEPS_ASSIGN_OR_RETURN(LocalHandle local,
-                         ps.VirtualLocalAccess(kScratch, {1}, true));
+  GEEPS_ASSIGN_OR_RETURN(LocalHandle local, ps.VirtualLocalAccess(kScratch, {1}, true));
   GEEPS_RETURN_IF_ERROR(ps.VirtualPostLocalAccess(local, true));
   GEEPS_RETURN_IF_ERROR(ps.VirtualClock());
   if (w == 0) {
     for (TableId t = 0; t < kShared; ++t) {
-      GEEPS_ASSIGN_OR_RETURN(
-          UpdateHandle h,
-          ps.VirtualPreUpdate(t, RowRange(0, c.tables[t].num_rows)));
+      GEEPS_ASSIGN_OR_RETURN(UpdateHandle h,
+                             ps.VirtualPreUpdate(t, RowRange(0, c.tables[t].num_rows)));
       GEEPS_RETURN_IF_ERROR(ps.VirtualUpdate(h));
       init.push_back(h);
     }
@@ -202,28 +188,24 @@ Status LowLevelJob(GeePS& ps, const Config& c, int64_t iterations,
   GEEPS_RETURN_IF_ERROR(ps.StartIterations());
   for (TableId t = 0; t < init.size(); ++t) {
     GEEPS_ASSIGN_OR_RETURN(float* buf, ps.PreUpdate(init[t]));
-    GEEPS_RETURN_IF_ERROR(
-        testing::WriteBuffer(ps, buf, InitValues(c.tables[t])));
+    GEEPS_RETURN_IF_ERROR(testing::WriteBuffer(ps, buf, InitValues(c.tables[t])));
     GEEPS_RETURN_IF_ERROR(ps.Update(init[t]));
   }
   for (int64_t i = 0; i < iterations; ++i) {
     for (TableId t = 0; t < kShared; ++t) {
       GEEPS_ASSIGN_OR_RETURN(const float* buf, ps.Read(reads[t]));
-      const size_t n =
-          ReadRows(t, c.tables[t].num_rows, w).size() * c.tables[t].row_width;
+      const size_t n = ReadRows(t, c.tables[t].num_rows, w).size() * c.tables[t].row_width;
       GEEPS_ASSIGN_OR_RETURN(auto read, ReadBuffer(ps, buf, n));
       GEEPS_RETURN_IF_ERROR(Seen(c, t, w, i, read, trace, i, i));
       GEEPS_RETURN_IF_ERROR(ps.PostRead(reads[t]));
     }
     for (TableId t = 0; t < kShared; ++t) {
       GEEPS_ASSIGN_OR_RETURN(float* buf, ps.PreUpdate(updates[t]));
-      GEEPS_RETURN_IF_ERROR(
-          testing::WriteBuffer(ps, buf, DeltaValues(c.tables[t], w, i)));
+      GEEPS_RETURN_IF_ERROR(testing::WriteBuffer(ps, buf, DeltaValues(c.tables[t], w, i)));
       GEEPS_RETURN_IF_ERROR(ps.Update(updates[t]));
     }
     GEEPS_ASSIGN_OR_RETURN(float* l, ps.LocalAccess(local));
-    GEEPS_RETURN_IF_ERROR(
-        testing::WriteBuffer(ps, l, {static_cast<float>(i + 1), 0.0f}));
+    GEEPS_RETURN_IF_ERROR(testing::WriteBuffer(ps, l, {static_cast<float>(i + 1), 0.0f}));
     GEEPS_RETURN_IF_ERROR(ps.PostLocalAccess(local));
     GEEPS_RETURN_IF_ERROR(ps.Clock());
   }
@@ -239,8 +221,7 @@ std::vector<Trace> RunJob(bool with_step) {
   if (!cluster) return traces;
   EXPECT_OK(cluster->RunWorkers([&](GeePS& ps) {
     Trace* trace = &traces[ps.rank()];
-    return with_step ? StepJob(ps, c, kIterations, trace)
-                     : LowLevelJob(ps, c, kIterations, trace);
+    return with_step ? StepJob(ps, c, kIterations, trace) : LowLevelJob(ps, c, kIterations, trace);
   }));
   return traces;
 }
@@ -253,8 +234,7 @@ TEST(StepTest, TwoWorkerBspJobReachesExactSums) {
     // values against the per-clock formula here too.
     size_t per_clock = 0;
     for (TableId t = 0; t < kShared; ++t)
-      per_clock +=
-          ReadRows(t, c.tables[t].num_rows, w).size() * c.tables[t].row_width;
+      per_clock += ReadRows(t, c.tables[t].num_rows, w).size() * c.tables[t].row_width;
     ASSERT_EQ(traces[w].seen.size(), per_clock * (kIterations + 1)) << w;
     // Table 0 (width 1, all rows) comes first in each clock's values.
     for (int64_t i = 0; i <= kIterations; ++i) {
@@ -290,9 +270,9 @@ TEST(StepTest, LowLevelJobIsBitwiseEqual) {
   for (int w = 0; w < 2; ++w) {
     ASSERT_FALSE(step[w].seen.empty());
     ASSERT_EQ(step[w].seen.size(), low[w].seen.size()) << w;
-    EXPECT_EQ(std::memcmp(step[w].seen.data(), low[w].seen.data(),
-                          step[w].seen.size() * sizeof(float)),
-              0)
+    EXPECT_EQ(
+        std::memcmp(step[w].seen.data(), low[w].seen.data(), step[w].seen.size() * sizeof(float)),
+        0)
         << "worker " << w;
   }
 }
@@ -321,8 +301,7 @@ TEST(StepTest, PrologueValuesAreSeenByTheFirstIteration) {
           GEEPS_ASSIGN_OR_RETURN(ConstRows r, s.Read(0, rows));
           GEEPS_RETURN_IF_ERROR(s.Compute([&]() -> Status {
             if (s.iteration() != 0) return Status::OK();
-            GEEPS_ASSIGN_OR_RETURN(first[ps.rank()],
-                                   ReadBuffer(ps, r.data, r.floats()));
+            GEEPS_ASSIGN_OR_RETURN(first[ps.rank()], ReadBuffer(ps, r.data, r.floats()));
             return Status::OK();
           }));
           GEEPS_RETURN_IF_ERROR(s.PostRead(r));
@@ -395,8 +374,9 @@ TEST(StepTest, ALocalTableReadOnlyInTheIteration) {
   ASSERT_OK(step.Run(
       [&](Step& s) -> Status {
         GEEPS_ASSIGN_OR_RETURN(MutableRows l, s.LocalAccess(1, rows, /*fetch=*/false));
-        GEEPS_RETURN_IF_ERROR(
-            s.Compute([&] { return testing::WriteBuffer(ps, l.data, {1, 2, 3, 4, 5, 6}); }));
+        GEEPS_RETURN_IF_ERROR(s.Compute([&] {
+          return testing::WriteBuffer(ps, l.data, {1, 2, 3, 4, 5, 6});
+        }));
         return s.PostLocalAccess(l, /*keep=*/true);
       },
       [&](Step& s) -> Status {
@@ -439,8 +419,7 @@ TEST(StepTest, ViewsReportRowsAndWidth) {
     expect(u.rows == 2 && u.width == 3 && u.position == 2, "update shape");
     expect((u.data == nullptr) == s.recording(), "update data");
     GEEPS_RETURN_IF_ERROR(s.Update(u));
-    GEEPS_ASSIGN_OR_RETURN(MutableRows l,
-                           s.LocalAccess(1, RowRange(0, 5), false));
+    GEEPS_ASSIGN_OR_RETURN(MutableRows l, s.LocalAccess(1, RowRange(0, 5), false));
     expect(l.rows == 5 && l.width == 7 && l.floats() == 35, "local shape");
     expect(l.position == 4, "local position");
     expect((l.data == nullptr) == s.recording(), "local data");
@@ -516,8 +495,7 @@ Status RunDeviating(const std::function<Status(Step&)>& deviate) {
 void ExpectMentions(const Status& st, const std::vector<std::string>& parts) {
   EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition) << st;
   for (const std::string& p : parts) {
-    EXPECT_NE(st.message().find(p), std::string::npos)
-        << "'" << p << "' not in: " << st;
+    EXPECT_NE(st.message().find(p), std::string::npos) << "'" << p << "' not in: " << st;
   }
 }
 
@@ -526,8 +504,7 @@ TEST(StepMismatchTest, ReadOfAnotherTable) {
     GEEPS_ASSIGN_OR_RETURN(ConstRows r, s.Read(1, {1, 2, 3}));
     return s.PostRead(r);
   });
-  ExpectMentions(st, {"iteration 2", "position 0",
-                      "recorded Read(table 0, 3 rows [1, 2, 3]",
+  ExpectMentions(st, {"iteration 2", "position 0", "recorded Read(table 0, 3 rows [1, 2, 3]",
                       "called Read(table 1, 3 rows [1, 2, 3]"});
 }
 
@@ -548,8 +525,8 @@ TEST(StepMismatchTest, MissingUpdate) {
     (void)u;
     return s.Clock();
   });
-  ExpectMentions(st, {"iteration 2", "position 3",
-                      "recorded Update(of position 2", "called Clock()"});
+  ExpectMentions(st,
+                 {"iteration 2", "position 3", "recorded Update(of position 2", "called Clock()"});
 }
 
 TEST(StepMismatchTest, ALocalReadIsNotALocalAccess) {
@@ -559,18 +536,19 @@ TEST(StepMismatchTest, ALocalReadIsNotALocalAccess) {
   auto cluster = StartOrDie(c);
   ASSERT_NE(cluster, nullptr);
   Step step(*cluster->worker(0), c);
-  Status st = step.Run(nullptr,
-                       [&](Step& s) -> Status {
-                         if (s.iteration() == 1) {
-                           GEEPS_ASSIGN_OR_RETURN(MutableRows l, s.LocalAccess(1, {0, 1}));
-                           GEEPS_RETURN_IF_ERROR(s.PostLocalAccess(l));
-                         } else {
-                           GEEPS_ASSIGN_OR_RETURN(ConstRows l, s.LocalRead(1, {0, 1}));
-                           GEEPS_RETURN_IF_ERROR(s.PostLocalRead(l));
-                         }
-                         return s.Clock();
-                       },
-                       3);
+  Status st = step.Run(
+      nullptr,
+      [&](Step& s) -> Status {
+        if (s.iteration() == 1) {
+          GEEPS_ASSIGN_OR_RETURN(MutableRows l, s.LocalAccess(1, {0, 1}));
+          GEEPS_RETURN_IF_ERROR(s.PostLocalAccess(l));
+        } else {
+          GEEPS_ASSIGN_OR_RETURN(ConstRows l, s.LocalRead(1, {0, 1}));
+          GEEPS_RETURN_IF_ERROR(s.PostLocalRead(l));
+        }
+        return s.Clock();
+      },
+      3);
   ExpectMentions(st, {"iteration 1", "position 0", "recorded LocalRead(table 1, 2 rows",
                       "called LocalAccess(table 1, 2 rows"});
 }
@@ -584,8 +562,7 @@ TEST(StepMismatchTest, ExtraClock) {
     GEEPS_RETURN_IF_ERROR(s.Clock());
     return s.Clock();
   });
-  ExpectMentions(
-      st, {"iteration 2", "position 5", "recorded nothing", "called Clock()"});
+  ExpectMentions(st, {"iteration 2", "position 5", "recorded nothing", "called Clock()"});
 }
 
 TEST(StepMismatchTest, EarlyClock) {
@@ -594,8 +571,7 @@ TEST(StepMismatchTest, EarlyClock) {
     GEEPS_RETURN_IF_ERROR(s.PostRead(r));
     return s.Clock();
   });
-  ExpectMentions(
-      st, {"position 2", "recorded PreUpdate(table 0", "called Clock()"});
+  ExpectMentions(st, {"position 2", "recorded PreUpdate(table 0", "called Clock()"});
 }
 
 TEST(StepMismatchTest, IgnoredMismatchIsStillReported) {
@@ -618,8 +594,7 @@ TEST(StepMismatchTest, FunctionReturningEarly) {
     GEEPS_ASSIGN_OR_RETURN(ConstRows r, s.Read(0, {1, 2, 3}));
     return s.PostRead(r);
   });
-  ExpectMentions(
-      st, {"position 2", "recorded PreUpdate(table 0", "called nothing"});
+  ExpectMentions(st, {"position 2", "recorded PreUpdate(table 0", "called nothing"});
 }
 
 TEST(StepRecordingTest, BrokenInvariantsAreClearErrors) {
@@ -635,18 +610,15 @@ TEST(StepRecordingTest, BrokenInvariantsAreClearErrors) {
   auto clock = [](Step& s) { return s.Clock(); };
   ExpectMentions(run([](Step& s) { return s.Clock(); }, clock),
                  {"Clock() at position 0 of the recorded prologue"});
-  ExpectMentions(run(nullptr, [](Step&) { return Status::OK(); }),
-                 {"without calling Clock()"});
+  ExpectMentions(run(nullptr, [](Step&) { return Status::OK(); }), {"without calling Clock()"});
   ExpectMentions(run(nullptr,
                      [](Step& s) -> Status {
                        GEEPS_RETURN_IF_ERROR(s.Read(0, {0}).status());
                        return s.Clock();
                      }),
                  {"Clock() leaves Read(table 0, 1 row [0]", "open"});
-  ExpectMentions(
-      run([](Step& s) -> Status { return s.PreUpdate(0, {1}).status(); },
-          clock),
-      {"the prologue leaves PreUpdate(table 0", "open"});
+  ExpectMentions(run([](Step& s) -> Status { return s.PreUpdate(0, {1}).status(); }, clock),
+                 {"the prologue leaves PreUpdate(table 0", "open"});
   ExpectMentions(run(nullptr,
                      [](Step& s) -> Status {
                        GEEPS_RETURN_IF_ERROR(s.Clock());
@@ -660,8 +632,7 @@ TEST(StepRecordingTest, BrokenInvariantsAreClearErrors) {
     return s.Clock();
   });
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st;
-  EXPECT_NE(st.message().find("position 0, Read(table 0"), std::string::npos)
-      << st;
+  EXPECT_NE(st.message().find("position 0, Read(table 0"), std::string::npos) << st;
   // Accesses outside a pass.
   auto cluster = StartOrDie(c);
   ASSERT_NE(cluster, nullptr);
@@ -703,7 +674,10 @@ TEST(StepDocTest, ApiDocShowsTheTestedTrainer) {
   std::vector<std::string> code, shown;
   bool in = false;
   for (const auto& l : header) {
-    if (l.find("---8<---") != std::string::npos) { in = true; continue; }
+    if (l.find("---8<---") != std::string::npos) {
+      in = true;
+      continue;
+    }
     if (l.find("--->8---") != std::string::npos) in = false;
     if (in) code.push_back(l);
   }

@@ -113,8 +113,7 @@ Status RunWorker(GeePS& ps, Result* out) {
       GEEPS_ASSIGN_OR_RETURN(const float* a, ps.LocalAccess(h.in[l]));
       GEEPS_RETURN_IF_ERROR(ps.EnqueueHostWork([a, d, l] {
         SlowKernel();
-        for (size_t k = 0; k < kWFloats; ++k)
-          d[k] += 0.01f * a[(k * 3 + l) % kAFloats] - 0.002f;
+        for (size_t k = 0; k < kWFloats; ++k) d[k] += 0.01f * a[(k * 3 + l) % kAFloats] - 0.002f;
       }));
       GEEPS_RETURN_IF_ERROR(ps.PostLocalAccess(h.in[l]));
     }
@@ -171,8 +170,7 @@ TEST_F(StreamOrderTest, SwappedLocalDataWaitsForTheApplicationsKernels) {
     EXPECT_GT(got->stats.bytes_device_to_host, 0u) << "budget " << budget;
     EXPECT_GT(got->stats.bytes_host_to_device, 0u) << "budget " << budget;
     ASSERT_EQ(got->w.size(), reference->w.size());
-    EXPECT_EQ(0, std::memcmp(got->w.data(), reference->w.data(),
-                             got->w.size() * sizeof(float)))
+    EXPECT_EQ(0, std::memcmp(got->w.data(), reference->w.data(), got->w.size() * sizeof(float)))
         << "budget " << budget << ": W differs from the run without a budget (first value "
         << got->w[0] << " vs " << reference->w[0] << ")";
   }

@@ -101,10 +101,10 @@ inline StatusOr<ReadUpdateHandles> RecordReadUpdateClock(GeePS& ps, TableId tabl
     EXPECT_TRUE(geeps_st_.ok()) << geeps_st_.ToString(); \
   } while (0)
 // Inside a worker function returning Status.
-#define W_CHECK(cond, msg)                                                      \
-  do {                                                                          \
-    if (!(cond)) return ::geeps::InternalError(std::string("check failed: ") + \
-                                               #cond + ": " + (msg));          \
+#define W_CHECK(cond, msg)                                                                 \
+  do {                                                                                     \
+    if (!(cond))                                                                           \
+      return ::geeps::InternalError(std::string("check failed: ") + #cond + ": " + (msg)); \
   } while (0)
 
 #endif  // GEEPS_TESTS_TEST_UTIL_H_

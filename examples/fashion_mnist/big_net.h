@@ -19,7 +19,7 @@ namespace fmnist {
 
 struct BigNetOptions {
   std::string model = "big-mlp";
-  int iterations = 60;      // of one global batch, in one epoch
+  int iterations = 60;  // of one global batch, in one epoch
   int batch_size = 256;
   int workers = 1;
   double oversubscription = 4;  // (parameter + local bytes) / budget
@@ -32,17 +32,17 @@ struct BigNetOptions {
   geeps::DeviceKind device = geeps::DeviceKind::kHost;
   float learning_rate = 0.01f;
   float momentum = 0.9f;
-  int test_size = 512;          // synthetic examples evaluated before and after
+  int test_size = 512;  // synthetic examples evaluated before and after
   uint64_t seed = 1;
   std::ostream* log = nullptr;  // progress; null = silent
 };
 
 // One training run's figures.
 struct BigNetRun {
-  uint64_t budget = 0;           // 0: none
-  double seconds = 0;            // training time (evaluation excluded)
+  uint64_t budget = 0;  // 0: none
+  double seconds = 0;   // training time (evaluation excluded)
   double samples_per_second = 0;
-  double stall_seconds = 0;      // WorkerStats::memory_stall_seconds (worker 0)
+  double stall_seconds = 0;  // WorkerStats::memory_stall_seconds (worker 0)
   int64_t bytes_host_to_device = 0, bytes_device_to_host = 0;
   uint64_t pool_bytes = 0, pool_high_water = 0;
   double loss_before = 0, loss_after = 0;  // synthetic test set
@@ -51,13 +51,13 @@ struct BigNetRun {
 };
 
 struct BigNetResult {
-  std::string model;               // Network::Describe()
+  std::string model;  // Network::Describe()
   size_t num_params = 0;
-  uint64_t param_bytes = 0;        // shared tables "params*" (rows x width x 4)
-  uint64_t local_bytes = 0;        // local table "local", per worker
-  uint64_t activation_bytes = 0;   // of which activations and their gradients
-  uint64_t optimizer_bytes = 0;    // weight gradients and momentum
-  uint64_t scratch_bytes = 0;      // layers' scratch space
+  uint64_t param_bytes = 0;       // shared tables "params*" (rows x width x 4)
+  uint64_t local_bytes = 0;       // local table "local", per worker
+  uint64_t activation_bytes = 0;  // of which activations and their gradients
+  uint64_t optimizer_bytes = 0;   // weight gradients and momentum
+  uint64_t scratch_bytes = 0;     // layers' scratch space
   BigNetRun budgeted, unbudgeted;
   bool weights_identical = false;  // bitwise, budgeted vs unbudgeted
   double oversubscription() const {

@@ -38,9 +38,12 @@ double MB(uint64_t bytes) { return static_cast<double>(bytes) / 1e6; }
 
 const char* DeviceName(geeps::DeviceKind d) {
   switch (d) {
-    case geeps::DeviceKind::kHost: return "host";
-    case geeps::DeviceKind::kCuda: return "cuda";
-    default: return "auto";
+    case geeps::DeviceKind::kHost:
+      return "host";
+    case geeps::DeviceKind::kCuda:
+      return "cuda";
+    default:
+      return "auto";
   }
 }
 
@@ -58,21 +61,34 @@ int main(int argc, char** argv) {
     }
     if (i + 1 >= argc) return Usage("missing value for " + f);
     const char* v = argv[++i];
-    if (f == "--iterations") o.iterations = std::atoi(v);
-    else if (f == "--batch-size") o.batch_size = std::atoi(v);
-    else if (f == "--oversubscription") o.oversubscription = std::atof(v);
-    else if (f == "--copy-gbs") o.copy_gbs = std::atof(v);
-    else if (f == "--workers") o.workers = std::atoi(v);
-    else if (f == "--lr") o.learning_rate = static_cast<float>(std::atof(v));
-    else if (f == "--seed") o.seed = std::strtoull(v, nullptr, 10);
-    else if (f == "--out") out = v;
+    if (f == "--iterations")
+      o.iterations = std::atoi(v);
+    else if (f == "--batch-size")
+      o.batch_size = std::atoi(v);
+    else if (f == "--oversubscription")
+      o.oversubscription = std::atof(v);
+    else if (f == "--copy-gbs")
+      o.copy_gbs = std::atof(v);
+    else if (f == "--workers")
+      o.workers = std::atoi(v);
+    else if (f == "--lr")
+      o.learning_rate = static_cast<float>(std::atof(v));
+    else if (f == "--seed")
+      o.seed = std::strtoull(v, nullptr, 10);
+    else if (f == "--out")
+      out = v;
     else if (f == "--device") {
       const std::string d = v;
-      if (d == "host") o.device = geeps::DeviceKind::kHost;
-      else if (d == "cuda") o.device = geeps::DeviceKind::kCuda;
-      else if (d == "auto") o.device = geeps::DeviceKind::kAuto;
-      else return Usage("--device must be host, cuda or auto");
-    } else return Usage("unknown flag " + f);
+      if (d == "host")
+        o.device = geeps::DeviceKind::kHost;
+      else if (d == "cuda")
+        o.device = geeps::DeviceKind::kCuda;
+      else if (d == "auto")
+        o.device = geeps::DeviceKind::kAuto;
+      else
+        return Usage("--device must be host, cuda or auto");
+    } else
+      return Usage("unknown flag " + f);
   }
   o.log = &std::cout;
   fmnist::BigNetResult r;
@@ -99,26 +115,23 @@ int main(int argc, char** argv) {
       "relative throughput: %.3f\n"
       "test loss: %.4f -> %.4f (budget), %.4f -> %.4f (none)\n"
       "weights bitwise identical to the run without a budget: %s\n",
-      r.model.c_str(), r.num_params, o.workers, o.batch_size, o.iterations,
-      DeviceName(o.device),
+      r.model.c_str(), r.num_params, o.workers, o.batch_size, o.iterations, DeviceName(o.device),
       static_cast<unsigned long long>(r.param_bytes), MB(r.param_bytes),
-      static_cast<unsigned long long>(r.local_bytes), MB(r.local_bytes),
-      MB(r.activation_bytes), MB(r.optimizer_bytes), MB(r.scratch_bytes),
-      static_cast<unsigned long long>(b.budget), MB(b.budget),
-      r.oversubscription(), MB(b.pool_bytes), MB(b.pool_high_water),
+      static_cast<unsigned long long>(r.local_bytes), MB(r.local_bytes), MB(r.activation_bytes),
+      MB(r.optimizer_bytes), MB(r.scratch_bytes), static_cast<unsigned long long>(b.budget),
+      MB(b.budget), r.oversubscription(), MB(b.pool_bytes), MB(b.pool_high_water),
       b.samples_per_second, b.seconds, b.stall_seconds, b.stall_fraction(),
-      MB(b.bytes_host_to_device), MB(b.bytes_device_to_host),
-      u.samples_per_second, u.seconds, r.relative_throughput(), b.loss_before,
-      b.loss_after, u.loss_before, u.loss_after,
+      MB(b.bytes_host_to_device), MB(b.bytes_device_to_host), u.samples_per_second, u.seconds,
+      r.relative_throughput(), b.loss_before, b.loss_after, u.loss_before, u.loss_after,
       r.weights_identical ? "yes" : "NO");
   if (!out.empty()) {
     std::ofstream f(out);
-    f << "{\"benchmark\":\"big_net\",\"model\":\"" << r.model
-      << "\",\"device\":\"" << DeviceName(o.device)
-      << "\",\"parameters\":" << r.num_params << ",\"workers\":" << o.workers
-      << ",\"batch_size\":" << o.batch_size << ",\"iterations\":" << o.iterations
-      << ",\"param_bytes\":" << r.param_bytes << ",\"local_bytes\":" << r.local_bytes
-      << ",\"budget_bytes\":" << b.budget << ",\"oversubscription\":" << r.oversubscription()
+    f << "{\"benchmark\":\"big_net\",\"model\":\"" << r.model << "\",\"device\":\""
+      << DeviceName(o.device) << "\",\"parameters\":" << r.num_params
+      << ",\"workers\":" << o.workers << ",\"batch_size\":" << o.batch_size
+      << ",\"iterations\":" << o.iterations << ",\"param_bytes\":" << r.param_bytes
+      << ",\"local_bytes\":" << r.local_bytes << ",\"budget_bytes\":" << b.budget
+      << ",\"oversubscription\":" << r.oversubscription()
       << ",\"samples_per_second_budget\":" << b.samples_per_second
       << ",\"samples_per_second_no_budget\":" << u.samples_per_second
       << ",\"relative_throughput\":" << r.relative_throughput()

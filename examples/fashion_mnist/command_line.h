@@ -10,8 +10,8 @@ namespace fmnist {
 // Parses argv against `desc` into `vm`. There are no positional arguments: a
 // stray word is an error, not ignored. Returns "" or the parser's message.
 inline std::string ParseCommandLine(const boost::program_options::options_description& desc,
-                              int argc, char** argv,
-                              boost::program_options::variables_map* vm) {
+                                    int argc, char** argv,
+                                    boost::program_options::variables_map* vm) {
   namespace po = boost::program_options;
   try {
     po::positional_options_description none;

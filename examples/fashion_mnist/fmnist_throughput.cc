@@ -14,10 +14,10 @@
 // `repeats` rounds, each running every configuration in turn for two passes
 // over the same iterations x batch examples: the first warms up (threads,
 // caches, allocations), the second is timed. Each configuration reports its
-// best round (the least disturbed by other load on the machine). One worker and no_ps use the same OpenBLAS thread count (the
-// cores); two workers get half each, as fmnist_train does. Without the data
-// set the run uses synthetic images (said in the output).
-// CSV columns: config,workers,samples_per_second,relative_to_no_ps.
+// best round (the least disturbed by other load on the machine). One worker and no_ps use the same
+// OpenBLAS thread count (the cores); two workers get half each, as fmnist_train does. Without the
+// data set the run uses synthetic images (said in the output). CSV columns:
+// config,workers,samples_per_second,relative_to_no_ps.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -57,8 +57,8 @@ struct Options {
 struct Row {
   std::string config;
   int workers = 1;
-  double samples_per_second = 0;     // the best timed pass
-  std::vector<double> passes;        // every timed pass
+  double samples_per_second = 0;  // the best timed pass
+  std::vector<double> passes;     // every timed pass
 };
 
 Row Best(const std::string& config, int workers, std::vector<double> passes) {
@@ -70,8 +70,7 @@ Row Best(const std::string& config, int workers, std::vector<double> passes) {
 // The same network trained with no parameter server: one pass over `train`
 // (shuffled) per epoch, `epochs` epochs; returns each epoch's samples/s.
 std::vector<double> TrainWithoutPs(const Options& o, const nn::Network& net,
-                      const fmnist::Dataset& train, int epochs,
-                      double* final_loss) {
+                                   const fmnist::Dataset& train, int epochs, double* final_loss) {
   std::unique_ptr<nn::Backend> be = nn::MakeHostBackend();
   const int n = net.size();
   const int b = o.batch_size;
@@ -115,25 +114,23 @@ std::vector<double> TrainWithoutPs(const Options& o, const nn::Network& net,
         labels[j] = train.labels[e];
       }
       for (int i = 0; i < n; ++i) {
-        net.layer(i).Forward(*be, params.data() + lay.param_offset[i],
-                             act[i].data(), b, act[i + 1].data(), scratch.data());
+        net.layer(i).Forward(*be, params.data() + lay.param_offset[i], act[i].data(), b,
+                             act[i + 1].data(), scratch.data());
       }
-      loss += be->SoftmaxCrossEntropy(act[n].data(), labels.data(), b, kClasses,
-                                      grad_scale, grad[n].data());
+      loss += be->SoftmaxCrossEntropy(act[n].data(), labels.data(), b, kClasses, grad_scale,
+                                      grad[n].data());
       for (int i = n - 1; i >= 0; --i) {
         const nn::Layer& l = net.layer(i);
         float* p = params.data() + lay.param_offset[i];
-        l.Backward(*be, p, act[i].data(), act[i + 1].data(), grad[i + 1].data(),
-                   b, i > 0 ? grad[i].data() : nullptr, wgrad[i].data(),
-                   scratch.data());
+        l.Backward(*be, p, act[i].data(), act[i + 1].data(), grad[i + 1].data(), b,
+                   i > 0 ? grad[i].data() : nullptr, wgrad[i].data(), scratch.data());
         if (l.num_params() == 0) continue;
         be->MomentumDelta(wgrad[i].data(), nullptr, l.num_params(), o.lr, o.momentum, 0.0f,
                           velocity[i].data(), delta.data());
         for (size_t k = 0; k < l.num_params(); ++k) p[k] += delta[k];
       }
     }
-    const double seconds =
-        std::chrono::duration<double>(Clock::now() - start).count();
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
     samples_per_second.push_back(static_cast<double>(steps * b) / seconds);
     *final_loss = loss / static_cast<double>(steps * b);
   }
@@ -158,14 +155,22 @@ int main(int argc, char** argv) {
     }
     if (i + 1 >= argc) return Fail("missing value for " + f, 2);
     const std::string v = argv[++i];
-    if (f == "--out") o.out = v;
-    else if (f == "--csv") o.csv = v;
-    else if (f == "--data-dir") o.data_dir = v;
-    else if (f == "--model") o.model = v;
-    else if (f == "--iterations") o.iterations = std::atoi(v.c_str());
-    else if (f == "--repeats") o.repeats = std::atoi(v.c_str());
-    else if (f == "--batch-size") o.batch_size = std::atoi(v.c_str());
-    else return Fail("unknown flag " + f, 2);
+    if (f == "--out")
+      o.out = v;
+    else if (f == "--csv")
+      o.csv = v;
+    else if (f == "--data-dir")
+      o.data_dir = v;
+    else if (f == "--model")
+      o.model = v;
+    else if (f == "--iterations")
+      o.iterations = std::atoi(v.c_str());
+    else if (f == "--repeats")
+      o.repeats = std::atoi(v.c_str());
+    else if (f == "--batch-size")
+      o.batch_size = std::atoi(v.c_str());
+    else
+      return Fail("unknown flag " + f, 2);
   }
   if (o.iterations < 1) return Fail("--iterations must be >= 1", 2);
   if (o.repeats < 1) return Fail("--repeats must be >= 1", 2);
@@ -181,28 +186,26 @@ int main(int argc, char** argv) {
   if (!fmnist::LoadFashionMnist(o.data_dir, examples, &train, &test).ok() ||
       static_cast<uint64_t>(train.size()) < examples) {
     data = "synthetic";
-    fmnist::MakeSyntheticData(static_cast<int64_t>(examples), 1, o.seed, &train,
-                              &test);
+    fmnist::MakeSyntheticData(static_cast<int64_t>(examples), 1, o.seed, &train, &test);
   }
   const int cores = std::max(1u, std::thread::hardware_concurrency());
-  std::printf("model %s, global batch %d, best of %d rounds of %d timed "
-              "iterations (after as many of warm-up), %s data, %d cores\n",
-              net->Describe().c_str(), o.batch_size, o.repeats, o.iterations,
-              data.c_str(), cores);
+  std::printf(
+      "model %s, global batch %d, best of %d rounds of %d timed "
+      "iterations (after as many of warm-up), %s data, %d cores\n",
+      net->Describe().c_str(), o.batch_size, o.repeats, o.iterations, data.c_str(), cores);
   std::fflush(stdout);
 
   // Rounds of (1) no parameter server, with the OpenBLAS threads of one
   // libgeeps worker, (2) and (3) libgeeps with 1 and 2 workers (TrainNet
   // gives each max(1, cores / workers) threads): interleaved, so that load
   // from elsewhere on the machine hits every configuration alike.
-  std::vector<Row> rows = {
-      {"no_ps", 1, 0, {}}, {"libgeeps", 1, 0, {}}, {"libgeeps", 2, 0, {}}};
+  std::vector<Row> rows = {{"no_ps", 1, 0, {}}, {"libgeeps", 1, 0, {}}, {"libgeeps", 2, 0, {}}};
   for (int round = 0; round < o.repeats; ++round) {
     nn::SetHostBlasThreads(cores);
     double loss = 0;
     rows[0].passes.push_back(TrainWithoutPs(o, *net, train, 2, &loss).back());
-    std::printf("round %d: no_ps       %8.1f samples/s (train loss %.4f)\n",
-                round + 1, rows[0].passes.back(), loss);
+    std::printf("round %d: no_ps       %8.1f samples/s (train loss %.4f)\n", round + 1,
+                rows[0].passes.back(), loss);
     std::fflush(stdout);
     for (int workers : {1, 2}) {
       fmnist::NetOptions n;
@@ -218,35 +221,34 @@ int main(int argc, char** argv) {
       geeps::Status s = fmnist::TrainNet(n, train, test, &report);
       if (!s.ok()) return Fail(s.ToString(), 1);
       rows[workers].passes.push_back(report.epochs.back().samples_per_second);
-      std::printf("round %d: libgeeps x%d %8.1f samples/s (train loss %.4f)\n",
-                  round + 1, workers, rows[workers].passes.back(),
-                  report.epochs.back().train_loss);
+      std::printf("round %d: libgeeps x%d %8.1f samples/s (train loss %.4f)\n", round + 1, workers,
+                  rows[workers].passes.back(), report.epochs.back().train_loss);
       std::fflush(stdout);
     }
   }
   for (Row& r : rows) r = Best(r.config, r.workers, r.passes);
-  std::printf("best of %d: no_ps %.1f, libgeeps x1 %.1f, libgeeps x2 %.1f "
-              "samples/s\n",
-              o.repeats, rows[0].samples_per_second, rows[1].samples_per_second,
-              rows[2].samples_per_second);
+  std::printf(
+      "best of %d: no_ps %.1f, libgeeps x1 %.1f, libgeeps x2 %.1f "
+      "samples/s\n",
+      o.repeats, rows[0].samples_per_second, rows[1].samples_per_second,
+      rows[2].samples_per_second);
   const double base = rows[0].samples_per_second;
   const double overhead = 1.0 - rows[1].samples_per_second / base;
-  std::printf("libgeeps overhead on 1 worker vs no parameter server: %.1f%% "
-              "(goal < 5%%); 2 workers: %.2fx no_ps\n",
-              100 * overhead, rows[2].samples_per_second / base);
+  std::printf(
+      "libgeeps overhead on 1 worker vs no parameter server: %.1f%% "
+      "(goal < 5%%); 2 workers: %.2fx no_ps\n",
+      100 * overhead, rows[2].samples_per_second / base);
 
   std::ofstream json(o.out);
   json << "{\"benchmark\":\"training_throughput\",\"model\":\"" << net->Describe()
        << "\",\"batch_size\":" << o.batch_size << ",\"iterations\":" << o.iterations
-       << ",\"repeats\":" << o.repeats
-       << ",\"data\":\"" << data << "\",\"cores\":" << cores
+       << ",\"repeats\":" << o.repeats << ",\"data\":\"" << data << "\",\"cores\":" << cores
        << ",\"overhead_1_worker\":" << overhead << ",\"runs\":[";
   for (size_t i = 0; i < rows.size(); ++i) {
     json << (i ? "," : "") << "{\"config\":\"" << rows[i].config
          << "\",\"workers\":" << rows[i].workers
          << ",\"samples_per_second\":" << rows[i].samples_per_second
-         << ",\"relative_to_no_ps\":" << rows[i].samples_per_second / base
-         << ",\"passes\":[";
+         << ",\"relative_to_no_ps\":" << rows[i].samples_per_second / base << ",\"passes\":[";
     for (size_t p = 0; p < rows[i].passes.size(); ++p) {
       json << (p ? "," : "") << rows[i].passes[p];
     }

@@ -58,8 +58,7 @@ int Usage(const std::string& message) {
 // -1 to go on, else the exit status.
 int ParseFlags(int argc, char** argv, Flags* flags) {
   fmnist::NetOptions& n = flags->net;
-  po::options_description desc(
-      "Trains an MLP or a CNN on Fashion-MNIST with libgeeps.\nOptions");
+  po::options_description desc("Trains an MLP or a CNN on Fashion-MNIST with libgeeps.\nOptions");
   // clang-format off
   desc.add_options()
       ("help,h", "print this help and exit")
@@ -148,11 +147,10 @@ int ParseFlags(int argc, char** argv, Flags* flags) {
 bool WriteCurve(const std::string& path, const fmnist::NetReport& r) {
   std::ofstream out(path);
   out << "time_s,epoch,train_loss,test_loss,test_accuracy\n";
-  out << "0,0,," << r.initial_test.loss << "," << r.initial_test.accuracy
-      << "\n";
+  out << "0,0,," << r.initial_test.loss << "," << r.initial_test.accuracy << "\n";
   for (const fmnist::NetEpoch& e : r.epochs) {
-    out << e.seconds << "," << e.epoch << "," << e.train_loss << ","
-        << e.test.loss << "," << e.test.accuracy << "\n";
+    out << e.seconds << "," << e.epoch << "," << e.train_loss << "," << e.test.loss << ","
+        << e.test.accuracy << "\n";
   }
   return out.good();
 }
@@ -161,8 +159,8 @@ int Report(const Flags& flags, const fmnist::NetReport& r) {
   const double accuracy =
       r.epochs.empty() ? r.initial_test.accuracy : r.epochs.back().test.accuracy;
   const double train_seconds = r.epochs.empty() ? 0 : r.epochs.back().seconds;
-  std::printf("training took %.1f s (%.1f s from start to shutdown)\n",
-              train_seconds, r.total_seconds);
+  std::printf("training took %.1f s (%.1f s from start to shutdown)\n", train_seconds,
+              r.total_seconds);
   std::printf("final test accuracy: %.4f\n", accuracy);
   if (!flags.curve_csv.empty()) {
     if (!WriteCurve(flags.curve_csv, r)) {
@@ -174,12 +172,10 @@ int Report(const Flags& flags, const fmnist::NetReport& r) {
   return 0;
 }
 
-int RunProcess(const Flags& flags, const fmnist::Dataset& train,
-               const fmnist::Dataset& test) {
+int RunProcess(const Flags& flags, const fmnist::Dataset& train, const fmnist::Dataset& test) {
   for (const char* ignored : {"workers", "shards"}) {
     if (flags.given.count(ignored) != 0) {
-      std::cerr << "fmnist_train: --" << ignored
-                << " is ignored with --processes\n";
+      std::cerr << "fmnist_train: --" << ignored << " is ignored with --processes\n";
     }
   }
   fmnist::NetOptions opt = flags.net;
@@ -210,8 +206,7 @@ int RunProcess(const Flags& flags, const fmnist::Dataset& train,
   opt.log = &std::cout;
   fmnist::NetReport report;
   bool is_worker0 = false;
-  s = fmnist::TrainNetInProcess(opt, config, process_options, train, test,
-                                &report, &is_worker0);
+  s = fmnist::TrainNetInProcess(opt, config, process_options, train, test, &report, &is_worker0);
   if (!s.ok()) {
     std::cerr << "fmnist_train: training failed: " << s.ToString() << "\n";
     return kExitRuntimeError;
@@ -235,15 +230,14 @@ int main(int argc, char** argv) {
   geeps::Status s = fmnist::LoadFashionMnist(
       flags.data_dir, static_cast<uint64_t>(flags.train_limit), &train, &test);
   if (!s.ok()) {
-    std::cerr << "fmnist_train: cannot load Fashion-MNIST from "
-              << flags.data_dir << ": " << s.message() << "\n"
+    std::cerr << "fmnist_train: cannot load Fashion-MNIST from " << flags.data_dir << ": "
+              << s.message() << "\n"
               << "(install the Debian package dataset-fashion-mnist, or give "
                  "--data-dir)\n";
     return kExitUsage;
   }
   if (train.size() < opt.batch_size) {
-    return Usage("only " + std::to_string(train.size()) +
-                 " training examples for a batch of " +
+    return Usage("only " + std::to_string(train.size()) + " training examples for a batch of " +
                  std::to_string(opt.batch_size));
   }
   if (flags.processes) return RunProcess(flags, train, test);
@@ -253,10 +247,9 @@ int main(int argc, char** argv) {
       "model %s (%zu parameters); %lld training, %lld test images\n"
       "%d workers, %d shards, slack %d, global batch %d, lr %g (decay %g), "
       "momentum %g, %d epochs\n",
-      net->Describe().c_str(), net->num_params(),
-      static_cast<long long>(train.size()), static_cast<long long>(test.size()),
-      opt.workers, opt.shards, opt.slack, opt.batch_size, opt.learning_rate,
-      opt.lr_decay, opt.momentum, opt.epochs);
+      net->Describe().c_str(), net->num_params(), static_cast<long long>(train.size()),
+      static_cast<long long>(test.size()), opt.workers, opt.shards, opt.slack, opt.batch_size,
+      opt.learning_rate, opt.lr_decay, opt.momentum, opt.epochs);
   std::fflush(stdout);
   fmnist::NetOptions run = opt;
   run.log = &std::cout;

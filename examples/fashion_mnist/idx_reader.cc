@@ -48,8 +48,8 @@ class IdxFile {
     const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
     if (fd < 0) {
       const int err = errno;
-      const StatusCode code = (err == ENOENT || err == ENOTDIR) ? StatusCode::kNotFound
-                                                                : StatusCode::kInvalidArgument;
+      const StatusCode code =
+          (err == ENOENT || err == ENOTDIR) ? StatusCode::kNotFound : StatusCode::kInvalidArgument;
       return Status(code, "cannot open " + path + ": " + std::strerror(err));
     }
     struct stat st {};
@@ -111,9 +111,8 @@ class IdxFile {
     if (!s.ok()) return s;
     uint32_t got = BigEndian(m);
     if (got != magic) {
-      return Invalid(path_, "bad IDX magic " + Hex32(got) + " (expected " +
-                                Hex32(magic) + " for " + kind +
-                                "); is this the right file?");
+      return Invalid(path_, "bad IDX magic " + Hex32(got) + " (expected " + Hex32(magic) + " for " +
+                                kind + "); is this the right file?");
     }
     const int ndims = static_cast<int>(magic & 0xff);
     std::vector<uint32_t> dims(ndims);
@@ -129,8 +128,7 @@ class IdxFile {
   const std::string& path() const { return path_; }
 
  private:
-  IdxFile(std::string path, GzFile file)
-      : path_(std::move(path)), file_(std::move(file)) {}
+  IdxFile(std::string path, GzFile file) : path_(std::move(path)), file_(std::move(file)) {}
 
   Status ReadHeaderWord(unsigned char* word) {
     StatusOr<size_t> got = ReadUpTo(word, 4);
@@ -144,8 +142,7 @@ class IdxFile {
   }
 
   static uint32_t BigEndian(const unsigned char* b) {
-    return (uint32_t{b[0]} << 24) | (uint32_t{b[1]} << 16) |
-           (uint32_t{b[2]} << 8) | uint32_t{b[3]};
+    return (uint32_t{b[0]} << 24) | (uint32_t{b[1]} << 16) | (uint32_t{b[2]} << 8) | uint32_t{b[3]};
   }
 
   // The error after gzread returned -1 (never OK).
@@ -173,14 +170,11 @@ class IdxFile {
 
 // Reads `count` items of `item_bytes` bytes; `limit` items at most (0 = all).
 // Returns the bytes and sets *items_read.
-StatusOr<std::vector<uint8_t>> ReadItems(IdxFile& file, uint64_t count,
-                                         uint64_t item_bytes, uint64_t limit,
-                                         const char* what,
-                                         uint64_t* items_read) {
+StatusOr<std::vector<uint8_t>> ReadItems(IdxFile& file, uint64_t count, uint64_t item_bytes,
+                                         uint64_t limit, const char* what, uint64_t* items_read) {
   const uint64_t n = (limit == 0 || limit >= count) ? count : limit;
   if (item_bytes != 0 && count > kMaxDataBytes / item_bytes) {
-    return Invalid(file.path(), "header promises " + std::to_string(count) +
-                                    " " + what + " of " +
+    return Invalid(file.path(), "header promises " + std::to_string(count) + " " + what + " of " +
                                     std::to_string(item_bytes) +
                                     " bytes, more than this reader accepts");
   }
@@ -191,17 +185,14 @@ StatusOr<std::vector<uint8_t>> ReadItems(IdxFile& file, uint64_t count,
   data.reserve(std::min<uint64_t>(bytes, 64 * kChunkBytes));
   uint64_t done = 0;
   while (done < bytes) {
-    const size_t step =
-        static_cast<size_t>(std::min<uint64_t>(bytes - done, kChunkBytes));
+    const size_t step = static_cast<size_t>(std::min<uint64_t>(bytes - done, kChunkBytes));
     data.resize(done + step);
     StatusOr<size_t> got = file.ReadUpTo(data.data() + done, step);
     if (!got.ok()) return got.status();
     done += *got;
     if (*got != step) {
-      return Invalid(file.path(), "truncated data: the header promises " +
-                                      std::to_string(count) + " " + what +
-                                      " (" +
-                                      std::to_string(count * item_bytes) +
+      return Invalid(file.path(), "truncated data: the header promises " + std::to_string(count) +
+                                      " " + what + " (" + std::to_string(count * item_bytes) +
                                       " data bytes) but the file ends after " +
                                       std::to_string(done) + " of them");
     }
@@ -224,9 +215,8 @@ StatusOr<IdxImages> ReadIdxImages(const std::string& path, uint64_t limit) {
   if (!dims.ok()) return dims.status();
   const uint32_t count = (*dims)[0], rows = (*dims)[1], cols = (*dims)[2];
   if (count == 0 || rows == 0 || cols == 0) {
-    return Invalid(path, "bad dimensions " + std::to_string(count) + " x " +
-                             std::to_string(rows) + " x " +
-                             std::to_string(cols) + " (none may be zero)");
+    return Invalid(path, "bad dimensions " + std::to_string(count) + " x " + std::to_string(rows) +
+                             " x " + std::to_string(cols) + " (none may be zero)");
   }
   uint64_t n = 0;
   StatusOr<std::vector<uint8_t>> bytes =
@@ -243,8 +233,7 @@ StatusOr<IdxImages> ReadIdxImages(const std::string& path, uint64_t limit) {
   return images;
 }
 
-StatusOr<std::vector<uint8_t>> ReadIdxLabels(const std::string& path,
-                                             uint64_t limit) {
+StatusOr<std::vector<uint8_t>> ReadIdxLabels(const std::string& path, uint64_t limit) {
   StatusOr<IdxFile> file = IdxFile::Open(path);
   if (!file.ok()) return file.status();
   StatusOr<std::vector<uint32_t>> dims =

@@ -39,12 +39,10 @@ struct IdxImages {
 // above the file's count reads all). The whole file is validated only when
 // it is read to its end (limit 0 or >= count): only then are trailing bytes
 // detected.
-geeps::StatusOr<IdxImages> ReadIdxImages(const std::string& path,
-                                         uint64_t limit = 0);
+geeps::StatusOr<IdxImages> ReadIdxImages(const std::string& path, uint64_t limit = 0);
 
 // Reads the first `limit` labels (0 = all) of the file at `path`.
-geeps::StatusOr<std::vector<uint8_t>> ReadIdxLabels(const std::string& path,
-                                                    uint64_t limit = 0);
+geeps::StatusOr<std::vector<uint8_t>> ReadIdxLabels(const std::string& path, uint64_t limit = 0);
 
 }  // namespace fmnist
 

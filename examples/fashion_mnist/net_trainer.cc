@@ -51,9 +51,8 @@ struct Batch {
 // the Step's passes (include/geeps/step.h): while recording it only makes
 // the accesses; in a real iteration it trains on `batch` and adds its loss
 // sum to *loss. The caller ends it with Clock().
-Status Iteration(geeps::Step& s, const NetOptions& opt, const nn::Network& net,
-                 const Layout& lay, nn::Backend* be, const Batch& batch,
-                 double* loss) {
+Status Iteration(geeps::Step& s, const NetOptions& opt, const nn::Network& net, const Layout& lay,
+                 nn::Backend* be, const Batch& batch, double* loss) {
   const int n = net.size();
   const bool real = !s.recording();
   const float grad_scale = 1.0f / static_cast<float>(opt.batch_size);
@@ -72,8 +71,7 @@ Status Iteration(geeps::Step& s, const NetOptions& opt, const nn::Network& net,
     // The parameters stay open until this layer's backward pass, so that
     // both passes use the same version of them.
     if (!lay.params[i].empty()) {
-      GEEPS_ASSIGN_OR_RETURN(params[i],
-                             s.Read(lay.param_table[i], lay.params[i], opt.slack));
+      GEEPS_ASSIGN_OR_RETURN(params[i], s.Read(lay.param_table[i], lay.params[i], opt.slack));
     }
     GEEPS_ASSIGN_OR_RETURN(MutableRows x, s.LocalAccess(lay.local_table, lay.act[i], true));
     GEEPS_ASSIGN_OR_RETURN(MutableRows y, s.LocalAccess(lay.local_table, lay.act[i + 1], false));
@@ -97,8 +95,8 @@ Status Iteration(geeps::Step& s, const NetOptions& opt, const nn::Network& net,
   GEEPS_ASSIGN_OR_RETURN(MutableRows logits, s.LocalAccess(lay.local_table, lay.act[n], true));
   GEEPS_ASSIGN_OR_RETURN(MutableRows dlogits, s.LocalAccess(lay.local_table, lay.grad[n], false));
   if (real) {
-    *loss += be->SoftmaxCrossEntropy(logits.data, batch.labels, batch.n,
-                                     kClasses, grad_scale, dlogits.data);
+    *loss += be->SoftmaxCrossEntropy(logits.data, batch.labels, batch.n, kClasses, grad_scale,
+                                     dlogits.data);
   }
   GEEPS_RETURN_IF_ERROR(s.PostLocalAccess(dlogits, true));
   GEEPS_RETURN_IF_ERROR(s.PostLocalAccess(logits, NeededInBackward(net, n)));
@@ -108,8 +106,7 @@ Status Iteration(geeps::Step& s, const NetOptions& opt, const nn::Network& net,
     const nn::Layer& layer = net.layer(i);
     const bool has_params = !lay.params[i].empty();
     if (opt.reread_params && has_params) {
-      GEEPS_ASSIGN_OR_RETURN(params[i],
-                             s.Read(lay.param_table[i], lay.params[i], opt.slack));
+      GEEPS_ASSIGN_OR_RETURN(params[i], s.Read(lay.param_table[i], lay.params[i], opt.slack));
     }
     GEEPS_ASSIGN_OR_RETURN(MutableRows dy, s.LocalAccess(lay.local_table, lay.grad[i + 1], true));
     MutableRows x, y, dx, wgrad, scratch;
@@ -129,8 +126,8 @@ Status Iteration(geeps::Step& s, const NetOptions& opt, const nn::Network& net,
       GEEPS_ASSIGN_OR_RETURN(scratch, s.LocalAccess(lay.local_table, lay.scratch, false));
     }
     if (real) {
-      layer.Backward(*be, params[i].data, x.data, y.data, dy.data, batch.n,
-                     dx.data, wgrad.data, scratch.data);
+      layer.Backward(*be, params[i].data, x.data, y.data, dy.data, batch.n, dx.data, wgrad.data,
+                     scratch.data);
     }
     if (scratch.position >= 0) GEEPS_RETURN_IF_ERROR(s.PostLocalAccess(scratch, false));
     if (has_params) {
@@ -154,8 +151,7 @@ Status Iteration(geeps::Step& s, const NetOptions& opt, const nn::Network& net,
     if (dx.position >= 0) GEEPS_RETURN_IF_ERROR(s.PostLocalAccess(dx, true));
     // act[i] is read once more only by layer i-1's backward pass.
     if (x.position >= 0) {
-      GEEPS_RETURN_IF_ERROR(
-          s.PostLocalAccess(x, i > 0 && net.layer(i - 1).BackwardNeedsOutput()));
+      GEEPS_RETURN_IF_ERROR(s.PostLocalAccess(x, i > 0 && net.layer(i - 1).BackwardNeedsOutput()));
     }
     if (y.position >= 0) GEEPS_RETURN_IF_ERROR(s.PostLocalAccess(y, false));
     GEEPS_RETURN_IF_ERROR(s.PostLocalAccess(dy, false));
@@ -166,11 +162,8 @@ Status Iteration(geeps::Step& s, const NetOptions& opt, const nn::Network& net,
 }  // namespace
 
 Status ValidateNetOptions(const NetOptions& o) {
-  auto bad = [](const std::string& what) {
-    return Status(StatusCode::kInvalidArgument, what);
-  };
-  if (o.model != "mlp" && o.model != "cnn" && o.model != "cnn-wide" &&
-      o.model != "big-mlp") {
+  auto bad = [](const std::string& what) { return Status(StatusCode::kInvalidArgument, what); };
+  if (o.model != "mlp" && o.model != "cnn" && o.model != "cnn-wide" && o.model != "big-mlp") {
     return bad("unknown model '" + o.model + "' (mlp, cnn, cnn-wide or big-mlp)");
   }
   if (o.workers < 1) return bad("workers must be >= 1");
@@ -179,9 +172,8 @@ Status ValidateNetOptions(const NetOptions& o) {
   if (o.epochs < 0) return bad("epochs must be >= 0");
   if (o.batch_size < 1) return bad("batch size must be >= 1");
   if (o.batch_size % o.workers != 0) {
-    return bad("batch size " + std::to_string(o.batch_size) +
-               " is not a multiple of the " + std::to_string(o.workers) +
-               " workers (it is the global batch)");
+    return bad("batch size " + std::to_string(o.batch_size) + " is not a multiple of the " +
+               std::to_string(o.workers) + " workers (it is the global batch)");
   }
   if (!std::isfinite(o.learning_rate) || o.learning_rate <= 0) {
     return bad("learning rate must be a positive number");
@@ -254,11 +246,10 @@ geeps::Config MakeNetConfig(const NetOptions& options, const nn::Network& net) {
   const Layout lay = MakeLayout(net, options.batch_size / options.workers);
   geeps::Config config;
   for (size_t t = 0; t < lay.param_table_rows.size(); ++t) {
-    config.tables.push_back(geeps::TableSpec{"params" + std::to_string(t),
-                                             lay.param_table_rows[t], kParamRowWidth, false});
+    config.tables.push_back(geeps::TableSpec{"params" + std::to_string(t), lay.param_table_rows[t],
+                                             kParamRowWidth, false});
   }
-  config.tables.push_back(
-      geeps::TableSpec{"local", lay.local_rows, kLocalRowWidth, true});
+  config.tables.push_back(geeps::TableSpec{"local", lay.local_rows, kLocalRowWidth, true});
   config.num_workers = options.workers;
   config.num_shards = options.shards;
   config.num_channels = options.channels;
@@ -272,15 +263,14 @@ geeps::Config MakeNetConfig(const NetOptions& options, const nn::Network& net) {
   return config;
 }
 
-void MakeSyntheticData(int64_t train_size, int64_t test_size, uint64_t seed,
-                       Dataset* train, Dataset* test) {
+void MakeSyntheticData(int64_t train_size, int64_t test_size, uint64_t seed, Dataset* train,
+                       Dataset* test) {
   constexpr int kDim = kImageSide * kImageSide;
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<float> teacher(static_cast<size_t>(kClasses) * kDim);
   for (float& w : teacher) w = normal(rng);
-  for (auto [data, n] : {std::make_pair(train, train_size),
-                         std::make_pair(test, test_size)}) {
+  for (auto [data, n] : {std::make_pair(train, train_size), std::make_pair(test, test_size)}) {
     data->dim = kDim;
     data->num_classes = kClasses;
     data->features.resize(static_cast<size_t>(n) * kDim);
@@ -336,8 +326,8 @@ Evaluation EvaluateNet(const nn::Network& net, const std::vector<float>& params,
           out[y * kImageSide + x] = in[y * kImageSide + kImageSide - 1 - x];
     }
     for (int i = 0; i < n; ++i) {
-      net.layer(i).Forward(*be, params.data() + lay.param_offset[i], a.data(), m,
-                           b.data(), tmp.data());
+      net.layer(i).Forward(*be, params.data() + lay.param_offset[i], a.data(), m, b.data(),
+                           tmp.data());
       std::swap(a, b);
     }
   };
@@ -345,8 +335,7 @@ Evaluation EvaluateNet(const nn::Network& net, const std::vector<float>& params,
     const int m = static_cast<int>(std::min<int64_t>(kChunk, data.size() - start));
     if (mirror_average) {
       forward(start, m, true);
-      std::copy(a.begin(), a.begin() + static_cast<size_t>(m) * kClasses,
-                mirrored_logits.begin());
+      std::copy(a.begin(), a.begin() + static_cast<size_t>(m) * kClasses, mirrored_logits.begin());
     }
     forward(start, m, false);
     if (mirror_average) {
@@ -358,8 +347,7 @@ Evaluation EvaluateNet(const nn::Network& net, const std::vector<float>& params,
       const float* z = a.data() + j * kClasses;
       if (std::max_element(z, z + kClasses) - z == labels[j]) ++correct;
     }
-    loss += be->SoftmaxCrossEntropy(a.data(), labels.data(), m, kClasses, 1.0f,
-                                    nullptr);
+    loss += be->SoftmaxCrossEntropy(a.data(), labels.data(), m, kClasses, 1.0f, nullptr);
   }
   Evaluation e;
   e.loss = loss / static_cast<double>(data.size());
@@ -367,18 +355,16 @@ Evaluation EvaluateNet(const nn::Network& net, const std::vector<float>& params,
   return e;
 }
 
-Status TrainNetWorker(const NetOptions& opt, const nn::Network& net,
-                      const Dataset& train, const Dataset& test,
-                      geeps::GeePS& ps, NetReport* report,
-                      EpochBoard* board) {
+Status TrainNetWorker(const NetOptions& opt, const nn::Network& net, const Dataset& train,
+                      const Dataset& test, geeps::GeePS& ps, NetReport* report, EpochBoard* board) {
   const int rank = ps.rank();
   const int workers = ps.num_workers();
   if (opt.batch_size % workers != 0 || train.size() < opt.batch_size) {
     return Status(StatusCode::kInvalidArgument,
                   "the global batch " + std::to_string(opt.batch_size) +
                       " must be a multiple of the " + std::to_string(workers) +
-                      " workers and at most the " +
-                      std::to_string(train.size()) + " training examples");
+                      " workers and at most the " + std::to_string(train.size()) +
+                      " training examples");
   }
   const int local_batch = opt.batch_size / workers;
   const Layout lay = MakeLayout(net, local_batch);
@@ -410,8 +396,7 @@ Status TrainNetWorker(const NetOptions& opt, const nn::Network& net,
   };
   auto backend_status = [&](const char* call) {
     return be->ok() ? Status::OK()
-                    : Annotate(Status(StatusCode::kDeviceError, be->error()),
-                               rank, call);
+                    : Annotate(Status(StatusCode::kDeviceError, be->error()), rank, call);
   };
 
   // ---- Worker 0's prologue: it writes the initial parameters once, as
@@ -433,13 +418,13 @@ Status TrainNetWorker(const NetOptions& opt, const nn::Network& net,
       EX_ASSIGN(MutableRows w, s.PreUpdate(lay.param_table[i], lay.params[i]),
                 "PreUpdate (prologue)");
       if (!s.recording()) {
-        be->CopyFromHost(w.data, params.data() + lay.param_offset[i],
-                         net.layer(i).num_params());
+        be->CopyFromHost(w.data, params.data() + lay.param_offset[i], net.layer(i).num_params());
         GEEPS_RETURN_IF_ERROR(backend_status("writing the initial parameters"));
       }
       EX_CHECK(s.Update(w), "Update (prologue)");
     }
-    if (!s.recording() && opt.evaluate) report->initial_test = EvaluateNet(net, params, test, opt.test_mirror_average);
+    if (!s.recording() && opt.evaluate)
+      report->initial_test = EvaluateNet(net, params, test, opt.test_mirror_average);
     return Status::OK();
   };
   // The inputs and the loss sum of the next real iteration (set below).
@@ -494,15 +479,13 @@ Status TrainNetWorker(const NetOptions& opt, const nn::Network& net,
         labels[j] = train.labels[e];
       }
       // Each worker and iteration draws its own dropout masks.
-      be->SetTraining(true, opt.seed * 0x9E3779B97F4A7C15ULL ^
-                                (static_cast<uint64_t>(rank) << 48) ^
+      be->SetTraining(true, opt.seed * 0x9E3779B97F4A7C15ULL ^ (static_cast<uint64_t>(rank) << 48) ^
                                 static_cast<uint64_t>(epoch * steps + t));
       EX_CHECK(step.RunIteration(), "iteration");
       samples += local_batch;
       bar.Step(t, samples * workers, loss_sum / samples);
     }
-    const double epoch_seconds =
-        std::chrono::duration<double>(Clock::now() - start).count();
+    const double epoch_seconds = std::chrono::duration<double>(Clock::now() - start).count();
     if (board != nullptr) board->Report(epoch, loss_sum, samples);
     if (rank != 0) continue;
 
@@ -512,7 +495,7 @@ Status TrainNetWorker(const NetOptions& opt, const nn::Network& net,
     int64_t all_samples = samples;
     if (board != nullptr) {
       EX_CHECK(board->Wait(epoch, opt.timeout, &all_loss, &all_samples),
-                "waiting for the epoch's losses");
+               "waiting for the epoch's losses");
     }
     e.train_loss = all_loss / static_cast<double>(std::max<int64_t>(all_samples, 1));
     train_seconds += epoch_seconds;
@@ -532,8 +515,8 @@ Status TrainNetWorker(const NetOptions& opt, const nn::Network& net,
         std::snprintf(line, sizeof(line),
                       "epoch %d/%d: train loss %.4f, %.1f s, test loss %.4f, "
                       "test accuracy %.4f\n",
-                      e.epoch, opt.epochs, e.train_loss, epoch_seconds,
-                      e.test.loss, e.test.accuracy);
+                      e.epoch, opt.epochs, e.train_loss, epoch_seconds, e.test.loss,
+                      e.test.accuracy);
         *opt.log << line << std::flush;
       }
     }
@@ -543,8 +526,8 @@ Status TrainNetWorker(const NetOptions& opt, const nn::Network& net,
   return Status::OK();
 }
 
-Status TrainNet(const NetOptions& options, const Dataset& train,
-                const Dataset& test, NetReport* report) {
+Status TrainNet(const NetOptions& options, const Dataset& train, const Dataset& test,
+                NetReport* report) {
   GEEPS_RETURN_IF_ERROR(ValidateNetOptions(options));
   GEEPS_ASSIGN_OR_RETURN(nn::Network net, BuildModel(options.model, options.dropout));
   *report = NetReport();
@@ -562,16 +545,14 @@ Status TrainNet(const NetOptions& options, const Dataset& train,
   EpochBoard board(options.workers, options.epochs);
   std::vector<NetReport> reports(options.workers);
   Status run = cluster->RunWorkers([&](geeps::GeePS& ps) {
-    Status s = TrainNetWorker(options, net, train, test, ps,
-                              &reports[ps.rank()], &board);
+    Status s = TrainNetWorker(options, net, train, test, ps, &reports[ps.rank()], &board);
     if (!s.ok()) board.Abort();
     return s;
   });
   report->worker0_stats = cluster->worker(0)->GetStats();
   report->worker0_stats_json = report->worker0_stats.ToJson();
   Status shutdown = cluster->Shutdown();
-  report->total_seconds =
-      std::chrono::duration<double>(Clock::now() - start).count();
+  report->total_seconds = std::chrono::duration<double>(Clock::now() - start).count();
   report->initial_test = reports[0].initial_test;
   report->epochs = std::move(reports[0].epochs);
   report->final_params = std::move(reports[0].final_params);
@@ -580,9 +561,8 @@ Status TrainNet(const NetOptions& options, const Dataset& train,
 }
 
 Status TrainNetInProcess(const NetOptions& options, const geeps::Config& config,
-                         const geeps::ProcessOptions& process_options,
-                         const Dataset& train, const Dataset& test,
-                         NetReport* report, bool* is_worker0) {
+                         const geeps::ProcessOptions& process_options, const Dataset& train,
+                         const Dataset& test, NetReport* report, bool* is_worker0) {
   *report = NetReport();
   *is_worker0 = false;
   GEEPS_ASSIGN_OR_RETURN(nn::Network net, BuildModel(options.model, options.dropout));
@@ -604,8 +584,7 @@ Status TrainNetInProcess(const NetOptions& options, const geeps::Config& config,
   }
   // Leave the job even after an error, so that the others learn of it.
   Status shutdown = process->Shutdown();
-  report->total_seconds =
-      std::chrono::duration<double>(Clock::now() - start).count();
+  report->total_seconds = std::chrono::duration<double>(Clock::now() - start).count();
   const std::string who = "rank " + std::to_string(process->rank()) + ": ";
   if (!run.ok()) return Status(run.code(), who + run.message());
   return Context(shutdown, who + "Process::Shutdown");

@@ -33,7 +33,7 @@
 #include "geeps/status.h"
 #include "layers.h"
 #include "net_layout.h"
-#include "softmax_model.h"  // Dataset, LoadFashionMnist
+#include "softmax_model.h"    // Dataset, LoadFashionMnist
 #include "softmax_trainer.h"  // EpochBoard
 
 namespace fmnist {
@@ -48,9 +48,9 @@ struct NetOptions {
   float learning_rate = 0.05f;
   float lr_decay = 1.0f;  // learning rate of epoch e (from 0): lr * decay^e
   float momentum = 0.9f;
-  float weight_decay = 0.0f;  // L2: weight_decay * w added to each gradient
-  float dropout = 0.0f;       // BuildModel's dropout rate (0 = none)
-  int slack = 0;  // 0 = BSP
+  float weight_decay = 0.0f;          // L2: weight_decay * w added to each gradient
+  float dropout = 0.0f;               // BuildModel's dropout rate (0 = none)
+  int slack = 0;                      // 0 = BSP
   uint64_t device_memory_budget = 0;  // bytes per worker, 0 = none
   // Config::device of MakeNetConfig. The worker computes with the CUDA layer
   // backend (nn::MakeCudaBackend) when libgeeps gives it a CUDA device, else
@@ -59,8 +59,7 @@ struct NetOptions {
   geeps::DeviceKind device = geeps::DeviceKind::kHost;
   // Config::memory_guarantee and Config::emulated_copy_bandwidth (bytes/s,
   // 0 = off) of the job.
-  geeps::MemoryGuarantee memory_guarantee =
-      geeps::MemoryGuarantee::kDoubleBuffering;
+  geeps::MemoryGuarantee memory_guarantee = geeps::MemoryGuarantee::kDoubleBuffering;
   uint64_t emulated_copy_bandwidth = 0;
   // false: a layer's parameters are read once, at its forward pass, and the
   // Read stays open until its backward pass (all parameters are in flight at
@@ -69,7 +68,7 @@ struct NetOptions {
   // time: a much smaller peak for the memory manager's pool (the same values
   // under BSP: the table's clock only advances after its last Update).
   bool reread_params = false;
-  bool deterministic_bsp = false;     // Config::deterministic_bsp
+  bool deterministic_bsp = false;  // Config::deterministic_bsp
   uint64_t seed = 1;
   // Data augmentation of the training images: each example, each time it is
   // drawn, mirrored left-right with probability 1/2 and shifted by up to
@@ -82,7 +81,7 @@ struct NetOptions {
   // its mirror image's (EvaluateNet's mirror_average).
   bool test_mirror_average = false;
   std::chrono::milliseconds timeout{60000};
-  bool evaluate = true;  // worker 0 evaluates the test set after each epoch
+  bool evaluate = true;         // worker 0 evaluates the test set after each epoch
   std::ostream* log = nullptr;  // progress bar and epoch lines; null = silent
 };
 
@@ -111,21 +110,21 @@ geeps::StatusOr<nn::Network> BuildModel(const std::string& name, float dropout =
 geeps::Config MakeNetConfig(const NetOptions& options, const nn::Network& net);
 
 struct NetEpoch {
-  int epoch = 0;              // from 1
-  double train_loss = 0;      // mean over all workers' examples (embedded
-                              // runs) or worker 0's (one worker per process)
-  double seconds = 0;         // training time so far (evaluation excluded)
+  int epoch = 0;                  // from 1
+  double train_loss = 0;          // mean over all workers' examples (embedded
+                                  // runs) or worker 0's (one worker per process)
+  double seconds = 0;             // training time so far (evaluation excluded)
   double samples_per_second = 0;  // of this epoch
-  Evaluation test;            // after the epoch (when options.evaluate)
+  Evaluation test;                // after the epoch (when options.evaluate)
 };
 
 struct NetReport {
-  std::string model;               // Network::Describe()
+  std::string model;  // Network::Describe()
   size_t num_params = 0;
-  Evaluation initial_test;         // before training (when evaluate)
-  std::vector<NetEpoch> epochs;    // worker 0's view
-  double total_seconds = 0;        // start to shutdown
-  std::vector<float> final_params; // all rows of table 0, as worker 0 saw them
+  Evaluation initial_test;          // before training (when evaluate)
+  std::vector<NetEpoch> epochs;     // worker 0's view
+  double total_seconds = 0;         // start to shutdown
+  std::vector<float> final_params;  // all rows of table 0, as worker 0 saw them
   std::string worker0_stats_json;
   geeps::WorkerStats worker0_stats;  // the same, as a struct
 };
@@ -136,29 +135,26 @@ struct NetReport {
 // report the loss over all workers of this process. Errors are prefixed with
 // the worker and the call.
 geeps::Status TrainNetWorker(const NetOptions& options, const nn::Network& net,
-                             const Dataset& train, const Dataset& test,
-                             geeps::GeePS& ps, NetReport* report,
-                             EpochBoard* board = nullptr);
+                             const Dataset& train, const Dataset& test, geeps::GeePS& ps,
+                             NetReport* report, EpochBoard* board = nullptr);
 
 // Trains on an embedded cluster of options.workers workers.
-geeps::Status TrainNet(const NetOptions& options, const Dataset& train,
-                       const Dataset& test, NetReport* report);
+geeps::Status TrainNet(const NetOptions& options, const Dataset& train, const Dataset& test,
+                       NetReport* report);
 
 // One process of a multi-process job (geeps::Process::Join with `config`
 // from MakeNetConfig, GEEPS_* applied): trains its worker, then leaves.
 // *is_worker0 tells whether this process reports.
-geeps::Status TrainNetInProcess(const NetOptions& options,
-                                const geeps::Config& config,
-                                const geeps::ProcessOptions& process_options,
-                                const Dataset& train, const Dataset& test,
-                                NetReport* report, bool* is_worker0);
+geeps::Status TrainNetInProcess(const NetOptions& options, const geeps::Config& config,
+                                const geeps::ProcessOptions& process_options, const Dataset& train,
+                                const Dataset& test, NetReport* report, bool* is_worker0);
 
 // Synthetic data for 28x28 "images" and 10 classes: pixels drawn from
 // N(0, 1), labels the argmax of a fixed random linear teacher (10 x 784,
 // from `seed`), so that a network can learn them. Deterministic in `seed`;
 // train and test share the teacher.
-void MakeSyntheticData(int64_t train_size, int64_t test_size, uint64_t seed,
-                       Dataset* train, Dataset* test);
+void MakeSyntheticData(int64_t train_size, int64_t test_size, uint64_t seed, Dataset* train,
+                       Dataset* test);
 
 // Loss and accuracy of `net` with parameters `params` (every layer's rows
 // back to back, Layout::param_offset) on `data` (28x28 images), on the host.

@@ -17,9 +17,13 @@ namespace fmnist {
 class ProgressBar {
  public:
   ProgressBar(std::ostream* out, int epoch, int epochs, int64_t steps)
-      : out_(out), epoch_(epoch), epochs_(epochs), steps_(steps),
+      : out_(out),
+        epoch_(epoch),
+        epochs_(epochs),
+        steps_(steps),
         interactive_(out != nullptr && isatty(STDOUT_FILENO)),
-        start_(std::chrono::steady_clock::now()), last_(start_) {}
+        start_(std::chrono::steady_clock::now()),
+        last_(start_) {}
 
   void Step(int64_t step, int64_t samples, double loss) {
     if (!interactive_) return;
@@ -43,8 +47,7 @@ class ProgressBar {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     const int filled = static_cast<int>(kWidth * done / std::max<int64_t>(steps_, 1));
     char line[256];
-    std::snprintf(line, sizeof(line),
-                  "%sepoch %d/%d [%s%s] %3d%% %7.0f samples/s loss %.4f",
+    std::snprintf(line, sizeof(line), "%sepoch %d/%d [%s%s] %3d%% %7.0f samples/s loss %.4f",
                   prefix, epoch_, epochs_, std::string(filled, '#').c_str(),
                   std::string(kWidth - filled, '.').c_str(),
                   static_cast<int>(100 * done / std::max<int64_t>(steps_, 1)),
@@ -58,7 +61,6 @@ class ProgressBar {
   bool interactive_;
   std::chrono::steady_clock::time_point start_, last_;
 };
-
 
 }  // namespace fmnist
 

@@ -127,12 +127,10 @@ int ParseFlags(int argc, char** argv, Flags* flags) {
 }
 
 // --processes: joins the job, trains this process's worker, reports.
-int RunProcess(const Flags& flags, const fmnist::Dataset& train,
-               const fmnist::Dataset& test) {
+int RunProcess(const Flags& flags, const fmnist::Dataset& train, const fmnist::Dataset& test) {
   for (const char* ignored : {"workers", "shards"}) {
     if (flags.given.count(ignored) != 0) {
-      std::cerr << "softmax_fmnist: --" << ignored
-                << " is ignored with --processes\n";
+      std::cerr << "softmax_fmnist: --" << ignored << " is ignored with --processes\n";
     }
   }
   fmnist::TrainOptions opt = flags.train;
@@ -156,13 +154,11 @@ int RunProcess(const Flags& flags, const fmnist::Dataset& train,
 
   opt.log = &std::cout;
   fmnist::ProcessReport report;
-  s = fmnist::TrainInProcess(opt, config, process_options, train, test,
-                             &report);
+  s = fmnist::TrainInProcess(opt, config, process_options, train, test, &report);
   if (!s.ok()) {
     std::cerr << "softmax_fmnist: training failed: " << s.ToString() << "\n";
     if (!report.worker_stats_json.empty()) {
-      std::cerr << "worker " << report.worker
-                << " stats: " << report.worker_stats_json << "\n";
+      std::cerr << "worker " << report.worker << " stats: " << report.worker_stats_json << "\n";
     }
     return kExitRuntimeError;
   }
@@ -175,10 +171,9 @@ int RunProcess(const Flags& flags, const fmnist::Dataset& train,
     return 0;
   }
   const fmnist::WorkerReport& w = report.worker_report;
-  const double accuracy = w.epochs.empty() ? w.initial_test.accuracy
-                                           : w.epochs.back().test.accuracy;
-  std::printf("training took %.2f s (join to shutdown)\n",
-              report.total_seconds);
+  const double accuracy =
+      w.epochs.empty() ? w.initial_test.accuracy : w.epochs.back().test.accuracy;
+  std::printf("training took %.2f s (join to shutdown)\n", report.total_seconds);
   std::printf("worker 0 stats: %s\n", report.worker_stats_json.c_str());
   std::printf("final test accuracy: %.4f\n", accuracy);
   return 0;
@@ -197,28 +192,25 @@ int main(int argc, char** argv) {
   geeps::Status s = fmnist::LoadFashionMnist(
       flags.data_dir, static_cast<uint64_t>(flags.train_limit), &train, &test);
   if (!s.ok()) {
-    std::cerr << "softmax_fmnist: cannot load Fashion-MNIST: " << s.ToString()
-              << "\n";
+    std::cerr << "softmax_fmnist: cannot load Fashion-MNIST: " << s.ToString() << "\n";
     return kExitRuntimeError;
   }
-  const double load_seconds = std::chrono::duration<double>(
-                                  std::chrono::steady_clock::now() - load_start)
-                                  .count();
+  const double load_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
   if (flags.processes) return RunProcess(flags, train, test);
   if (train.size() < opt.workers) {
-    std::cerr << "softmax_fmnist: " << train.size()
-              << " training examples are too few for " << opt.workers
-              << " workers\n";
+    std::cerr << "softmax_fmnist: " << train.size() << " training examples are too few for "
+              << opt.workers << " workers\n";
     return kExitUsage;
   }
   std::printf(
       "loaded %lld training and %lld test images of %d pixels in %.2f s\n"
       "training: %d workers, %d shards, %d channels, slack %d%s, batch %d per "
       "worker, lr %g (decay %g/epoch), momentum %g, %d epochs\n",
-      static_cast<long long>(train.size()), static_cast<long long>(test.size()),
-      train.dim, load_seconds, opt.workers, opt.shards, opt.channels, opt.slack,
-      opt.read_my_writes ? " (read-my-writes)" : "", opt.batch_size,
-      opt.learning_rate, opt.lr_decay, opt.momentum, opt.epochs);
+      static_cast<long long>(train.size()), static_cast<long long>(test.size()), train.dim,
+      load_seconds, opt.workers, opt.shards, opt.channels, opt.slack,
+      opt.read_my_writes ? " (read-my-writes)" : "", opt.batch_size, opt.learning_rate,
+      opt.lr_decay, opt.momentum, opt.epochs);
   std::fflush(stdout);
 
   fmnist::TrainOptions run_options = opt;
@@ -232,11 +224,9 @@ int main(int argc, char** argv) {
     }
     return kExitRuntimeError;
   }
-  const double accuracy = report.epochs.empty()
-                              ? report.initial_test.accuracy
-                              : report.epochs.back().test.accuracy;
-  std::printf("training took %.2f s (cluster start to shutdown)\n",
-              report.total_seconds);
+  const double accuracy =
+      report.epochs.empty() ? report.initial_test.accuracy : report.epochs.back().test.accuracy;
+  std::printf("training took %.2f s (cluster start to shutdown)\n", report.total_seconds);
   std::printf("worker 0 stats: %s\n", report.worker0_stats_json.c_str());
   std::printf("final test accuracy: %.4f\n", accuracy);
   return 0;

@@ -14,27 +14,23 @@ using geeps::StatusCode;
 
 constexpr int kFashionMnistClasses = 10;
 
-Status LoadSplit(const std::string& dir, const std::string& prefix,
-                 uint64_t limit, Dataset* out) {
+Status LoadSplit(const std::string& dir, const std::string& prefix, uint64_t limit, Dataset* out) {
   const std::string images_path = dir + "/" + prefix + "-images-idx3-ubyte.gz";
   const std::string labels_path = dir + "/" + prefix + "-labels-idx1-ubyte.gz";
   geeps::StatusOr<IdxImages> images = ReadIdxImages(images_path, limit);
   if (!images.ok()) return images.status();
-  geeps::StatusOr<std::vector<uint8_t>> labels =
-      ReadIdxLabels(labels_path, limit);
+  geeps::StatusOr<std::vector<uint8_t>> labels = ReadIdxLabels(labels_path, limit);
   if (!labels.ok()) return labels.status();
   if (labels->size() != images->count) {
     return Status(StatusCode::kInvalidArgument,
-                  labels_path + " has " + std::to_string(labels->size()) +
-                      " labels but " + images_path + " has " +
-                      std::to_string(images->count) + " images");
+                  labels_path + " has " + std::to_string(labels->size()) + " labels but " +
+                      images_path + " has " + std::to_string(images->count) + " images");
   }
   for (size_t i = 0; i < labels->size(); ++i) {
     if ((*labels)[i] >= kFashionMnistClasses) {
       return Status(StatusCode::kInvalidArgument,
-                    labels_path + ": label " + std::to_string((*labels)[i]) +
-                        " of example " + std::to_string(i) +
-                        " is not a class in [0, 10)");
+                    labels_path + ": label " + std::to_string((*labels)[i]) + " of example " +
+                        std::to_string(i) + " is not a class in [0, 10)");
     }
   }
   out->dim = static_cast<int>(images->rows * images->cols);
@@ -59,8 +55,8 @@ double SoftmaxInPlace(float* z, int c) {
 
 }  // namespace
 
-Status LoadFashionMnist(const std::string& dir, uint64_t train_limit,
-                        Dataset* train, Dataset* test) {
+Status LoadFashionMnist(const std::string& dir, uint64_t train_limit, Dataset* train,
+                        Dataset* test) {
   Status s = LoadSplit(dir, "train", train_limit, train);
   if (!s.ok()) return s;
   s = LoadSplit(dir, "t10k", 0, test);
@@ -73,8 +69,7 @@ Status LoadFashionMnist(const std::string& dir, uint64_t train_limit,
   return Status::OK();
 }
 
-void ComputeLogits(const float* params, int dim, int num_classes,
-                   const float* x, float* logits) {
+void ComputeLogits(const float* params, int dim, int num_classes, const float* x, float* logits) {
   const float* bias = params + static_cast<size_t>(dim) * num_classes;
   std::copy(bias, bias + num_classes, logits);
   for (int i = 0; i < dim; ++i) {
@@ -85,8 +80,8 @@ void ComputeLogits(const float* params, int dim, int num_classes,
   }
 }
 
-double LossAndGradient(const float* params, const Dataset& data,
-                       const int64_t* indices, size_t n, float* grad) {
+double LossAndGradient(const float* params, const Dataset& data, const int64_t* indices, size_t n,
+                       float* grad) {
   const int dim = data.dim;
   const int c = data.num_classes;
   if (grad != nullptr) std::fill(grad, grad + NumParams(dim, c), 0.0f);
@@ -124,8 +119,7 @@ Evaluation Evaluate(const float* params, const Dataset& data) {
   for (int64_t e = 0; e < data.size(); ++e) {
     ComputeLogits(params, data.dim, c, data.example(e), z.data());
     const int y = data.labels[e];
-    const int predicted =
-        static_cast<int>(std::max_element(z.begin(), z.end()) - z.begin());
+    const int predicted = static_cast<int>(std::max_element(z.begin(), z.end()) - z.begin());
     if (predicted == y) ++correct;
     const float zy = z[y];
     loss += SoftmaxInPlace(z.data(), c) - zy;

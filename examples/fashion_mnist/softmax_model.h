@@ -31,8 +31,8 @@ struct Dataset {
 // Loads <dir>/{train,t10k}-{images-idx3,labels-idx1}-ubyte.gz; at most
 // `train_limit` training examples (0 = all). Checks that images and labels
 // agree in count and that every label is below 10. Errors name the file.
-geeps::Status LoadFashionMnist(const std::string& dir, uint64_t train_limit,
-                               Dataset* train, Dataset* test);
+geeps::Status LoadFashionMnist(const std::string& dir, uint64_t train_limit, Dataset* train,
+                               Dataset* test);
 
 // Floats in a parameter vector: (dim + 1) * num_classes.
 inline size_t NumParams(int dim, int num_classes) {
@@ -40,15 +40,14 @@ inline size_t NumParams(int dim, int num_classes) {
 }
 
 // logits[k] = bias[k] + sum_i x[i] * W[i][k], k < num_classes.
-void ComputeLogits(const float* params, int dim, int num_classes,
-                   const float* x, float* logits);
+void ComputeLogits(const float* params, int dim, int num_classes, const float* x, float* logits);
 
 // Mean cross-entropy loss of the examples data[indices[0..n)] under
 // `params`. If `grad` is not null it is overwritten with the gradient of that
 // mean (NumParams floats, same layout as params).
 // REQUIRES: n >= 1, every index in [0, data.size()).
-double LossAndGradient(const float* params, const Dataset& data,
-                       const int64_t* indices, size_t n, float* grad);
+double LossAndGradient(const float* params, const Dataset& data, const int64_t* indices, size_t n,
+                       float* grad);
 
 struct Evaluation {
   double loss = 0;      // mean cross-entropy

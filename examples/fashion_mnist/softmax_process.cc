@@ -22,9 +22,8 @@ Status WithRank(const Status& s, int rank) {
 }  // namespace
 
 Status TrainInProcess(const TrainOptions& options, const geeps::Config& config,
-                      const geeps::ProcessOptions& process_options,
-                      const Dataset& train, const Dataset& test,
-                      ProcessReport* report) {
+                      const geeps::ProcessOptions& process_options, const Dataset& train,
+                      const Dataset& test, ProcessReport* report) {
   *report = ProcessReport();
   TrainOptions opt = options;
   opt.channels = config.num_channels;
@@ -48,27 +47,24 @@ Status TrainInProcess(const TrainOptions& options, const geeps::Config& config,
     report->worker = ps->rank();
     if (ps->rank() == 0 && opt.log != nullptr) {
       char line[512];
-      std::snprintf(
-          line, sizeof(line),
-          "joined a job of %d processes as rank %d (worker 0): %d workers, %d "
-          "shards, %d channels\n"
-          "training on %lld examples (test: %lld): slack %d%s, batch %d per "
-          "worker, lr %g (decay %g/epoch), momentum %g, %d epochs\n",
-          report->world_size, rank, report->num_workers, report->num_shards,
-          config.num_channels, static_cast<long long>(train.size()),
-          static_cast<long long>(test.size()), opt.slack,
-          opt.read_my_writes ? " (read-my-writes)" : "", opt.batch_size,
-          opt.learning_rate, opt.lr_decay, opt.momentum, opt.epochs);
+      std::snprintf(line, sizeof(line),
+                    "joined a job of %d processes as rank %d (worker 0): %d workers, %d "
+                    "shards, %d channels\n"
+                    "training on %lld examples (test: %lld): slack %d%s, batch %d per "
+                    "worker, lr %g (decay %g/epoch), momentum %g, %d epochs\n",
+                    report->world_size, rank, report->num_workers, report->num_shards,
+                    config.num_channels, static_cast<long long>(train.size()),
+                    static_cast<long long>(test.size()), opt.slack,
+                    opt.read_my_writes ? " (read-my-writes)" : "", opt.batch_size,
+                    opt.learning_rate, opt.lr_decay, opt.momentum, opt.epochs);
       *opt.log << line << std::flush;
     }
-    run = TrainWorker(opt, train, test, *ps, report->num_workers,
-                      &report->worker_report);
+    run = TrainWorker(opt, train, test, *ps, report->num_workers, &report->worker_report);
     report->worker_stats_json = ps->GetStats().ToJson();
   }
   // Leave the job even after an error, so that the others learn of it.
   Status shutdown = process->Shutdown();
-  report->total_seconds =
-      std::chrono::duration<double>(Clock::now() - start).count();
+  report->total_seconds = std::chrono::duration<double>(Clock::now() - start).count();
   if (!run.ok()) return WithRank(run, rank);
   return WithRank(Context(shutdown, "Process::Shutdown"), rank);
 }

@@ -40,11 +40,9 @@ struct ProcessReport {
 // Worker 0 writes a line about the job and one per epoch to options.log.
 // Errors: Join's, ValidateDatasets' for the job's worker count, and
 // TrainWorker's, prefixed with the rank.
-geeps::Status TrainInProcess(const TrainOptions& options,
-                             const geeps::Config& config,
-                             const geeps::ProcessOptions& process_options,
-                             const Dataset& train, const Dataset& test,
-                             ProcessReport* report);
+geeps::Status TrainInProcess(const TrainOptions& options, const geeps::Config& config,
+                             const geeps::ProcessOptions& process_options, const Dataset& train,
+                             const Dataset& test, ProcessReport* report);
 
 }  // namespace fmnist
 

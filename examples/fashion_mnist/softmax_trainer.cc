@@ -21,8 +21,7 @@ using Clock = std::chrono::steady_clock;
 
 constexpr geeps::TableId kTable = 0;
 
-std::vector<float> InitialParams(const TrainOptions& options, int dim,
-                                 int classes) {
+std::vector<float> InitialParams(const TrainOptions& options, int dim, int classes) {
   std::vector<float> params(NumParams(dim, classes), 0.0f);
   std::mt19937_64 rng(options.seed);
   std::normal_distribution<float> normal(0.0f, options.init_stddev);
@@ -36,9 +35,7 @@ std::vector<float> InitialParams(const TrainOptions& options, int dim,
 }  // namespace
 
 Status ValidateTrainOptions(const TrainOptions& o) {
-  auto bad = [](const std::string& what) {
-    return Status(StatusCode::kInvalidArgument, what);
-  };
+  auto bad = [](const std::string& what) { return Status(StatusCode::kInvalidArgument, what); };
   if (o.workers < 1) return bad("workers must be >= 1");
   if (o.shards < 1) return bad("shards must be >= 1");
   if (o.channels < 1) return bad("channels must be >= 1");
@@ -61,8 +58,7 @@ Status ValidateTrainOptions(const TrainOptions& o) {
   return Status::OK();
 }
 
-Status ValidateDatasets(const Dataset& train, const Dataset& test,
-                        int workers) {
+Status ValidateDatasets(const Dataset& train, const Dataset& test, int workers) {
   if (train.dim < 1 || train.num_classes < 2 || train.dim != test.dim ||
       train.num_classes != test.num_classes || test.size() < 1) {
     return Status(StatusCode::kInvalidArgument,
@@ -70,10 +66,9 @@ Status ValidateDatasets(const Dataset& train, const Dataset& test,
                   "dim and num_classes");
   }
   if (workers < 1 || train.size() < workers) {
-    return Status(StatusCode::kInvalidArgument,
-                  "only " + std::to_string(train.size()) +
-                      " training examples for " + std::to_string(workers) +
-                      " workers");
+    return Status(StatusCode::kInvalidArgument, "only " + std::to_string(train.size()) +
+                                                    " training examples for " +
+                                                    std::to_string(workers) + " workers");
   }
   return Status::OK();
 }
@@ -81,9 +76,9 @@ Status ValidateDatasets(const Dataset& train, const Dataset& test,
 geeps::Config MakeConfig(const TrainOptions& options, const Dataset& train) {
   geeps::Config config;
   const uint64_t num_rows = static_cast<uint64_t>(train.dim) + 1;
-  config.tables.push_back(geeps::TableSpec{
-      "softmax_params", num_rows, static_cast<uint32_t>(train.num_classes),
-      /*local=*/false});
+  config.tables.push_back(geeps::TableSpec{"softmax_params", num_rows,
+                                           static_cast<uint32_t>(train.num_classes),
+                                           /*local=*/false});
   config.num_workers = options.workers;
   config.num_shards = options.shards;
   config.num_channels = options.channels;
@@ -95,10 +90,7 @@ geeps::Config MakeConfig(const TrainOptions& options, const Dataset& train) {
 }
 
 EpochBoard::EpochBoard(int workers, int epochs)
-    : workers_(workers),
-      loss_sum_(epochs),
-      samples_(epochs),
-      reported_(epochs) {}
+    : workers_(workers), loss_sum_(epochs), samples_(epochs), reported_(epochs) {}
 
 void EpochBoard::Report(int epoch, double loss_sum, int64_t samples) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -114,33 +106,31 @@ void EpochBoard::Abort() {
   cv_.notify_all();
 }
 
-Status EpochBoard::Wait(int epoch, std::chrono::milliseconds timeout,
-                        double* loss_sum, int64_t* samples) {
+Status EpochBoard::Wait(int epoch, std::chrono::milliseconds timeout, double* loss_sum,
+                        int64_t* samples) {
   std::unique_lock<std::mutex> lock(mu_);
-  bool done = cv_.wait_for(
-      lock, timeout, [&] { return aborted_ || reported_[epoch] == workers_; });
+  bool done = cv_.wait_for(lock, timeout, [&] { return aborted_ || reported_[epoch] == workers_; });
   if (aborted_) return Status(StatusCode::kCancelled, "another worker failed");
   if (!done) {
-    return Status(StatusCode::kDeadlineExceeded,
-                  "waited too long for the other workers to finish epoch " +
-                      std::to_string(epoch + 1));
+    return Status(
+        StatusCode::kDeadlineExceeded,
+        "waited too long for the other workers to finish epoch " + std::to_string(epoch + 1));
   }
   *loss_sum = loss_sum_[epoch];
   *samples = samples_[epoch];
   return Status::OK();
 }
 
-Status TrainWorker(const TrainOptions& opt, const Dataset& train,
-                   const Dataset& test, geeps::GeePS& ps, int workers,
-                   WorkerReport* out, EpochBoard* board) {
+Status TrainWorker(const TrainOptions& opt, const Dataset& train, const Dataset& test,
+                   geeps::GeePS& ps, int workers, WorkerReport* out, EpochBoard* board) {
   const int rank = ps.rank();
   *out = WorkerReport();
   out->worker = rank;
   if (workers != ps.num_workers()) {
-    return Status(StatusCode::kInvalidArgument,
-                  "worker " + std::to_string(rank) + ": TrainWorker for " +
-                      std::to_string(workers) + " workers, but the job has " +
-                      std::to_string(ps.num_workers()));
+    return Status(StatusCode::kInvalidArgument, "worker " + std::to_string(rank) +
+                                                    ": TrainWorker for " + std::to_string(workers) +
+                                                    " workers, but the job has " +
+                                                    std::to_string(ps.num_workers()));
   }
   const size_t num_params = NumParams(train.dim, train.num_classes);
   const std::vector<geeps::RowIndex> rows =
@@ -154,8 +144,7 @@ Status TrainWorker(const TrainOptions& opt, const Dataset& train,
   // every worker goes over its whole shard: train.size() examples per epoch
   // over all workers.
   const int64_t smallest_shard = train.size() / workers;
-  const int64_t iterations =
-      (smallest_shard + opt.batch_size - 1) / opt.batch_size;
+  const int64_t iterations = (smallest_shard + opt.batch_size - 1) / opt.batch_size;
   std::seed_seq seeds{opt.seed, static_cast<uint64_t>(rank), uint64_t{0x5eed}};
   std::mt19937_64 rng(seeds);
 
@@ -192,8 +181,7 @@ Status TrainWorker(const TrainOptions& opt, const Dataset& train,
     EX_ASSIGN(geeps::ConstRows read, s.Read(kTable, rows, opt.slack), "Read");
     EX_CHECK(s.Compute([&]() -> Status {
       GEEPS_RETURN_IF_ERROR(ps.CopyToHost(current.data(), read.data, num_params));
-      loss_sum += n * LossAndGradient(current.data(), train, shard.data() + begin, n,
-                                      grad.data());
+      loss_sum += n * LossAndGradient(current.data(), train, shard.data() + begin, n, grad.data());
       samples += static_cast<int64_t>(n);
       return Status::OK();
     }),
@@ -218,17 +206,15 @@ Status TrainWorker(const TrainOptions& opt, const Dataset& train,
 
   for (int epoch = 0; epoch < opt.epochs; ++epoch) {
     std::shuffle(shard.begin(), shard.end(), rng);
-    const float lr =
-        opt.learning_rate * std::pow(opt.lr_decay, static_cast<float>(epoch));
+    const float lr = opt.learning_rate * std::pow(opt.lr_decay, static_cast<float>(epoch));
     scale = -lr / static_cast<float>(workers);
     const Clock::time_point start = Clock::now();
     loss_sum = 0;
     samples = 0;
     for (int64_t it = 0; it < iterations; ++it) {
       begin = it * opt.batch_size;
-      const int64_t end = it + 1 == iterations
-                              ? static_cast<int64_t>(shard.size())
-                              : begin + opt.batch_size;
+      const int64_t end =
+          it + 1 == iterations ? static_cast<int64_t>(shard.size()) : begin + opt.batch_size;
       n = static_cast<size_t>(end - begin);
       EX_CHECK(step.RunIteration(), "iteration");
     }
@@ -245,7 +231,7 @@ Status TrainWorker(const TrainOptions& opt, const Dataset& train,
     int64_t all_samples = samples;
     if (board != nullptr) {
       EX_CHECK(board->Wait(epoch, opt.timeout, &all_loss, &all_samples),
-                   "waiting for the epoch's losses");
+               "waiting for the epoch's losses");
     }
     er.seconds = std::chrono::duration<double>(Clock::now() - start).count();
     er.train_loss = all_loss / static_cast<double>(all_samples);
@@ -262,10 +248,9 @@ Status TrainWorker(const TrainOptions& opt, const Dataset& train,
                     "epoch %d/%d: %lld samples in %.2f s (%.0f samples/s), "
                     "lr %.4g, %s train loss %.4f, test loss %.4f, "
                     "test accuracy %.4f\n",
-                    er.epoch, opt.epochs, static_cast<long long>(epoch_samples),
-                    er.seconds, er.samples_per_second, lr,
-                    er.all_workers_loss ? "mean" : "worker 0", er.train_loss,
-                    er.test.loss, er.test.accuracy);
+                    er.epoch, opt.epochs, static_cast<long long>(epoch_samples), er.seconds,
+                    er.samples_per_second, lr, er.all_workers_loss ? "mean" : "worker 0",
+                    er.train_loss, er.test.loss, er.test.accuracy);
       *opt.log << line << std::flush;
     }
   }
@@ -273,29 +258,27 @@ Status TrainWorker(const TrainOptions& opt, const Dataset& train,
   return Status::OK();
 }
 
-Status TrainSoftmax(const TrainOptions& options, const Dataset& train,
-                    const Dataset& test, TrainReport* report) {
+Status TrainSoftmax(const TrainOptions& options, const Dataset& train, const Dataset& test,
+                    TrainReport* report) {
   GEEPS_RETURN_IF_ERROR(ValidateTrainOptions(options));
   GEEPS_RETURN_IF_ERROR(ValidateDatasets(train, test, options.workers));
   *report = TrainReport();
   const Clock::time_point start = Clock::now();
 
-  GEEPS_ASSIGN_OR_RETURN(std::unique_ptr<geeps::EmbeddedCluster> cluster,
-                         Context(geeps::EmbeddedCluster::Start(MakeConfig(options, train)),
-                                 "EmbeddedCluster::Start"));
+  GEEPS_ASSIGN_OR_RETURN(
+      std::unique_ptr<geeps::EmbeddedCluster> cluster,
+      Context(geeps::EmbeddedCluster::Start(MakeConfig(options, train)), "EmbeddedCluster::Start"));
 
   EpochBoard board(options.workers, options.epochs);
   std::vector<WorkerReport> workers(options.workers);
   Status run = cluster->RunWorkers([&](geeps::GeePS& ps) {
-    Status s = TrainWorker(options, train, test, ps, options.workers,
-                           &workers[ps.rank()], &board);
+    Status s = TrainWorker(options, train, test, ps, options.workers, &workers[ps.rank()], &board);
     if (!s.ok()) board.Abort();
     return s;
   });
   report->worker0_stats_json = cluster->worker(0)->GetStats().ToJson();
   Status shutdown = cluster->Shutdown();
-  report->total_seconds =
-      std::chrono::duration<double>(Clock::now() - start).count();
+  report->total_seconds = std::chrono::duration<double>(Clock::now() - start).count();
   report->initial_test = workers[0].initial_test;
   report->epochs = std::move(workers[0].epochs);
   report->final_params = std::move(workers[0].final_params);

@@ -57,8 +57,7 @@ geeps::Status ValidateTrainOptions(const TrainOptions& options);
 
 // Checks that the data sets are non-empty, agree in dim and num_classes, and
 // that there are at least `workers` training examples; kInvalidArgument.
-geeps::Status ValidateDatasets(const Dataset& train, const Dataset& test,
-                               int workers);
+geeps::Status ValidateDatasets(const Dataset& train, const Dataset& test, int workers);
 
 // The job's config for `options` on `train`: table 0 (see above), shards,
 // channels, slack, read_my_writes, timeout, and the host device (the
@@ -72,7 +71,7 @@ struct EpochReport {
   // (all_workers_loss false, e.g. one worker per process).
   double train_loss = 0;
   bool all_workers_loss = true;
-  double seconds = 0;  // wall time of the epoch's iterations (worker 0)
+  double seconds = 0;             // wall time of the epoch's iterations (worker 0)
   double samples_per_second = 0;  // all workers' examples / seconds
   Evaluation test;                // of the parameters after the epoch
 };
@@ -107,8 +106,8 @@ class EpochBoard {
   // Waits until every worker has reported `epoch` (from 0): the sums of
   // their losses and samples. kCancelled after Abort(), kDeadlineExceeded
   // after `timeout`.
-  geeps::Status Wait(int epoch, std::chrono::milliseconds timeout,
-                     double* loss_sum, int64_t* samples);
+  geeps::Status Wait(int epoch, std::chrono::milliseconds timeout, double* loss_sum,
+                     int64_t* samples);
 
  private:
   const int workers_;
@@ -130,9 +129,8 @@ class EpochBoard {
 // process posts there), worker 0's epoch loss is the mean over all workers;
 // without, over its own examples. Errors are prefixed with the worker and
 // the call. REQUIRES: ValidateDatasets(train, test, num_workers) is OK.
-geeps::Status TrainWorker(const TrainOptions& options, const Dataset& train,
-                          const Dataset& test, geeps::GeePS& ps,
-                          int num_workers, WorkerReport* out,
+geeps::Status TrainWorker(const TrainOptions& options, const Dataset& train, const Dataset& test,
+                          geeps::GeePS& ps, int num_workers, WorkerReport* out,
                           EpochBoard* board = nullptr);
 
 // Trains on `train` (worker r gets examples r, r + workers, ...; each worker
@@ -141,8 +139,8 @@ geeps::Status TrainWorker(const TrainOptions& options, const Dataset& train,
 // returned, prefixed with the worker and the call.
 // REQUIRES: train.size() >= options.workers; train and test have the same
 // dim and num_classes.
-geeps::Status TrainSoftmax(const TrainOptions& options, const Dataset& train,
-                           const Dataset& test, TrainReport* report);
+geeps::Status TrainSoftmax(const TrainOptions& options, const Dataset& train, const Dataset& test,
+                           TrainReport* report);
 
 }  // namespace fmnist
 

@@ -69,9 +69,8 @@ class Backend {
   virtual void CopyToHost(float* host, const float* src, size_t n) = 0;
 
   // C = alpha * op(A) * op(B) + beta * C; op(A) is m x k, op(B) k x n, C m x n.
-  virtual void Gemm(bool trans_a, bool trans_b, int m, int n, int k,
-                    float alpha, const float* a, const float* b, float beta,
-                    float* c) = 0;
+  virtual void Gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
+                    const float* b, float beta, float* c) = 0;
   // x[i] = 0 for i < n.
   virtual void Zero(float* x, size_t n) = 0;
 
@@ -79,28 +78,22 @@ class Backend {
   // matrix whose rows are `ld` floats apart (ld >= out_h * out_w, so that
   // the images of a batch can sit side by side); taps outside the image
   // (padding) read 0.
-  virtual void Im2Col(const float* image, const Window& w, size_t ld,
-                      float* col) = 0;
+  virtual void Im2Col(const float* image, const Window& w, size_t ld, float* col) = 0;
   // The adjoint: adds col's entries back into `image` (which it accumulates
   // into; zero it first).
-  virtual void Col2Im(const float* col, const Window& w, size_t ld,
-                      float* image) = 0;
+  virtual void Col2Im(const float* col, const Window& w, size_t ld, float* image) = 0;
   // dst[j][i][k] = src[i][j][k] for i < a, j < b, k < inner: swaps the two
   // outer axes (batch-major <-> channel-major activations).
-  virtual void SwapOuterAxes(const float* src, int a, int b, int inner,
-                             float* dst) = 0;
+  virtual void SwapOuterAxes(const float* src, int a, int b, int inner, float* dst) = 0;
 
   // x[o][c][i] += bias[c] for o < outer, c < channels, i < inner.
-  virtual void AddBias(const float* bias, int outer, int channels, int inner,
-                       float* x) = 0;
+  virtual void AddBias(const float* bias, int outer, int channels, int inner, float* x) = 0;
   // dbias[c] = sum over o, i of dx[o][c][i].
-  virtual void BiasGrad(const float* dx, int outer, int channels, int inner,
-                        float* dbias) = 0;
+  virtual void BiasGrad(const float* dx, int outer, int channels, int inner, float* dbias) = 0;
 
   // y = max(x, 0); dx = dy where y > 0, else 0 (in-place allowed).
   virtual void ReluForward(const float* x, size_t n, float* y) = 0;
-  virtual void ReluBackward(const float* y, const float* dy, size_t n,
-                            float* dx) = 0;
+  virtual void ReluBackward(const float* y, const float* dy, size_t n, float* dx) = 0;
 
   // Max pooling of `batch` images (no padding). The backward pass routes
   // each output's gradient to one input of its window equal to the output
@@ -108,11 +101,9 @@ class Backend {
   // the CUDA kernels take the first in row-major order; cuDNN
   // (CUDNN_POOLING_MAX_DETERMINISTIC) breaks ties its own way, which only
   // matters where a window holds equal maxima.
-  virtual void MaxPoolForward(const float* x, int batch, const Window& w,
-                              float* y) = 0;
-  virtual void MaxPoolBackward(const float* x, const float* y,
-                               const float* dy, int batch, const Window& w,
-                               float* dx) = 0;
+  virtual void MaxPoolForward(const float* x, int batch, const Window& w, float* y) = 0;
+  virtual void MaxPoolBackward(const float* x, const float* y, const float* dy, int batch,
+                               const Window& w, float* dx) = 0;
 
   // Convolution of `batch` images x (w.channels x w.height x w.width each)
   // with `out_channels` filters of w.channels x w.kernel x w.kernel, stride
@@ -131,34 +122,28 @@ class Backend {
   // GEMM + SwapOuterAxes + AddBias, through this interface's own kernels;
   // the host backend uses it, and so does the CUDA backend without cuDNN.
   // The CUDA backend with cuDNN overrides both calls.
-  virtual void ConvForward(const float* x, int batch, const Window& w,
-                           int out_channels, const float* weights,
-                           const float* bias, float* y, float* scratch);
+  virtual void ConvForward(const float* x, int batch, const Window& w, int out_channels,
+                           const float* weights, const float* bias, float* y, float* scratch);
   // The gradients of ConvForward given dy = dLoss/dy: dweights
   // (out_channels x channels * kernel^2) and dbias (out_channels), summed
   // over the batch and overwritten, and, unless dx is null, dx = dLoss/dx
   // (overwritten). Reads x, dy and weights; scratch as above.
-  virtual void ConvBackward(const float* x, const float* dy, int batch,
-                            const Window& w, int out_channels,
-                            const float* weights, float* dx, float* dweights,
+  virtual void ConvBackward(const float* x, const float* dy, int batch, const Window& w,
+                            int out_channels, const float* weights, float* dx, float* dweights,
                             float* dbias, float* scratch);
 
   // Softmax cross-entropy over `batch` rows of `classes` logits. Returns the
   // sum (not the mean) of the rows' losses; if `dlogits` is not null, writes
   // scale * d(sum of losses)/d(logits) = scale * (softmax - onehot).
-  virtual double SoftmaxCrossEntropy(const float* logits,
-                                     const int32_t* labels, int batch,
-                                     int classes, float scale,
-                                     float* dlogits) = 0;
+  virtual double SoftmaxCrossEntropy(const float* logits, const int32_t* labels, int batch,
+                                     int classes, float scale, float* dlogits) = 0;
 
   // Inverted dropout of n values at `rate` (in [0, 1)): y[i] = x[i] / (1 -
   // rate) where DropoutKeeps(seed, i, DropoutThreshold(rate)) (dropout_mask.h),
   // else 0; the backward pass dx[i] = dy[i] / (1 - rate) where kept, else 0,
   // with the same seed. Rate 0 copies. In-place allowed.
-  virtual void DropoutForward(const float* x, size_t n, float rate, uint64_t seed,
-                              float* y) = 0;
-  virtual void DropoutBackward(const float* dy, size_t n, float rate, uint64_t seed,
-                               float* dx) = 0;
+  virtual void DropoutForward(const float* x, size_t n, float rate, uint64_t seed, float* y) = 0;
+  virtual void DropoutBackward(const float* dy, size_t n, float rate, uint64_t seed, float* dx) = 0;
 
   // SGD with momentum and L2 weight decay, as a delta for an add-only
   // parameter server:
@@ -166,8 +151,7 @@ class Backend {
   //   delta = -lr * velocity.
   // `weights` may be null when weight_decay is 0.
   virtual void MomentumDelta(const float* grad, const float* weights, size_t n, float lr,
-                             float momentum, float weight_decay, float* velocity,
-                             float* delta) = 0;
+                             float momentum, float weight_decay, float* velocity, float* delta) = 0;
 
  protected:
   // Records `message` unless an error is already recorded.
@@ -208,8 +192,8 @@ using SyncFn = std::function<std::string()>;
 // `inner`, becomes this backend's sticky error. Null if an argument is
 // empty. The queued kernels use `inner`, so destroying the backend waits
 // for them.
-std::unique_ptr<Backend> MakeQueuedBackend(std::unique_ptr<Backend> inner,
-                                           EnqueueFn enqueue, SyncFn sync);
+std::unique_ptr<Backend> MakeQueuedBackend(std::unique_ptr<Backend> inner, EnqueueFn enqueue,
+                                           SyncFn sync);
 
 // The CUDA backend, all on `stream` (a cudaStream_t; null = the legacy
 // default stream) of the current device: GEMMs through cuBLAS; where cuDNN

@@ -59,13 +59,13 @@ __host__ __device__ inline int OutW(const Window& w) {
   return (w.width + 2 * w.pad - w.kernel) / w.stride + 1;
 }
 
-#define GRID_LOOP(i, n)                                                  \
+#define GRID_LOOP(i, n)                                                   \
   for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < (n); \
        i += size_t{blockDim.x} * gridDim.x)
 
 // col[(c * k + ky) * k + kx][y * ow + x], rows `ld` apart.
-__global__ void Im2ColKernel(const float* __restrict__ image, Window w,
-                             size_t ld, float* __restrict__ col) {
+__global__ void Im2ColKernel(const float* __restrict__ image, Window w, size_t ld,
+                             float* __restrict__ col) {
   const int oh = OutH(w), ow = OutW(w);
   const size_t cols = static_cast<size_t>(oh) * ow;
   const size_t total = static_cast<size_t>(w.channels) * w.kernel * w.kernel * cols;
@@ -88,8 +88,8 @@ __global__ void Im2ColKernel(const float* __restrict__ image, Window w,
 
 // The adjoint, gathered per image pixel: adds its taps in the host's
 // (ky, kx) order.
-__global__ void Col2ImKernel(const float* __restrict__ col, Window w,
-                             size_t ld, float* __restrict__ image) {
+__global__ void Col2ImKernel(const float* __restrict__ col, Window w, size_t ld,
+                             float* __restrict__ image) {
   const int oh = OutH(w), ow = OutW(w);
   const size_t total = static_cast<size_t>(w.channels) * w.height * w.width;
   GRID_LOOP(i, total) {
@@ -113,8 +113,8 @@ __global__ void Col2ImKernel(const float* __restrict__ col, Window w,
   }
 }
 
-__global__ void SwapOuterAxesKernel(const float* __restrict__ src, int a, int b,
-                                    int inner, float* __restrict__ dst) {
+__global__ void SwapOuterAxesKernel(const float* __restrict__ src, int a, int b, int inner,
+                                    float* __restrict__ dst) {
   const size_t total = static_cast<size_t>(a) * b * inner;
   GRID_LOOP(i, total) {  // i indexes dst[j][i'][k]
     const size_t k = i % inner;
@@ -124,15 +124,14 @@ __global__ void SwapOuterAxesKernel(const float* __restrict__ src, int a, int b,
   }
 }
 
-__global__ void AddBiasKernel(const float* __restrict__ bias, int outer,
-                              int channels, int inner, float* __restrict__ x) {
+__global__ void AddBiasKernel(const float* __restrict__ bias, int outer, int channels, int inner,
+                              float* __restrict__ x) {
   const size_t total = static_cast<size_t>(outer) * channels * inner;
   GRID_LOOP(i, total) x[i] += bias[(i / inner) % channels];
 }
 
 // One block per channel: the block sums its channel's outer * inner values.
-__global__ void BiasGradKernel(const float* __restrict__ dx, int outer,
-                               int channels, int inner,
+__global__ void BiasGradKernel(const float* __restrict__ dx, int outer, int channels, int inner,
                                float* __restrict__ dbias) {
   __shared__ float partial[kThreads];
   const int c = blockIdx.x;
@@ -155,14 +154,13 @@ __global__ void ReluForwardKernel(const float* x, size_t n, float* y) {
   GRID_LOOP(i, n) y[i] = x[i] > 0 ? x[i] : 0.0f;
 }
 
-__global__ void ReluBackwardKernel(const float* y, const float* dy, size_t n,
-                                   float* dx) {
+__global__ void ReluBackwardKernel(const float* y, const float* dy, size_t n, float* dx) {
   GRID_LOOP(i, n) dx[i] = y[i] > 0 ? dy[i] : 0.0f;
 }
 
 // Max pooling without cuDNN (not built in, or not usable at run time).
-__global__ void MaxPoolForwardKernel(const float* __restrict__ x, size_t planes,
-                                     Window w, float* __restrict__ y) {
+__global__ void MaxPoolForwardKernel(const float* __restrict__ x, size_t planes, Window w,
+                                     float* __restrict__ y) {
   const int oh = OutH(w), ow = OutW(w);
   const size_t total = planes * oh * ow;
   GRID_LOOP(i, total) {
@@ -181,10 +179,8 @@ __global__ void MaxPoolForwardKernel(const float* __restrict__ x, size_t planes,
 
 // Gathered per input pixel: it takes the gradient of every output whose
 // window's first maximum it is, in the host's (oy, ox) order.
-__global__ void MaxPoolBackwardKernel(const float* __restrict__ x,
-                                      const float* __restrict__ y,
-                                      const float* __restrict__ dy,
-                                      size_t planes, Window w,
+__global__ void MaxPoolBackwardKernel(const float* __restrict__ x, const float* __restrict__ y,
+                                      const float* __restrict__ dy, size_t planes, Window w,
                                       float* __restrict__ dx) {
   const int oh = OutH(w), ow = OutW(w);
   const size_t total = planes * w.height * w.width;
@@ -218,12 +214,9 @@ __global__ void MaxPoolBackwardKernel(const float* __restrict__ x,
   }
 }
 
-
 // One thread per row, in double like the host; loss[b] is row b's loss.
-__global__ void SoftmaxKernel(const float* __restrict__ logits,
-                              const int32_t* __restrict__ labels, int batch,
-                              int classes, float scale,
-                              float* __restrict__ dlogits,
+__global__ void SoftmaxKernel(const float* __restrict__ logits, const int32_t* __restrict__ labels,
+                              int batch, int classes, float scale, float* __restrict__ dlogits,
                               double* __restrict__ loss) {
   GRID_LOOP(b, static_cast<size_t>(batch)) {
     const float* z = logits + b * classes;
@@ -244,16 +237,14 @@ __global__ void SoftmaxKernel(const float* __restrict__ logits,
 }
 
 // Inverted dropout; also its backward pass (the same mask and scale).
-__global__ void DropoutKernel(const float* x, size_t n, uint32_t threshold,
-                              float scale, uint64_t seed, float* y) {
+__global__ void DropoutKernel(const float* x, size_t n, uint32_t threshold, float scale,
+                              uint64_t seed, float* y) {
   GRID_LOOP(i, n) { y[i] = DropoutKeeps(seed, i, threshold) ? x[i] * scale : 0.0f; }
 }
 
-__global__ void MomentumKernel(const float* __restrict__ grad,
-                               const float* __restrict__ weights, size_t n,
-                               float lr, float momentum, float weight_decay,
-                               float* __restrict__ velocity,
-                               float* __restrict__ delta) {
+__global__ void MomentumKernel(const float* __restrict__ grad, const float* __restrict__ weights,
+                               size_t n, float lr, float momentum, float weight_decay,
+                               float* __restrict__ velocity, float* __restrict__ delta) {
   GRID_LOOP(i, n) {
     float g = grad[i];
     if (weights != nullptr) g += weight_decay * weights[i];
@@ -265,16 +256,26 @@ __global__ void MomentumKernel(const float* __restrict__ grad,
 
 const char* CublasName(cublasStatus_t s) {
   switch (s) {
-    case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
-    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
-    case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
-    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
-    case CUBLAS_STATUS_ARCH_MISMATCH: return "CUBLAS_STATUS_ARCH_MISMATCH";
-    case CUBLAS_STATUS_MAPPING_ERROR: return "CUBLAS_STATUS_MAPPING_ERROR";
-    case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
-    case CUBLAS_STATUS_INTERNAL_ERROR: return "CUBLAS_STATUS_INTERNAL_ERROR";
-    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
-    default: return "cuBLAS error";
+    case CUBLAS_STATUS_SUCCESS:
+      return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_NOT_INITIALIZED:
+      return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_ALLOC_FAILED:
+      return "CUBLAS_STATUS_ALLOC_FAILED";
+    case CUBLAS_STATUS_INVALID_VALUE:
+      return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_ARCH_MISMATCH:
+      return "CUBLAS_STATUS_ARCH_MISMATCH";
+    case CUBLAS_STATUS_MAPPING_ERROR:
+      return "CUBLAS_STATUS_MAPPING_ERROR";
+    case CUBLAS_STATUS_EXECUTION_FAILED:
+      return "CUBLAS_STATUS_EXECUTION_FAILED";
+    case CUBLAS_STATUS_INTERNAL_ERROR:
+      return "CUBLAS_STATUS_INTERNAL_ERROR";
+    case CUBLAS_STATUS_NOT_SUPPORTED:
+      return "CUBLAS_STATUS_NOT_SUPPORTED";
+    default:
+      return "cuBLAS error";
   }
 }
 
@@ -283,8 +284,7 @@ const char* CublasName(cublasStatus_t s) {
 struct Version {
   int major = 0, minor = 0, patch = 0;
   std::string str() const {
-    return std::to_string(major) + "." + std::to_string(minor) + "." +
-           std::to_string(patch);
+    return std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(patch);
   }
   // Older than `built` in major.minor (a patch release never matters).
   bool OlderThan(const Version& built) const {
@@ -322,13 +322,16 @@ DnnPolicy ReadDnnPolicy(std::string* note) {
 // load, that function may not be reachable either.
 std::string DnnStatusName(cudnnStatus_t s) {
   switch (s) {
-    case CUDNN_STATUS_SUCCESS: return "CUDNN_STATUS_SUCCESS";
-    case CUDNN_STATUS_NOT_INITIALIZED: return "CUDNN_STATUS_NOT_INITIALIZED";
+    case CUDNN_STATUS_SUCCESS:
+      return "CUDNN_STATUS_SUCCESS";
+    case CUDNN_STATUS_NOT_INITIALIZED:
+      return "CUDNN_STATUS_NOT_INITIALIZED";
     case CUDNN_STATUS_SUBLIBRARY_VERSION_MISMATCH:
       return "CUDNN_STATUS_SUBLIBRARY_VERSION_MISMATCH";
     case CUDNN_STATUS_SUBLIBRARY_LOADING_FAILED:
       return "CUDNN_STATUS_SUBLIBRARY_LOADING_FAILED";
-    default: return "cuDNN status " + std::to_string(static_cast<int>(s));
+    default:
+      return "cuDNN status " + std::to_string(static_cast<int>(s));
   }
 }
 #endif  // NN_WITH_CUDNN
@@ -341,8 +344,7 @@ const LibraryCheck& CheckLibraries() {
   static const LibraryCheck check = [] {
     LibraryCheck c;
     std::string line = "nn: CUDA layer backend: ";
-    const Version blas_built{CUBLAS_VER_MAJOR, CUBLAS_VER_MINOR,
-                             CUBLAS_VER_PATCH};
+    const Version blas_built{CUBLAS_VER_MAJOR, CUBLAS_VER_MINOR, CUBLAS_VER_PATCH};
     Version blas;
     if (cublasGetProperty(MAJOR_VERSION, &blas.major) != CUBLAS_STATUS_SUCCESS ||
         cublasGetProperty(MINOR_VERSION, &blas.minor) != CUBLAS_STATUS_SUCCESS ||
@@ -353,12 +355,13 @@ const LibraryCheck& CheckLibraries() {
       line += "cuBLAS " + blas.str() + " (built with " + blas_built.str() + ")";
       if (blas.major != blas_built.major) {
         c.blas_error = "cuBLAS " + blas.str() + " is not of major version " +
-                       std::to_string(blas_built.major) +
-                       ", which this backend was built with";
+                       std::to_string(blas_built.major) + ", which this backend was built with";
         line += ": NOT usable";
       } else if (blas.OlderThan(blas_built)) {
-        line += ": older than the build, used (the calls made here are in "
-                "every " + std::to_string(blas_built.major) + ".x)";
+        line +=
+            ": older than the build, used (the calls made here are in "
+            "every " +
+            std::to_string(blas_built.major) + ".x)";
       }
     }
     line += "; ";
@@ -367,11 +370,10 @@ const LibraryCheck& CheckLibraries() {
     const DnnPolicy policy = ReadDnnPolicy(&note);
     const Version dnn_built{CUDNN_MAJOR, CUDNN_MINOR, CUDNN_PATCHLEVEL};
     const size_t v = cudnnGetVersion();
-    const Version dnn{static_cast<int>(v / 10000),
-                      static_cast<int>(v % 10000 / 100),
+    const Version dnn{static_cast<int>(v / 10000), static_cast<int>(v % 10000 / 100),
                       static_cast<int>(v % 100)};
-    line += "cuDNN " + (v == 0 ? std::string("of unknown version") : dnn.str()) +
-            " (built with " + dnn_built.str() + ")";
+    line += "cuDNN " + (v == 0 ? std::string("of unknown version") : dnn.str()) + " (built with " +
+            dnn_built.str() + ")";
     std::string why_not;
     if (policy == DnnPolicy::kOff) {
       why_not = "NN_CUDNN=off";
@@ -382,24 +384,22 @@ const LibraryCheck& CheckLibraries() {
     } else if (dnn.major != dnn_built.major) {
       why_not = "not of major version " + std::to_string(dnn_built.major);
     } else if (dnn.OlderThan(dnn_built) && policy != DnnPolicy::kForce) {
-      why_not = "older than the build's " + std::to_string(dnn_built.major) +
-                "." + std::to_string(dnn_built.minor) +
+      why_not = "older than the build's " + std::to_string(dnn_built.major) + "." +
+                std::to_string(dnn_built.minor) +
                 " (cuDNN promises only that a newer minor release runs an "
                 "older build; NN_CUDNN=force uses it anyway)";
     } else {
       cudnnStatus_t s = cudnnOpsVersionCheck();
       if (s == CUDNN_STATUS_SUCCESS) s = cudnnCnnVersionCheck();
       if (s != CUDNN_STATUS_SUCCESS) {
-        why_not = "its parts do not load or do not match (" +
-                  DnnStatusName(s) + ")";
+        why_not = "its parts do not load or do not match (" + DnnStatusName(s) + ")";
       }
     }
     c.dnn_wanted = why_not.empty();
     c.dnn_forced = policy == DnnPolicy::kForce;
     if (c.dnn_wanted) {
-      line += dnn.OlderThan(dnn_built)
-                  ? ": used (NN_CUDNN=force, although older than the build)"
-                  : ": used";
+      line += dnn.OlderThan(dnn_built) ? ": used (NN_CUDNN=force, although older than the build)"
+                                       : ": used";
     } else {
       line += ": NOT used, " + why_not +
               "; convolution, max pooling and ReLU run on the backend's own "
@@ -407,9 +407,10 @@ const LibraryCheck& CheckLibraries() {
     }
     if (!note.empty()) line += " (" + note + ")";
 #else
-    line += "cuDNN: not built in (not found at configure time): NOT used; "
-            "convolution, max pooling and ReLU run on the backend's own "
-            "kernels";
+    line +=
+        "cuDNN: not built in (not found at configure time): NOT used; "
+        "convolution, max pooling and ReLU run on the backend's own "
+        "kernels";
 #endif
     std::fprintf(stderr, "%s\n", line.c_str());
     return c;
@@ -446,8 +447,7 @@ struct ConvPlan {
   bool have_fwd = false, have_bwd_data = false, have_bwd_filter = false;
   cudnnConvolutionFwdAlgo_t fwd = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
   cudnnConvolutionBwdDataAlgo_t bwd_data = CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
-  cudnnConvolutionBwdFilterAlgo_t bwd_filter =
-      CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1;
+  cudnnConvolutionBwdFilterAlgo_t bwd_filter = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1;
   size_t fwd_bytes = 0, bwd_data_bytes = 0, bwd_filter_bytes = 0;
 };
 
@@ -458,8 +458,7 @@ bool KnownNondeterministic(cudnnConvolutionBwdDataAlgo_t a) {
   return a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_0;
 }
 bool KnownNondeterministic(cudnnConvolutionBwdFilterAlgo_t a) {
-  return a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0 ||
-         a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3;
+  return a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0 || a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3;
 }
 
 // Whether a heuristic result may be used: supported, deterministic (the same
@@ -468,8 +467,7 @@ bool KnownNondeterministic(cudnnConvolutionBwdFilterAlgo_t a) {
 // The descriptor itself is set to CUDNN_FMA_MATH, which is what runs.
 template <typename Perf>
 bool Usable(const Perf& p) {
-  return p.status == CUDNN_STATUS_SUCCESS &&
-         p.determinism == CUDNN_DETERMINISTIC &&
+  return p.status == CUDNN_STATUS_SUCCESS && p.determinism == CUDNN_DETERMINISTIC &&
          (p.mathType == CUDNN_FMA_MATH || p.mathType == CUDNN_DEFAULT_MATH) &&
          !KnownNondeterministic(p.algo);
 }
@@ -477,8 +475,7 @@ bool Usable(const Perf& p) {
 
 class CudaBackend final : public Backend {
  public:
-  CudaBackend(cudaStream_t stream, cublasHandle_t blas)
-      : stream_(stream), blas_(blas) {}
+  CudaBackend(cudaStream_t stream, cublasHandle_t blas) : stream_(stream), blas_(blas) {}
   ~CudaBackend() override {
 #if NN_WITH_CUDNN
     plans_.clear();
@@ -507,19 +504,14 @@ class CudaBackend final : public Backend {
     if (!step(cudnnCreate(&handle), "cudnnCreate")) return why;
     dnn_ = handle;
     if (step(cudnnSetStream(dnn_, stream_), "cudnnSetStream") &&
-        step(cudnnCreatePoolingDescriptor(&pool_),
-             "cudnnCreatePoolingDescriptor") &&
-        step(cudnnCreateActivationDescriptor(&relu_),
-             "cudnnCreateActivationDescriptor") &&
-        step(cudnnSetActivationDescriptor(relu_, CUDNN_ACTIVATION_RELU,
-                                          CUDNN_NOT_PROPAGATE_NAN, 0.0),
+        step(cudnnCreatePoolingDescriptor(&pool_), "cudnnCreatePoolingDescriptor") &&
+        step(cudnnCreateActivationDescriptor(&relu_), "cudnnCreateActivationDescriptor") &&
+        step(cudnnSetActivationDescriptor(relu_, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN,
+                                          0.0),
              "cudnnSetActivationDescriptor") &&
-        step(cudnnCreateTensorDescriptor(&pool_x_),
-             "cudnnCreateTensorDescriptor") &&
-        step(cudnnCreateTensorDescriptor(&pool_y_),
-             "cudnnCreateTensorDescriptor") &&
-        step(cudnnCreateTensorDescriptor(&vector_),
-             "cudnnCreateTensorDescriptor")) {
+        step(cudnnCreateTensorDescriptor(&pool_x_), "cudnnCreateTensorDescriptor") &&
+        step(cudnnCreateTensorDescriptor(&pool_y_), "cudnnCreateTensorDescriptor") &&
+        step(cudnnCreateTensorDescriptor(&vector_), "cudnnCreateTensorDescriptor")) {
       return "";
     }
     StopDnn();
@@ -543,29 +535,26 @@ class CudaBackend final : public Backend {
 
   void CopyFromHost(float* dst, const float* host, size_t n) override {
     if (!ok() || n == 0) return;
-    Check(cudaMemcpyAsync(dst, host, n * sizeof(float), cudaMemcpyHostToDevice,
-                          stream_),
+    Check(cudaMemcpyAsync(dst, host, n * sizeof(float), cudaMemcpyHostToDevice, stream_),
           "CopyFromHost");
   }
   void CopyToHost(float* host, const float* src, size_t n) override {
     if (!ok() || n == 0) return;
-    if (!Check(cudaMemcpyAsync(host, src, n * sizeof(float),
-                               cudaMemcpyDeviceToHost, stream_),
+    if (!Check(cudaMemcpyAsync(host, src, n * sizeof(float), cudaMemcpyDeviceToHost, stream_),
                "CopyToHost")) {
       return;
     }
     Check(cudaStreamSynchronize(stream_), "CopyToHost (synchronise)");
   }
 
-  void Gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha,
-            const float* a, const float* b, float beta, float* c) override {
+  void Gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
+            const float* b, float beta, float* c) override {
     if (!ok()) return;
     // Row-major C (m x n) is column-major C^T: C^T = op(B)^T op(A)^T, so
     // cuBLAS gets B first, then A, with the row-major leading dimensions.
-    const cublasStatus_t s = cublasSgemm(
-        blas_, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
-        trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b,
-        trans_b ? k : n, a, trans_a ? m : k, &beta, c, n);
+    const cublasStatus_t s =
+        cublasSgemm(blas_, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+                    n, m, k, &alpha, b, trans_b ? k : n, a, trans_a ? m : k, &beta, c, n);
     if (s != CUBLAS_STATUS_SUCCESS) {
       Fail(std::string("CUDA layer backend: cublasSgemm: ") + CublasName(s));
     }
@@ -576,18 +565,15 @@ class CudaBackend final : public Backend {
     Check(cudaMemsetAsync(x, 0, n * sizeof(float), stream_), "Zero");
   }
 
-  void Im2Col(const float* image, const Window& w, size_t ld,
-              float* col) override {
+  void Im2Col(const float* image, const Window& w, size_t ld, float* col) override {
     if (!ok()) return;
-    const size_t n = static_cast<size_t>(w.channels) * w.kernel * w.kernel *
-                     OutH(w) * OutW(w);
+    const size_t n = static_cast<size_t>(w.channels) * w.kernel * w.kernel * OutH(w) * OutW(w);
     if (n == 0) return;
     Im2ColKernel<<<Blocks(n), kThreads, 0, stream_>>>(image, w, ld, col);
     Launched("Im2Col");
   }
 
-  void Col2Im(const float* col, const Window& w, size_t ld,
-              float* image) override {
+  void Col2Im(const float* col, const Window& w, size_t ld, float* image) override {
     if (!ok()) return;
     const size_t n = static_cast<size_t>(w.channels) * w.height * w.width;
     if (n == 0) return;
@@ -595,31 +581,25 @@ class CudaBackend final : public Backend {
     Launched("Col2Im");
   }
 
-  void SwapOuterAxes(const float* src, int a, int b, int inner,
-                     float* dst) override {
+  void SwapOuterAxes(const float* src, int a, int b, int inner, float* dst) override {
     if (!ok()) return;
     const size_t n = static_cast<size_t>(a) * b * inner;
     if (n == 0) return;
-    SwapOuterAxesKernel<<<Blocks(n), kThreads, 0, stream_>>>(src, a, b, inner,
-                                                             dst);
+    SwapOuterAxesKernel<<<Blocks(n), kThreads, 0, stream_>>>(src, a, b, inner, dst);
     Launched("SwapOuterAxes");
   }
 
-  void AddBias(const float* bias, int outer, int channels, int inner,
-               float* x) override {
+  void AddBias(const float* bias, int outer, int channels, int inner, float* x) override {
     if (!ok()) return;
     const size_t n = static_cast<size_t>(outer) * channels * inner;
     if (n == 0) return;
-    AddBiasKernel<<<Blocks(n), kThreads, 0, stream_>>>(bias, outer, channels,
-                                                       inner, x);
+    AddBiasKernel<<<Blocks(n), kThreads, 0, stream_>>>(bias, outer, channels, inner, x);
     Launched("AddBias");
   }
 
-  void BiasGrad(const float* dx, int outer, int channels, int inner,
-                float* dbias) override {
+  void BiasGrad(const float* dx, int outer, int channels, int inner, float* dbias) override {
     if (!ok() || channels <= 0) return;
-    BiasGradKernel<<<channels, kThreads, 0, stream_>>>(dx, outer, channels,
-                                                       inner, dbias);
+    BiasGradKernel<<<channels, kThreads, 0, stream_>>>(dx, outer, channels, inner, dbias);
     Launched("BiasGrad");
   }
 
@@ -630,8 +610,7 @@ class CudaBackend final : public Backend {
     if (dnn_ != nullptr && n <= static_cast<size_t>(INT_MAX)) {
       const float one = 1.0f, zero = 0.0f;
       if (SetVector(n)) {
-        Dnn(cudnnActivationForward(dnn_, relu_, &one, vector_, x, &zero,
-                                   vector_, y),
+        Dnn(cudnnActivationForward(dnn_, relu_, &one, vector_, x, &zero, vector_, y),
             "cudnnActivationForward (ReLU)");
       }
       return;
@@ -641,8 +620,7 @@ class CudaBackend final : public Backend {
     Launched("ReluForward");
   }
 
-  void ReluBackward(const float* y, const float* dy, size_t n,
-                    float* dx) override {
+  void ReluBackward(const float* y, const float* dy, size_t n, float* dx) override {
     if (!ok() || n == 0) return;
 #if NN_WITH_CUDNN
     if (dnn_ != nullptr && n <= static_cast<size_t>(INT_MAX)) {
@@ -651,8 +629,8 @@ class CudaBackend final : public Backend {
       // descriptor for both).
       const float one = 1.0f, zero = 0.0f;
       if (SetVector(n)) {
-        Dnn(cudnnActivationBackward(dnn_, relu_, &one, vector_, y, vector_, dy,
-                                    vector_, y, &zero, vector_, dx),
+        Dnn(cudnnActivationBackward(dnn_, relu_, &one, vector_, y, vector_, dy, vector_, y, &zero,
+                                    vector_, dx),
             "cudnnActivationBackward (ReLU)");
       }
       return;
@@ -662,8 +640,7 @@ class CudaBackend final : public Backend {
     Launched("ReluBackward");
   }
 
-  void MaxPoolForward(const float* x, int batch, const Window& w,
-                      float* y) override {
+  void MaxPoolForward(const float* x, int batch, const Window& w, float* y) override {
     if (!ok()) return;
     const size_t planes = static_cast<size_t>(batch) * w.channels;
     const size_t n = planes * OutH(w) * OutW(w);
@@ -672,8 +649,7 @@ class CudaBackend final : public Backend {
     if (dnn_ != nullptr) {
       if (SetPool(batch, w)) {
         const float one = 1.0f, zero = 0.0f;
-        Dnn(cudnnPoolingForward(dnn_, pool_, &one, pool_x_, x, &zero, pool_y_,
-                                y),
+        Dnn(cudnnPoolingForward(dnn_, pool_, &one, pool_x_, x, &zero, pool_y_, y),
             "cudnnPoolingForward");
       }
       return;
@@ -683,8 +659,8 @@ class CudaBackend final : public Backend {
     Launched("MaxPoolForward");
   }
 
-  void MaxPoolBackward(const float* x, const float* y, const float* dy,
-                       int batch, const Window& w, float* dx) override {
+  void MaxPoolBackward(const float* x, const float* y, const float* dy, int batch, const Window& w,
+                       float* dx) override {
     if (!ok()) return;
     const size_t planes = static_cast<size_t>(batch) * w.channels;
     const size_t n = planes * w.height * w.width;
@@ -693,15 +669,14 @@ class CudaBackend final : public Backend {
     if (dnn_ != nullptr) {
       if (SetPool(batch, w)) {
         const float one = 1.0f, zero = 0.0f;
-        Dnn(cudnnPoolingBackward(dnn_, pool_, &one, pool_y_, y, pool_y_, dy,
-                                 pool_x_, x, &zero, pool_x_, dx),
+        Dnn(cudnnPoolingBackward(dnn_, pool_, &one, pool_y_, y, pool_y_, dy, pool_x_, x, &zero,
+                                 pool_x_, dx),
             "cudnnPoolingBackward");
       }
       return;
     }
 #endif
-    MaxPoolBackwardKernel<<<Blocks(n), kThreads, 0, stream_>>>(x, y, dy, planes,
-                                                               w, dx);
+    MaxPoolBackwardKernel<<<Blocks(n), kThreads, 0, stream_>>>(x, y, dy, planes, w, dx);
     Launched("MaxPoolBackward");
   }
 
@@ -710,23 +685,19 @@ class CudaBackend final : public Backend {
   // then the bias added by cudnnAddTensor. Without a usable cuDNN: Backend's
   // im2col + GEMM on scratch.
   void ConvForward(const float* x, int batch, const Window& w, int out_channels,
-                   const float* weights, const float* bias, float* y,
-                   float* scratch) override {
+                   const float* weights, const float* bias, float* y, float* scratch) override {
     if (dnn_ == nullptr) {
-      Backend::ConvForward(x, batch, w, out_channels, weights, bias, y,
-                           scratch);
+      Backend::ConvForward(x, batch, w, out_channels, weights, bias, y, scratch);
       return;
     }
     if (!ok() || batch <= 0 || out_channels <= 0) return;
     ConvPlan* p = Plan(batch, w, out_channels);
-    if (p == nullptr || !ChooseForward(*p) ||
-        !HaveWorkspace(p->fwd_bytes, "ConvForward")) {
+    if (p == nullptr || !ChooseForward(*p) || !HaveWorkspace(p->fwd_bytes, "ConvForward")) {
       return;
     }
     const float one = 1.0f, zero = 0.0f;
-    if (!Dnn(cudnnConvolutionForward(dnn_, &one, p->x, x, p->filter, weights,
-                                     p->conv, p->fwd, workspace_, p->fwd_bytes,
-                                     &zero, p->y, y),
+    if (!Dnn(cudnnConvolutionForward(dnn_, &one, p->x, x, p->filter, weights, p->conv, p->fwd,
+                                     workspace_, p->fwd_bytes, &zero, p->y, y),
              "cudnnConvolutionForward")) {
       return;
     }
@@ -734,12 +705,11 @@ class CudaBackend final : public Backend {
         "cudnnAddTensor (convolution bias)");
   }
 
-  void ConvBackward(const float* x, const float* dy, int batch, const Window& w,
-                    int out_channels, const float* weights, float* dx,
-                    float* dweights, float* dbias, float* scratch) override {
+  void ConvBackward(const float* x, const float* dy, int batch, const Window& w, int out_channels,
+                    const float* weights, float* dx, float* dweights, float* dbias,
+                    float* scratch) override {
     if (dnn_ == nullptr) {
-      Backend::ConvBackward(x, dy, batch, w, out_channels, weights, dx,
-                            dweights, dbias, scratch);
+      Backend::ConvBackward(x, dy, batch, w, out_channels, weights, dx, dweights, dbias, scratch);
       return;
     }
     if (!ok() || batch <= 0 || out_channels <= 0) return;
@@ -749,37 +719,32 @@ class CudaBackend final : public Backend {
       return;
     }
     const float one = 1.0f, zero = 0.0f;
-    if (!Dnn(cudnnConvolutionBackwardFilter(
-                 dnn_, &one, p->x, x, p->y, dy, p->conv, p->bwd_filter,
-                 workspace_, p->bwd_filter_bytes, &zero, p->filter, dweights),
+    if (!Dnn(cudnnConvolutionBackwardFilter(dnn_, &one, p->x, x, p->y, dy, p->conv, p->bwd_filter,
+                                            workspace_, p->bwd_filter_bytes, &zero, p->filter,
+                                            dweights),
              "cudnnConvolutionBackwardFilter") ||
-        !Dnn(cudnnConvolutionBackwardBias(dnn_, &one, p->y, dy, &zero, p->bias,
-                                          dbias),
+        !Dnn(cudnnConvolutionBackwardBias(dnn_, &one, p->y, dy, &zero, p->bias, dbias),
              "cudnnConvolutionBackwardBias")) {
       return;
     }
     if (dx == nullptr) return;
-    if (!ChooseBackwardData(*p) ||
-        !HaveWorkspace(p->bwd_data_bytes, "ConvBackward")) {
+    if (!ChooseBackwardData(*p) || !HaveWorkspace(p->bwd_data_bytes, "ConvBackward")) {
       return;
     }
-    Dnn(cudnnConvolutionBackwardData(dnn_, &one, p->filter, weights, p->y, dy,
-                                     p->conv, p->bwd_data, workspace_,
-                                     p->bwd_data_bytes, &zero, p->x, dx),
+    Dnn(cudnnConvolutionBackwardData(dnn_, &one, p->filter, weights, p->y, dy, p->conv, p->bwd_data,
+                                     workspace_, p->bwd_data_bytes, &zero, p->x, dx),
         "cudnnConvolutionBackwardData");
   }
 #endif
 
-  double SoftmaxCrossEntropy(const float* logits, const int32_t* labels,
-                             int batch, int classes, float scale,
-                             float* dlogits) override {
+  double SoftmaxCrossEntropy(const float* logits, const int32_t* labels, int batch, int classes,
+                             float scale, float* dlogits) override {
     if (!ok()) return std::nan("");
     if (batch <= 0) return 0;
     for (int b = 0; b < batch; ++b) {
       if (labels[b] < 0 || labels[b] >= classes) {
-        Fail("CUDA layer backend: SoftmaxCrossEntropy: label " +
-             std::to_string(labels[b]) + " of row " + std::to_string(b) +
-             " is not in [0, " + std::to_string(classes) + ")");
+        Fail("CUDA layer backend: SoftmaxCrossEntropy: label " + std::to_string(labels[b]) +
+             " of row " + std::to_string(b) + " is not in [0, " + std::to_string(classes) + ")");
         return std::nan("");
       }
     }
@@ -798,21 +763,19 @@ class CudaBackend final : public Backend {
       }
       capacity_ = batch;
     }
-    if (!Check(cudaMemcpyAsync(labels_, labels, batch * sizeof(int32_t),
-                               cudaMemcpyHostToDevice, stream_),
+    if (!Check(cudaMemcpyAsync(labels_, labels, batch * sizeof(int32_t), cudaMemcpyHostToDevice,
+                               stream_),
                "SoftmaxCrossEntropy (labels)")) {
       return std::nan("");
     }
-    SoftmaxKernel<<<Blocks(batch), kThreads, 0, stream_>>>(
-        logits, labels_, batch, classes, scale, dlogits, losses_);
+    SoftmaxKernel<<<Blocks(batch), kThreads, 0, stream_>>>(logits, labels_, batch, classes, scale,
+                                                           dlogits, losses_);
     if (!Launched("SoftmaxCrossEntropy")) return std::nan("");
     host_losses_.resize(batch);
-    if (!Check(cudaMemcpyAsync(host_losses_.data(), losses_,
-                               batch * sizeof(double), cudaMemcpyDeviceToHost,
-                               stream_),
+    if (!Check(cudaMemcpyAsync(host_losses_.data(), losses_, batch * sizeof(double),
+                               cudaMemcpyDeviceToHost, stream_),
                "SoftmaxCrossEntropy (losses)") ||
-        !Check(cudaStreamSynchronize(stream_),
-               "SoftmaxCrossEntropy (synchronise)")) {
+        !Check(cudaStreamSynchronize(stream_), "SoftmaxCrossEntropy (synchronise)")) {
       return std::nan("");
     }
     double loss = 0;  // in row order, as the host sums
@@ -820,24 +783,21 @@ class CudaBackend final : public Backend {
     return loss;
   }
 
-  void DropoutForward(const float* x, size_t n, float rate, uint64_t seed,
-                      float* y) override {
+  void DropoutForward(const float* x, size_t n, float rate, uint64_t seed, float* y) override {
     if (!ok() || n == 0) return;
     DropoutKernel<<<Blocks(n), kThreads, 0, stream_>>>(x, n, DropoutThreshold(rate),
                                                        1.0f / (1.0f - rate), seed, y);
     Launched("DropoutForward");
   }
-  void DropoutBackward(const float* dy, size_t n, float rate, uint64_t seed,
-                       float* dx) override {
+  void DropoutBackward(const float* dy, size_t n, float rate, uint64_t seed, float* dx) override {
     if (!ok() || n == 0) return;
     DropoutKernel<<<Blocks(n), kThreads, 0, stream_>>>(dy, n, DropoutThreshold(rate),
                                                        1.0f / (1.0f - rate), seed, dx);
     Launched("DropoutBackward");
   }
 
-  void MomentumDelta(const float* grad, const float* weights, size_t n, float lr,
-                     float momentum, float weight_decay, float* velocity,
-                     float* delta) override {
+  void MomentumDelta(const float* grad, const float* weights, size_t n, float lr, float momentum,
+                     float weight_decay, float* velocity, float* delta) override {
     if (!ok() || n == 0) return;
     const float* decayed = weight_decay != 0.0f ? weights : nullptr;
     MomentumKernel<<<Blocks(n), kThreads, 0, stream_>>>(grad, decayed, n, lr, momentum,
@@ -848,8 +808,8 @@ class CudaBackend final : public Backend {
  private:
   bool Check(cudaError_t e, const char* what) {
     if (e == cudaSuccess) return true;
-    Fail(std::string("CUDA layer backend: ") + what + ": " +
-         cudaGetErrorName(e) + ": " + cudaGetErrorString(e));
+    Fail(std::string("CUDA layer backend: ") + what + ": " + cudaGetErrorName(e) + ": " +
+         cudaGetErrorString(e));
     return false;
   }
   bool Launched(const char* kernel) { return Check(cudaGetLastError(), kernel); }
@@ -857,17 +817,15 @@ class CudaBackend final : public Backend {
 #if NN_WITH_CUDNN
   bool Dnn(cudnnStatus_t s, const char* what) {
     if (s == CUDNN_STATUS_SUCCESS) return true;
-    Fail(std::string("CUDA layer backend: ") + what + ": " +
-         cudnnGetErrorString(s));
+    Fail(std::string("CUDA layer backend: ") + what + ": " + cudnnGetErrorString(s));
     return false;
   }
 
   // n floats as a 1 x 1 x 1 x n tensor (n <= INT_MAX).
   bool SetVector(size_t n) {
-    return Dnn(
-        cudnnSetTensor4dDescriptor(vector_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
-                                   1, 1, 1, static_cast<int>(n)),
-        "cudnnSetTensor4dDescriptor (ReLU)");
+    return Dnn(cudnnSetTensor4dDescriptor(vector_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, 1, 1,
+                                          static_cast<int>(n)),
+               "cudnnSetTensor4dDescriptor (ReLU)");
   }
 
   // The pooling descriptor and pool_x_/pool_y_ for max pooling of `batch`
@@ -875,17 +833,14 @@ class CudaBackend final : public Backend {
   // run. NaNs are not propagated, as the host's std::max does not.
   bool SetPool(int batch, const Window& w) {
     if (!Dnn(cudnnSetPooling2dDescriptor(pool_, CUDNN_POOLING_MAX_DETERMINISTIC,
-                                         CUDNN_NOT_PROPAGATE_NAN, w.kernel,
-                                         w.kernel, w.pad, w.pad, w.stride,
-                                         w.stride),
+                                         CUDNN_NOT_PROPAGATE_NAN, w.kernel, w.kernel, w.pad, w.pad,
+                                         w.stride, w.stride),
              "cudnnSetPooling2dDescriptor") ||
-        !Dnn(cudnnSetTensor4dDescriptor(pool_x_, CUDNN_TENSOR_NCHW,
-                                        CUDNN_DATA_FLOAT, batch, w.channels,
-                                        w.height, w.width),
+        !Dnn(cudnnSetTensor4dDescriptor(pool_x_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, batch,
+                                        w.channels, w.height, w.width),
              "cudnnSetTensor4dDescriptor (pooling input)") ||
-        !Dnn(cudnnSetTensor4dDescriptor(pool_y_, CUDNN_TENSOR_NCHW,
-                                        CUDNN_DATA_FLOAT, batch, w.channels,
-                                        OutH(w), OutW(w)),
+        !Dnn(cudnnSetTensor4dDescriptor(pool_y_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, batch,
+                                        w.channels, OutH(w), OutW(w)),
              "cudnnSetTensor4dDescriptor (pooling output)")) {
       return false;
     }
@@ -895,9 +850,8 @@ class CudaBackend final : public Backend {
       return false;
     }
     if (n != batch || c != w.channels || h != OutH(w) || wd != OutW(w)) {
-      Fail("CUDA layer backend: max pooling: cuDNN's output shape " +
-           std::to_string(h) + "x" + std::to_string(wd) +
-           " differs from the window's " + std::to_string(OutH(w)) + "x" +
+      Fail("CUDA layer backend: max pooling: cuDNN's output shape " + std::to_string(h) + "x" +
+           std::to_string(wd) + " differs from the window's " + std::to_string(OutH(w)) + "x" +
            std::to_string(OutW(w)));
       return false;
     }
@@ -907,62 +861,48 @@ class CudaBackend final : public Backend {
   // The plan of a convolution shape, made (descriptors only) on first use;
   // null, with error(), if cuDNN rejects the shape.
   ConvPlan* Plan(int batch, const Window& w, int out_channels) {
-    const std::array<int, 8> key = {batch,   w.channels,  w.height,
-                                    w.width, w.kernel,    w.stride,
-                                    w.pad,   out_channels};
+    const std::array<int, 8> key = {batch,    w.channels, w.height, w.width,
+                                    w.kernel, w.stride,   w.pad,    out_channels};
     auto it = plans_.find(key);
     if (it != plans_.end()) return it->second.get();
     auto p = std::make_unique<ConvPlan>();
     const int oh = OutH(w), ow = OutW(w);
-    if (!Dnn(cudnnCreateTensorDescriptor(&p->x),
-             "cudnnCreateTensorDescriptor") ||
-        !Dnn(cudnnCreateTensorDescriptor(&p->y),
-             "cudnnCreateTensorDescriptor") ||
-        !Dnn(cudnnCreateTensorDescriptor(&p->bias),
-             "cudnnCreateTensorDescriptor") ||
-        !Dnn(cudnnCreateFilterDescriptor(&p->filter),
-             "cudnnCreateFilterDescriptor") ||
-        !Dnn(cudnnCreateConvolutionDescriptor(&p->conv),
-             "cudnnCreateConvolutionDescriptor") ||
-        !Dnn(cudnnSetTensor4dDescriptor(p->x, CUDNN_TENSOR_NCHW,
-                                        CUDNN_DATA_FLOAT, batch, w.channels,
-                                        w.height, w.width),
+    if (!Dnn(cudnnCreateTensorDescriptor(&p->x), "cudnnCreateTensorDescriptor") ||
+        !Dnn(cudnnCreateTensorDescriptor(&p->y), "cudnnCreateTensorDescriptor") ||
+        !Dnn(cudnnCreateTensorDescriptor(&p->bias), "cudnnCreateTensorDescriptor") ||
+        !Dnn(cudnnCreateFilterDescriptor(&p->filter), "cudnnCreateFilterDescriptor") ||
+        !Dnn(cudnnCreateConvolutionDescriptor(&p->conv), "cudnnCreateConvolutionDescriptor") ||
+        !Dnn(cudnnSetTensor4dDescriptor(p->x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, batch,
+                                        w.channels, w.height, w.width),
              "cudnnSetTensor4dDescriptor (convolution input)") ||
-        !Dnn(cudnnSetTensor4dDescriptor(p->y, CUDNN_TENSOR_NCHW,
-                                        CUDNN_DATA_FLOAT, batch, out_channels,
-                                        oh, ow),
+        !Dnn(cudnnSetTensor4dDescriptor(p->y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, batch,
+                                        out_channels, oh, ow),
              "cudnnSetTensor4dDescriptor (convolution output)") ||
-        !Dnn(
-            cudnnSetTensor4dDescriptor(p->bias, CUDNN_TENSOR_NCHW,
-                                       CUDNN_DATA_FLOAT, 1, out_channels, 1, 1),
-            "cudnnSetTensor4dDescriptor (convolution bias)") ||
+        !Dnn(cudnnSetTensor4dDescriptor(p->bias, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1,
+                                        out_channels, 1, 1),
+             "cudnnSetTensor4dDescriptor (convolution bias)") ||
         // The layers' weights, out_channels x (channels * k * k) row-major,
         // are cuDNN's KCRS filter layout.
-        !Dnn(cudnnSetFilter4dDescriptor(p->filter, CUDNN_DATA_FLOAT,
-                                        CUDNN_TENSOR_NCHW, out_channels,
-                                        w.channels, w.kernel, w.kernel),
+        !Dnn(cudnnSetFilter4dDescriptor(p->filter, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
+                                        out_channels, w.channels, w.kernel, w.kernel),
              "cudnnSetFilter4dDescriptor") ||
         // im2col reads x[iy = y*stride - pad + ky][...] with weight
         // [ky][kx] unflipped: a cross-correlation.
-        !Dnn(cudnnSetConvolution2dDescriptor(
-                 p->conv, w.pad, w.pad, w.stride, w.stride, 1, 1,
-                 CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+        !Dnn(cudnnSetConvolution2dDescriptor(p->conv, w.pad, w.pad, w.stride, w.stride, 1, 1,
+                                             CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
              "cudnnSetConvolution2dDescriptor") ||
         // FMA only: no TF32 tensor cores for float data.
-        !Dnn(cudnnSetConvolutionMathType(p->conv, CUDNN_FMA_MATH),
-             "cudnnSetConvolutionMathType")) {
+        !Dnn(cudnnSetConvolutionMathType(p->conv, CUDNN_FMA_MATH), "cudnnSetConvolutionMathType")) {
       return nullptr;
     }
     int n = 0, c = 0, h = 0, wd = 0;
-    if (!Dnn(cudnnGetConvolution2dForwardOutputDim(p->conv, p->x, p->filter, &n,
-                                                   &c, &h, &wd),
+    if (!Dnn(cudnnGetConvolution2dForwardOutputDim(p->conv, p->x, p->filter, &n, &c, &h, &wd),
              "cudnnGetConvolution2dForwardOutputDim")) {
       return nullptr;
     }
     if (n != batch || c != out_channels || h != oh || wd != ow) {
-      Fail("CUDA layer backend: convolution: cuDNN's output shape " +
-           std::to_string(h) + "x" + std::to_string(wd) +
-           " differs from the window's " + std::to_string(oh) + "x" +
+      Fail("CUDA layer backend: convolution: cuDNN's output shape " + std::to_string(h) + "x" +
+           std::to_string(wd) + " differs from the window's " + std::to_string(oh) + "x" +
            std::to_string(ow));
       return nullptr;
     }
@@ -999,9 +939,8 @@ class CudaBackend final : public Backend {
   // may have released it).
   bool HaveWorkspace(size_t bytes, const char* what) {
     if (GrowWorkspace(bytes)) return true;
-    Fail(std::string("CUDA layer backend: ") + what +
-         ": no device memory for " + std::to_string(bytes) +
-         " bytes of cuDNN workspace");
+    Fail(std::string("CUDA layer backend: ") + what + ": no device memory for " +
+         std::to_string(bytes) + " bytes of cuDNN workspace");
     return false;
   }
 
@@ -1010,12 +949,11 @@ class CudaBackend final : public Backend {
   // (`size(algo, &bytes)`) is at most kMaxWorkspaceBytes and can be
   // allocated. False, with error(), when none can.
   template <typename Perf, typename Algo, typename Heuristic, typename Size>
-  bool ChooseAlgo(const char* what, int count, Heuristic heuristic, Size size,
-                  Algo fallback, Algo* algo, size_t* bytes) {
+  bool ChooseAlgo(const char* what, int count, Heuristic heuristic, Size size, Algo fallback,
+                  Algo* algo, size_t* bytes) {
     std::vector<Perf> perf(count > 0 ? count : 1);
     int returned = 0;
-    const cudnnStatus_t hs =
-        heuristic(static_cast<int>(perf.size()), &returned, perf.data());
+    const cudnnStatus_t hs = heuristic(static_cast<int>(perf.size()), &returned, perf.data());
     std::vector<Algo> candidates;
     if (hs == CUDNN_STATUS_SUCCESS) {
       for (int i = 0; i < returned && i < static_cast<int>(perf.size()); ++i) {
@@ -1036,9 +974,8 @@ class CudaBackend final : public Backend {
       *bytes = need;
       return true;
     }
-    Fail(std::string("CUDA layer backend: ") + what +
-         ": no usable cuDNN algorithm (heuristics: " + cudnnGetErrorString(hs) +
-         "; fallback " + std::to_string(static_cast<int>(fallback)) +
+    Fail(std::string("CUDA layer backend: ") + what + ": no usable cuDNN algorithm (heuristics: " +
+         cudnnGetErrorString(hs) + "; fallback " + std::to_string(static_cast<int>(fallback)) +
          " unsupported or its workspace does not fit)");
     return false;
   }
@@ -1048,12 +985,12 @@ class CudaBackend final : public Backend {
     p.have_fwd = ChooseAlgo<cudnnConvolutionFwdAlgoPerf_t>(
         "ConvForward", CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
         [&](int n, int* returned, cudnnConvolutionFwdAlgoPerf_t* perf) {
-          return cudnnGetConvolutionForwardAlgorithm_v7(
-              dnn_, p.x, p.filter, p.conv, p.y, n, returned, perf);
+          return cudnnGetConvolutionForwardAlgorithm_v7(dnn_, p.x, p.filter, p.conv, p.y, n,
+                                                        returned, perf);
         },
         [&](cudnnConvolutionFwdAlgo_t a, size_t* bytes) {
-          return cudnnGetConvolutionForwardWorkspaceSize(dnn_, p.x, p.filter,
-                                                         p.conv, p.y, a, bytes);
+          return cudnnGetConvolutionForwardWorkspaceSize(dnn_, p.x, p.filter, p.conv, p.y, a,
+                                                         bytes);
         },
         CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, &p.fwd, &p.fwd_bytes);
     return p.have_fwd;
@@ -1064,12 +1001,12 @@ class CudaBackend final : public Backend {
     p.have_bwd_data = ChooseAlgo<cudnnConvolutionBwdDataAlgoPerf_t>(
         "ConvBackward (data)", CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
         [&](int n, int* returned, cudnnConvolutionBwdDataAlgoPerf_t* perf) {
-          return cudnnGetConvolutionBackwardDataAlgorithm_v7(
-              dnn_, p.filter, p.y, p.conv, p.x, n, returned, perf);
+          return cudnnGetConvolutionBackwardDataAlgorithm_v7(dnn_, p.filter, p.y, p.conv, p.x, n,
+                                                             returned, perf);
         },
         [&](cudnnConvolutionBwdDataAlgo_t a, size_t* bytes) {
-          return cudnnGetConvolutionBackwardDataWorkspaceSize(
-              dnn_, p.filter, p.y, p.conv, p.x, a, bytes);
+          return cudnnGetConvolutionBackwardDataWorkspaceSize(dnn_, p.filter, p.y, p.conv, p.x, a,
+                                                              bytes);
         },
         CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, &p.bwd_data, &p.bwd_data_bytes);
     return p.have_bwd_data;
@@ -1080,15 +1017,14 @@ class CudaBackend final : public Backend {
     p.have_bwd_filter = ChooseAlgo<cudnnConvolutionBwdFilterAlgoPerf_t>(
         "ConvBackward (filter)", CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
         [&](int n, int* returned, cudnnConvolutionBwdFilterAlgoPerf_t* perf) {
-          return cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-              dnn_, p.x, p.y, p.conv, p.filter, n, returned, perf);
+          return cudnnGetConvolutionBackwardFilterAlgorithm_v7(dnn_, p.x, p.y, p.conv, p.filter, n,
+                                                               returned, perf);
         },
         [&](cudnnConvolutionBwdFilterAlgo_t a, size_t* bytes) {
-          return cudnnGetConvolutionBackwardFilterWorkspaceSize(
-              dnn_, p.x, p.y, p.conv, p.filter, a, bytes);
+          return cudnnGetConvolutionBackwardFilterWorkspaceSize(dnn_, p.x, p.y, p.conv, p.filter, a,
+                                                                bytes);
         },
-        CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, &p.bwd_filter,
-        &p.bwd_filter_bytes);
+        CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, &p.bwd_filter, &p.bwd_filter_bytes);
     return p.have_bwd_filter;
   }
 #endif  // NN_WITH_CUDNN
@@ -1161,7 +1097,6 @@ std::unique_ptr<Backend> MakeCudaBackend(void* stream, std::string* error) {
   }
 #endif
   return backend;
-
 }
 
 }  // namespace nn

@@ -20,7 +20,7 @@ struct Span {
   int lo, hi;
 };
 Span InsideColumns(const Window& w, int kx, int ow) {
-  const int first = w.pad - kx;  // x * stride >= first
+  const int first = w.pad - kx;          // x * stride >= first
   const int end = w.width + w.pad - kx;  // x * stride < end
   Span s;
   s.lo = first <= 0 ? 0 : (first + w.stride - 1) / w.stride;
@@ -31,11 +31,11 @@ Span InsideColumns(const Window& w, int kx, int ow) {
 
 class HostBackend final : public Backend {
  public:
-  void Gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha,
-            const float* a, const float* b, float beta, float* c) override {
+  void Gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
+            const float* b, float beta, float* c) override {
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-                trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a,
-                trans_a ? m : k, b, trans_b ? k : n, beta, c, n);
+                trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, trans_a ? m : k, b,
+                trans_b ? k : n, beta, c, n);
   }
 
   void CopyFromHost(float* dst, const float* host, size_t n) override {
@@ -45,12 +45,9 @@ class HostBackend final : public Backend {
     if (n > 0) std::memcpy(host, src, n * sizeof(float));
   }
 
-  void Zero(float* x, size_t n) override {
-    std::memset(x, 0, n * sizeof(float));
-  }
+  void Zero(float* x, size_t n) override { std::memset(x, 0, n * sizeof(float)); }
 
-  void Im2Col(const float* image, const Window& w, size_t ld,
-              float* col) override {
+  void Im2Col(const float* image, const Window& w, size_t ld, float* col) override {
     const int oh = w.out_height(), ow = w.out_width();
     for (int c = 0; c < w.channels; ++c) {
       const float* plane = image + static_cast<size_t>(c) * w.height * w.width;
@@ -81,8 +78,7 @@ class HostBackend final : public Backend {
     }
   }
 
-  void Col2Im(const float* col, const Window& w, size_t ld,
-              float* image) override {
+  void Col2Im(const float* col, const Window& w, size_t ld, float* image) override {
     const int oh = w.out_height(), ow = w.out_width();
     for (int c = 0; c < w.channels; ++c) {
       float* plane = image + static_cast<size_t>(c) * w.height * w.width;
@@ -106,19 +102,16 @@ class HostBackend final : public Backend {
     }
   }
 
-  void SwapOuterAxes(const float* src, int a, int b, int inner,
-                     float* dst) override {
+  void SwapOuterAxes(const float* src, int a, int b, int inner, float* dst) override {
     for (int i = 0; i < a; ++i) {
       for (int j = 0; j < b; ++j) {
         const float* from = src + (static_cast<size_t>(i) * b + j) * inner;
-        std::copy(from, from + inner,
-                  dst + (static_cast<size_t>(j) * a + i) * inner);
+        std::copy(from, from + inner, dst + (static_cast<size_t>(j) * a + i) * inner);
       }
     }
   }
 
-  void AddBias(const float* bias, int outer, int channels, int inner,
-               float* x) override {
+  void AddBias(const float* bias, int outer, int channels, int inner, float* x) override {
     for (int o = 0; o < outer; ++o) {
       for (int c = 0; c < channels; ++c) {
         const float b = bias[c];
@@ -128,8 +121,7 @@ class HostBackend final : public Backend {
     }
   }
 
-  void BiasGrad(const float* dx, int outer, int channels, int inner,
-                float* dbias) override {
+  void BiasGrad(const float* dx, int outer, int channels, int inner, float* dbias) override {
     std::fill(dbias, dbias + channels, 0.0f);
     for (int o = 0; o < outer; ++o) {
       for (int c = 0; c < channels; ++c) {
@@ -145,26 +137,22 @@ class HostBackend final : public Backend {
     for (size_t i = 0; i < n; ++i) y[i] = x[i] > 0 ? x[i] : 0.0f;
   }
 
-  void ReluBackward(const float* y, const float* dy, size_t n,
-                    float* dx) override {
+  void ReluBackward(const float* y, const float* dy, size_t n, float* dx) override {
     for (size_t i = 0; i < n; ++i) dx[i] = y[i] > 0 ? dy[i] : 0.0f;
   }
 
-  void DropoutForward(const float* x, size_t n, float rate, uint64_t seed,
-                      float* y) override {
+  void DropoutForward(const float* x, size_t n, float rate, uint64_t seed, float* y) override {
     const uint32_t threshold = DropoutThreshold(rate);
     const float scale = 1.0f / (1.0f - rate);
     for (size_t i = 0; i < n; ++i) {
       y[i] = DropoutKeeps(seed, i, threshold) ? x[i] * scale : 0.0f;
     }
   }
-  void DropoutBackward(const float* dy, size_t n, float rate, uint64_t seed,
-                       float* dx) override {
+  void DropoutBackward(const float* dy, size_t n, float rate, uint64_t seed, float* dx) override {
     DropoutForward(dy, n, rate, seed, dx);  // the same mask and scale
   }
 
-  void MaxPoolForward(const float* x, int batch, const Window& w,
-                      float* y) override {
+  void MaxPoolForward(const float* x, int batch, const Window& w, float* y) override {
     const int oh = w.out_height(), ow = w.out_width();
     const size_t planes = static_cast<size_t>(batch) * w.channels;
     constexpr float kLow = -std::numeric_limits<float>::infinity();
@@ -178,10 +166,9 @@ class HostBackend final : public Backend {
           float* o = out + oy * ow;
           for (int ox = 0; ox < ow; ++ox) {
             // The same order of comparisons as the general loop below.
-            o[ox] = std::max(std::max(std::max(std::max(kLow, r0[2 * ox]),
-                                               r0[2 * ox + 1]),
-                                      r1[2 * ox]),
-                             r1[2 * ox + 1]);
+            o[ox] =
+                std::max(std::max(std::max(std::max(kLow, r0[2 * ox]), r0[2 * ox + 1]), r1[2 * ox]),
+                         r1[2 * ox + 1]);
           }
         }
         continue;
@@ -199,8 +186,8 @@ class HostBackend final : public Backend {
     }
   }
 
-  void MaxPoolBackward(const float* x, const float* y, const float* dy,
-                       int batch, const Window& w, float* dx) override {
+  void MaxPoolBackward(const float* x, const float* y, const float* dy, int batch, const Window& w,
+                       float* dx) override {
     const int oh = w.out_height(), ow = w.out_width();
     const size_t planes = static_cast<size_t>(batch) * w.channels;
     std::fill(dx, dx + planes * w.height * w.width, 0.0f);
@@ -228,9 +215,8 @@ class HostBackend final : public Backend {
     }
   }
 
-  double SoftmaxCrossEntropy(const float* logits, const int32_t* labels,
-                             int batch, int classes, float scale,
-                             float* dlogits) override {
+  double SoftmaxCrossEntropy(const float* logits, const int32_t* labels, int batch, int classes,
+                             float scale, float* dlogits) override {
     double loss = 0;
     for (int b = 0; b < batch; ++b) {
       const float* z = logits + static_cast<size_t>(b) * classes;
@@ -249,9 +235,8 @@ class HostBackend final : public Backend {
     return loss;
   }
 
-  void MomentumDelta(const float* grad, const float* weights, size_t n, float lr,
-                     float momentum, float weight_decay, float* velocity,
-                     float* delta) override {
+  void MomentumDelta(const float* grad, const float* weights, size_t n, float lr, float momentum,
+                     float weight_decay, float* velocity, float* delta) override {
     const bool decay = weight_decay != 0.0f && weights != nullptr;
     for (size_t i = 0; i < n; ++i) {
       float g = grad[i];
@@ -264,9 +249,7 @@ class HostBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> MakeHostBackend() {
-  return std::make_unique<HostBackend>();
-}
+std::unique_ptr<Backend> MakeHostBackend() { return std::make_unique<HostBackend>(); }
 
 void SetHostBlasThreads(int threads) {
   if (threads > 0) openblas_set_num_threads(threads);

@@ -7,45 +7,36 @@ namespace nn {
 namespace {
 
 // He initialisation: weights ~ N(0, 2 / fan_in), biases 0.
-void HeInit(std::mt19937_64& rng, size_t weights, size_t biases, size_t fan_in,
-            float* params) {
-  std::normal_distribution<float> normal(
-      0.0f, std::sqrt(2.0f / static_cast<float>(fan_in)));
+void HeInit(std::mt19937_64& rng, size_t weights, size_t biases, size_t fan_in, float* params) {
+  std::normal_distribution<float> normal(0.0f, std::sqrt(2.0f / static_cast<float>(fan_in)));
   for (size_t i = 0; i < weights; ++i) params[i] = normal(rng);
   for (size_t i = 0; i < biases; ++i) params[weights + i] = 0.0f;
 }
 
 Shape ConvOut(Shape in, int out_channels, int kernel, int pad) {
-  return Shape{out_channels, in.height + 2 * pad - kernel + 1,
-               in.width + 2 * pad - kernel + 1};
+  return Shape{out_channels, in.height + 2 * pad - kernel + 1, in.width + 2 * pad - kernel + 1};
 }
 
 Shape PoolOut(Shape in, int kernel, int stride) {
-  return Shape{in.channels, (in.height - kernel) / stride + 1,
-               (in.width - kernel) / stride + 1};
+  return Shape{in.channels, (in.height - kernel) / stride + 1, (in.width - kernel) / stride + 1};
 }
 
 }  // namespace
 
 // ---- FullyConnected ---------------------------------------------------------
 
-FullyConnected::FullyConnected(Shape in, int outputs)
-    : Layer(in, Shape{outputs, 1, 1}) {}
+FullyConnected::FullyConnected(Shape in, int outputs) : Layer(in, Shape{outputs, 1, 1}) {}
 
-std::string FullyConnected::name() const {
-  return "fc" + std::to_string(out_shape().channels);
-}
-size_t FullyConnected::num_weights() const {
-  return in_shape().size() * out_shape().size();
-}
+std::string FullyConnected::name() const { return "fc" + std::to_string(out_shape().channels); }
+size_t FullyConnected::num_weights() const { return in_shape().size() * out_shape().size(); }
 size_t FullyConnected::num_biases() const { return out_shape().size(); }
 
 void FullyConnected::InitParams(std::mt19937_64& rng, float* params) const {
   HeInit(rng, num_weights(), num_biases(), in_shape().size(), params);
 }
 
-void FullyConnected::Forward(Backend& be, const float* params, const float* x,
-                             int batch, float* y, float* /*scratch*/) const {
+void FullyConnected::Forward(Backend& be, const float* params, const float* x, int batch, float* y,
+                             float* /*scratch*/) const {
   const int in = static_cast<int>(in_shape().size());
   const int out = static_cast<int>(out_shape().size());
   // y (batch x out) = x (batch x in) * W^T (in x out), then + b.
@@ -53,10 +44,9 @@ void FullyConnected::Forward(Backend& be, const float* params, const float* x,
   be.AddBias(params + num_weights(), batch, out, 1, y);
 }
 
-void FullyConnected::Backward(Backend& be, const float* params,
-                              const float* x, const float* /*y*/,
-                              const float* dy, int batch, float* dx,
-                              float* dparams, float* /*scratch*/) const {
+void FullyConnected::Backward(Backend& be, const float* params, const float* x, const float* /*y*/,
+                              const float* dy, int batch, float* dx, float* dparams,
+                              float* /*scratch*/) const {
   const int in = static_cast<int>(in_shape().size());
   const int out = static_cast<int>(out_shape().size());
   // dW (out x in) = dy^T (out x batch) * x (batch x in).
@@ -79,8 +69,8 @@ std::string Conv2D::name() const {
          std::to_string(out_shape().channels);
 }
 size_t Conv2D::num_weights() const {
-  return static_cast<size_t>(out_shape().channels) * window_.channels *
-         window_.kernel * window_.kernel;
+  return static_cast<size_t>(out_shape().channels) * window_.channels * window_.kernel *
+         window_.kernel;
 }
 size_t Conv2D::num_biases() const { return out_shape().channels; }
 
@@ -90,42 +80,37 @@ size_t Conv2D::ScratchFloats(int batch) const {
 
 void Conv2D::InitParams(std::mt19937_64& rng, float* params) const {
   HeInit(rng, num_weights(), num_biases(),
-         static_cast<size_t>(window_.channels) * window_.kernel * window_.kernel,
-         params);
+         static_cast<size_t>(window_.channels) * window_.kernel * window_.kernel, params);
 }
 
-void Conv2D::Forward(Backend& be, const float* params, const float* x,
-                     int batch, float* y, float* scratch) const {
-  be.ConvForward(x, batch, window_, out_shape().channels, params,
-                 params + num_weights(), y, scratch);
+void Conv2D::Forward(Backend& be, const float* params, const float* x, int batch, float* y,
+                     float* scratch) const {
+  be.ConvForward(x, batch, window_, out_shape().channels, params, params + num_weights(), y,
+                 scratch);
 }
 
-void Conv2D::Backward(Backend& be, const float* params, const float* x,
-                      const float* /*y*/, const float* dy, int batch,
-                      float* dx, float* dparams, float* scratch) const {
-  be.ConvBackward(x, dy, batch, window_, out_shape().channels, params, dx,
-                  dparams, dparams + num_weights(), scratch);
+void Conv2D::Backward(Backend& be, const float* params, const float* x, const float* /*y*/,
+                      const float* dy, int batch, float* dx, float* dparams, float* scratch) const {
+  be.ConvBackward(x, dy, batch, window_, out_shape().channels, params, dx, dparams,
+                  dparams + num_weights(), scratch);
 }
 
 // ---- Relu ---------------------------------------------------------------------
 
 Relu::Relu(Shape in) : Layer(in, in) {}
 
-void Relu::Forward(Backend& be, const float*, const float* x, int batch,
-                   float* y, float*) const {
+void Relu::Forward(Backend& be, const float*, const float* x, int batch, float* y, float*) const {
   be.ReluForward(x, batch * in_shape().size(), y);
 }
 
-void Relu::Backward(Backend& be, const float*, const float*, const float* y,
-                    const float* dy, int batch, float* dx, float*,
-                    float*) const {
+void Relu::Backward(Backend& be, const float*, const float*, const float* y, const float* dy,
+                    int batch, float* dx, float*, float*) const {
   if (dx != nullptr) be.ReluBackward(y, dy, batch * in_shape().size(), dx);
 }
 
 // ---- Dropout ------------------------------------------------------------------
 
-Dropout::Dropout(Shape in, float rate, uint64_t salt)
-    : Layer(in, in), rate_(rate), salt_(salt) {}
+Dropout::Dropout(Shape in, float rate, uint64_t salt) : Layer(in, in), rate_(rate), salt_(salt) {}
 
 std::string Dropout::name() const {
   char buf[32];
@@ -133,16 +118,15 @@ std::string Dropout::name() const {
   return buf;
 }
 
-void Dropout::Forward(Backend& be, const float*, const float* x, int batch,
-                      float* y, float*) const {
+void Dropout::Forward(Backend& be, const float*, const float* x, int batch, float* y,
+                      float*) const {
   const float rate = be.training() ? rate_ : 0.0f;  // rate 0 copies
-  be.DropoutForward(x, batch * in_shape().size(), rate,
-                    be.seed() ^ (salt_ * 0xD1B54A32D192ED03ull), y);
+  be.DropoutForward(x, batch * in_shape().size(), rate, be.seed() ^ (salt_ * 0xD1B54A32D192ED03ull),
+                    y);
 }
 
-void Dropout::Backward(Backend& be, const float*, const float*, const float*,
-                       const float* dy, int batch, float* dx, float*,
-                       float*) const {
+void Dropout::Backward(Backend& be, const float*, const float*, const float*, const float* dy,
+                       int batch, float* dx, float*, float*) const {
   if (dx == nullptr) return;
   const float rate = be.training() ? rate_ : 0.0f;
   be.DropoutBackward(dy, batch * in_shape().size(), rate,
@@ -151,23 +135,19 @@ void Dropout::Backward(Backend& be, const float*, const float*, const float*,
 
 // ---- MaxPool ------------------------------------------------------------------
 
-MaxPool::MaxPool(Shape in, int kernel, int stride)
-    : Layer(in, PoolOut(in, kernel, stride)) {
+MaxPool::MaxPool(Shape in, int kernel, int stride) : Layer(in, PoolOut(in, kernel, stride)) {
   window_ = Window{in.channels, in.height, in.width, kernel, stride, 0};
 }
 
-std::string MaxPool::name() const {
-  return "maxpool" + std::to_string(window_.kernel);
-}
+std::string MaxPool::name() const { return "maxpool" + std::to_string(window_.kernel); }
 
-void MaxPool::Forward(Backend& be, const float*, const float* x, int batch,
-                      float* y, float*) const {
+void MaxPool::Forward(Backend& be, const float*, const float* x, int batch, float* y,
+                      float*) const {
   be.MaxPoolForward(x, batch, window_, y);
 }
 
-void MaxPool::Backward(Backend& be, const float*, const float* x,
-                       const float* y, const float* dy, int batch, float* dx,
-                       float*, float*) const {
+void MaxPool::Backward(Backend& be, const float*, const float* x, const float* y, const float* dy,
+                       int batch, float* dx, float*, float*) const {
   if (dx != nullptr) be.MaxPoolBackward(x, y, dy, batch, window_, dx);
 }
 
@@ -178,8 +158,7 @@ Network& Network::FullyConnected(int outputs) {
   return *this;
 }
 Network& Network::Conv(int out_channels, int kernel, int pad) {
-  layers_.push_back(
-      std::make_unique<Conv2D>(output_shape(), out_channels, kernel, pad));
+  layers_.push_back(std::make_unique<Conv2D>(output_shape(), out_channels, kernel, pad));
   return *this;
 }
 Network& Network::Relu() {
@@ -192,8 +171,8 @@ Network& Network::MaxPool(int kernel, int stride) {
 }
 
 Network& Network::Dropout(float rate) {
-  layers_.push_back(std::make_unique<nn::Dropout>(output_shape(), rate,
-                                                  static_cast<uint64_t>(layers_.size())));
+  layers_.push_back(
+      std::make_unique<nn::Dropout>(output_shape(), rate, static_cast<uint64_t>(layers_.size())));
   return *this;
 }
 

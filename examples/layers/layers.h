@@ -36,9 +36,7 @@ struct Shape {
   int channels = 0;
   int height = 1;
   int width = 1;
-  size_t size() const {
-    return static_cast<size_t>(channels) * height * width;
-  }
+  size_t size() const { return static_cast<size_t>(channels) * height * width; }
 };
 
 class Layer {
@@ -60,11 +58,11 @@ class Layer {
   // Writes initial parameters (num_params() floats) drawn from `rng`.
   virtual void InitParams(std::mt19937_64& /*rng*/, float* /*params*/) const {}
 
-  virtual void Forward(Backend& be, const float* params, const float* x,
-                       int batch, float* y, float* scratch) const = 0;
-  virtual void Backward(Backend& be, const float* params, const float* x,
-                        const float* y, const float* dy, int batch, float* dx,
-                        float* dparams, float* scratch) const = 0;
+  virtual void Forward(Backend& be, const float* params, const float* x, int batch, float* y,
+                       float* scratch) const = 0;
+  virtual void Backward(Backend& be, const float* params, const float* x, const float* y,
+                        const float* dy, int batch, float* dx, float* dparams,
+                        float* scratch) const = 0;
 
  private:
   Shape in_, out_;
@@ -78,11 +76,10 @@ class FullyConnected final : public Layer {
   size_t num_weights() const override;
   size_t num_biases() const override;
   void InitParams(std::mt19937_64& rng, float* params) const override;
-  void Forward(Backend& be, const float* params, const float* x, int batch,
-               float* y, float* scratch) const override;
-  void Backward(Backend& be, const float* params, const float* x,
-                const float* y, const float* dy, int batch, float* dx,
-                float* dparams, float* scratch) const override;
+  void Forward(Backend& be, const float* params, const float* x, int batch, float* y,
+               float* scratch) const override;
+  void Backward(Backend& be, const float* params, const float* x, const float* y, const float* dy,
+                int batch, float* dx, float* dparams, float* scratch) const override;
 };
 
 // 2-d convolution, square kernel, stride 1, zero padding `pad`
@@ -97,11 +94,10 @@ class Conv2D final : public Layer {
   size_t num_biases() const override;
   size_t ScratchFloats(int batch) const override;
   void InitParams(std::mt19937_64& rng, float* params) const override;
-  void Forward(Backend& be, const float* params, const float* x, int batch,
-               float* y, float* scratch) const override;
-  void Backward(Backend& be, const float* params, const float* x,
-                const float* y, const float* dy, int batch, float* dx,
-                float* dparams, float* scratch) const override;
+  void Forward(Backend& be, const float* params, const float* x, int batch, float* y,
+               float* scratch) const override;
+  void Backward(Backend& be, const float* params, const float* x, const float* y, const float* dy,
+                int batch, float* dx, float* dparams, float* scratch) const override;
 
  private:
   Window window_;
@@ -113,11 +109,10 @@ class Relu final : public Layer {
   std::string name() const override { return "relu"; }
   bool BackwardNeedsInput() const override { return false; }
   bool BackwardNeedsOutput() const override { return true; }
-  void Forward(Backend& be, const float* params, const float* x, int batch,
-               float* y, float* scratch) const override;
-  void Backward(Backend& be, const float* params, const float* x,
-                const float* y, const float* dy, int batch, float* dx,
-                float* dparams, float* scratch) const override;
+  void Forward(Backend& be, const float* params, const float* x, int batch, float* y,
+               float* scratch) const override;
+  void Backward(Backend& be, const float* params, const float* x, const float* y, const float* dy,
+                int batch, float* dx, float* dparams, float* scratch) const override;
 };
 
 // Inverted dropout at `rate` (in [0, 1)) while the backend is training
@@ -131,11 +126,10 @@ class Dropout final : public Layer {
   std::string name() const override;
   bool BackwardNeedsInput() const override { return false; }
   float rate() const { return rate_; }
-  void Forward(Backend& be, const float* params, const float* x, int batch,
-               float* y, float* scratch) const override;
-  void Backward(Backend& be, const float* params, const float* x,
-                const float* y, const float* dy, int batch, float* dx,
-                float* dparams, float* scratch) const override;
+  void Forward(Backend& be, const float* params, const float* x, int batch, float* y,
+               float* scratch) const override;
+  void Backward(Backend& be, const float* params, const float* x, const float* y, const float* dy,
+                int batch, float* dx, float* dparams, float* scratch) const override;
 
  private:
   float rate_;
@@ -148,11 +142,10 @@ class MaxPool final : public Layer {
   MaxPool(Shape in, int kernel, int stride);
   std::string name() const override;
   bool BackwardNeedsOutput() const override { return true; }
-  void Forward(Backend& be, const float* params, const float* x, int batch,
-               float* y, float* scratch) const override;
-  void Backward(Backend& be, const float* params, const float* x,
-                const float* y, const float* dy, int batch, float* dx,
-                float* dparams, float* scratch) const override;
+  void Forward(Backend& be, const float* params, const float* x, int batch, float* y,
+               float* scratch) const override;
+  void Backward(Backend& be, const float* params, const float* x, const float* y, const float* dy,
+                int batch, float* dx, float* dparams, float* scratch) const override;
 
  private:
   Window window_;
@@ -163,9 +156,7 @@ class MaxPool final : public Layer {
 class Network {
  public:
   explicit Network(Shape input) : input_(input) {}
-  Shape output_shape() const {
-    return layers_.empty() ? input_ : layers_.back()->out_shape();
-  }
+  Shape output_shape() const { return layers_.empty() ? input_ : layers_.back()->out_shape(); }
   // Appenders; each takes its input shape from output_shape().
   Network& FullyConnected(int outputs);
   Network& Conv(int out_channels, int kernel, int pad);
@@ -176,8 +167,8 @@ class Network {
   int size() const { return static_cast<int>(layers_.size()); }
   const Layer& layer(int i) const { return *layers_[i]; }
   Shape input_shape() const { return input_; }
-  size_t num_params() const;           // over all layers
-  std::string Describe() const;        // "conv5x5x16-relu-..."
+  size_t num_params() const;     // over all layers
+  std::string Describe() const;  // "conv5x5x16-relu-..."
 
  private:
   Shape input_;

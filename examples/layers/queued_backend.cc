@@ -71,8 +71,8 @@ class QueuedBackend final : public Backend {
   void MaxPoolForward(const float* x, int batch, const Window& w, float* y) override {
     Run([in = inner_.get(), x, batch, w, y] { in->MaxPoolForward(x, batch, w, y); });
   }
-  void MaxPoolBackward(const float* x, const float* y, const float* dy, int batch,
-                       const Window& w, float* dx) override {
+  void MaxPoolBackward(const float* x, const float* y, const float* dy, int batch, const Window& w,
+                       float* dx) override {
     Run([in = inner_.get(), x, y, dy, batch, w, dx] {
       in->MaxPoolBackward(x, y, dy, batch, w, dx);
     });
@@ -101,19 +101,14 @@ class QueuedBackend final : public Backend {
     TakeInnerError();
     return loss;
   }
-  void DropoutForward(const float* x, size_t n, float rate, uint64_t seed,
-                      float* y) override {
+  void DropoutForward(const float* x, size_t n, float rate, uint64_t seed, float* y) override {
     Run([in = inner_.get(), x, n, rate, seed, y] { in->DropoutForward(x, n, rate, seed, y); });
   }
-  void DropoutBackward(const float* dy, size_t n, float rate, uint64_t seed,
-                       float* dx) override {
-    Run([in = inner_.get(), dy, n, rate, seed, dx] {
-      in->DropoutBackward(dy, n, rate, seed, dx);
-    });
+  void DropoutBackward(const float* dy, size_t n, float rate, uint64_t seed, float* dx) override {
+    Run([in = inner_.get(), dy, n, rate, seed, dx] { in->DropoutBackward(dy, n, rate, seed, dx); });
   }
-  void MomentumDelta(const float* grad, const float* weights, size_t n, float lr,
-                     float momentum, float weight_decay, float* velocity,
-                     float* delta) override {
+  void MomentumDelta(const float* grad, const float* weights, size_t n, float lr, float momentum,
+                     float weight_decay, float* velocity, float* delta) override {
     Run([in = inner_.get(), grad, weights, n, lr, momentum, weight_decay, velocity, delta] {
       in->MomentumDelta(grad, weights, n, lr, momentum, weight_decay, velocity, delta);
     });

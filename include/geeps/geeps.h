@@ -142,25 +142,20 @@ class GeePS {
   // `slack` clocks (0 = BSP, kUnboundedSlack = asynchronous).
   // Errors: unknown or local table, empty rows, row out of range, duplicate
   // row, negative slack, wrong phase.
-  StatusOr<ReadHandle> VirtualRead(TableId table,
-                                   const std::vector<RowIndex>& rows,
-                                   int slack);
+  StatusOr<ReadHandle> VirtualRead(TableId table, const std::vector<RowIndex>& rows, int slack);
   // Same, with Config::default_slack.
-  StatusOr<ReadHandle> VirtualRead(TableId table,
-                                   const std::vector<RowIndex>& rows);
+  StatusOr<ReadHandle> VirtualRead(TableId table, const std::vector<RowIndex>& rows);
   // Records the end of that read: its buffer is handed back here.
   Status VirtualPostRead(ReadHandle handle);
 
   // Records an update (deltas added to `rows` of shared table `table`).
-  StatusOr<UpdateHandle> VirtualPreUpdate(TableId table,
-                                          const std::vector<RowIndex>& rows);
+  StatusOr<UpdateHandle> VirtualPreUpdate(TableId table, const std::vector<RowIndex>& rows);
   // Records the end of that update: its deltas are handed over here.
   Status VirtualUpdate(UpdateHandle handle);
 
   // Records an access to rows of local table `table`. fetch=false: the old
   // contents are not needed (the buffer's contents are unspecified).
-  StatusOr<LocalHandle> VirtualLocalAccess(TableId table,
-                                           const std::vector<RowIndex>& rows,
+  StatusOr<LocalHandle> VirtualLocalAccess(TableId table, const std::vector<RowIndex>& rows,
                                            bool fetch);
   // Records a read-only access to rows of local table `table`: the rows are
   // fetched and must not be written (LocalRead returns them const), so its
@@ -221,8 +216,7 @@ class GeePS {
   // Copies rows of a shared table from this worker's parameter cache (rows it
   // reads or updates), or of a local table, to host memory `out` (rows.size() *
   // row_width floats). Only between iterations.
-  Status CopyRows(TableId table, const std::vector<RowIndex>& rows,
-                  float* out);
+  Status CopyRows(TableId table, const std::vector<RowIndex>& rows, float* out);
 
   // Counters of this worker (stats.h); any thread, any phase.
   WorkerStats GetStats() const;

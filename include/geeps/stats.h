@@ -33,7 +33,7 @@ struct WorkerStats {
   int64_t messages_received = 0;
   int64_t bytes_sent = 0;
   int64_t bytes_received = 0;
-  int64_t pushes_installed = 0;   // fresh row blocks installed in the cache
+  int64_t pushes_installed = 0;  // fresh row blocks installed in the cache
   // Of those, installed by the application thread (while it waited for them
   // or had just sent): the rest by the channels' threads, in the background.
   int64_t pushes_installed_by_app = 0;
@@ -45,7 +45,7 @@ struct WorkerStats {
   // of consecutive cached rows, without read-my-writes, whose table does
   // not advance while they are open).
   int64_t reads_in_place = 0;
-  int64_t frames_dropped = 0;     // malformed or unexpected frames dropped
+  int64_t frames_dropped = 0;  // malformed or unexpected frames dropped
   // TCP/IPC connections to server partitions that were lost (reset or
   // closed) while the worker ran; ZeroMQ reconnects (docs/reliability.md,
   // "A connection that resets mid-job").
@@ -60,7 +60,7 @@ struct WorkerStats {
   // Pushes that came again after a loss although this worker had them (its
   // Resync crossed the push): harmless, dropped without counting a frame.
   int64_t pushes_repeated = 0;
-  DataPathBytes data_path;        // bytes moved per stage
+  DataPathBytes data_path;  // bytes moved per stage
   uint64_t device_bytes_in_use = 0;
   // The memory manager (zero without a device memory budget).
   double memory_stall_seconds = 0;   // the application waited for buffers or copies
@@ -77,19 +77,19 @@ struct WorkerStats {
 };
 
 struct ShardStats {
-  int shard = 0;  // which shard (Process: -1 when the process has none)
-  int64_t updates_applied = 0;   // update messages applied
+  int shard = 0;                // which shard (Process: -1 when the process has none)
+  int64_t updates_applied = 0;  // update messages applied
   int64_t rows_applied = 0;
   int64_t pushes_sent = 0;
   int64_t bytes_received = 0;
   int64_t bytes_sent = 0;
-  int64_t frames_dropped = 0;    // malformed or unexpected frames dropped
+  int64_t frames_dropped = 0;  // malformed or unexpected frames dropped
   // Bytes each stage of the shard's data path moved (docs/architecture.md,
   // "Passes over the bytes").
-  int64_t apply_bytes = 0;       // update rows added into the rows (or a clock's buffer)
-  int64_t fold_bytes = 0;        // a finished clock's buffer folded into the rows
-  int64_t push_copy_bytes = 0;   // rows copied into push messages (or copied
-                                 // aside because a push still held them)
+  int64_t apply_bytes = 0;           // update rows added into the rows (or a clock's buffer)
+  int64_t fold_bytes = 0;            // a finished clock's buffer folded into the rows
+  int64_t push_copy_bytes = 0;       // rows copied into push messages (or copied
+                                     // aside because a push still held them)
   int64_t push_zero_copy_bytes = 0;  // rows sent in pushes straight from the rows
   // Push parts sent before the minimum clock advanced: rows every worker had
   // updated for the clock (pipelined updates, Config::pipeline_part_bytes).

@@ -34,8 +34,7 @@ const char* StatusCodeName(StatusCode code);
 class [[nodiscard]] Status {
  public:
   Status() = default;  // OK
-  Status(StatusCode code, std::string message)
-      : code_(code), message_(std::move(message)) {}
+  Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
 
   static Status OK() { return Status(); }
 
@@ -51,9 +50,7 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
-inline std::ostream& operator<<(std::ostream& os, const Status& s) {
-  return os << s.ToString();
-}
+inline std::ostream& operator<<(std::ostream& os, const Status& s) { return os << s.ToString(); }
 
 // A Status of each error code with `message` (what failed and why).
 Status InvalidArgumentError(std::string message);
@@ -94,8 +91,7 @@ class [[nodiscard]] StatusOr {
  private:
   void Check() const {
     if (value_.has_value()) return;
-    std::fprintf(stderr, "geeps::StatusOr: value() of an error: %s\n",
-                 status_.ToString().c_str());
+    std::fprintf(stderr, "geeps::StatusOr: value() of an error: %s\n", status_.ToString().c_str());
     std::abort();
   }
 
@@ -109,10 +105,10 @@ class [[nodiscard]] StatusOr {
 #define GEEPS_STATUS_CONCAT_(a, b) GEEPS_STATUS_CONCAT_INNER_(a, b)
 
 // Returns from the enclosing function if `expr` (a Status) is not OK.
-#define GEEPS_RETURN_IF_ERROR(expr)                     \
-  do {                                                  \
-    ::geeps::Status geeps_status_ = (expr);             \
-    if (!geeps_status_.ok()) return geeps_status_;      \
+#define GEEPS_RETURN_IF_ERROR(expr)                \
+  do {                                             \
+    ::geeps::Status geeps_status_ = (expr);        \
+    if (!geeps_status_.ok()) return geeps_status_; \
   } while (0)
 
 // `lhs = value of expr` (a StatusOr), or returns its error.

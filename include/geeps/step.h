@@ -143,21 +143,18 @@ class Step {
 
   // ---- Accesses (GeePS's calls; recorded while recording) -----------------
   // A read of `rows` of shared table `table` with slack `slack`.
-  StatusOr<ConstRows> Read(TableId table, const std::vector<RowIndex>& rows,
-                           int slack);
+  StatusOr<ConstRows> Read(TableId table, const std::vector<RowIndex>& rows, int slack);
   // A read with Config::default_slack.
   StatusOr<ConstRows> Read(TableId table, const std::vector<RowIndex>& rows);
   // Ends the read `view` came from.
   Status PostRead(const ConstRows& view);
   // A zeroed buffer for deltas to `rows` of shared table `table`.
-  StatusOr<MutableRows> PreUpdate(TableId table,
-                                  const std::vector<RowIndex>& rows);
+  StatusOr<MutableRows> PreUpdate(TableId table, const std::vector<RowIndex>& rows);
   // Adds the deltas of `view` (from PreUpdate) into the parameters.
   Status Update(const MutableRows& view);
   // An access to `rows` of local table `table`; fetch=false: the old
   // contents are not needed.
-  StatusOr<MutableRows> LocalAccess(TableId table,
-                                    const std::vector<RowIndex>& rows,
+  StatusOr<MutableRows> LocalAccess(TableId table, const std::vector<RowIndex>& rows,
                                     bool fetch = true);
   // Ends the local access `view` came from; keep=false: the contents may be
   // dropped.
@@ -206,8 +203,7 @@ class Step {
   static Op OpenerOf(Op closer);
   StatusOr<ConstRows> DoRead(Op op, TableId table, const std::vector<RowIndex>& rows,
                              bool has_slack, int slack);
-  StatusOr<MutableRows> DoOpen(Op op, TableId table,
-                               const std::vector<RowIndex>& rows, bool fetch);
+  StatusOr<MutableRows> DoOpen(Op op, TableId table, const std::vector<RowIndex>& rows, bool fetch);
   Status DoClose(Op op, int32_t opener, bool keep);
 
   GeePS& ps_;

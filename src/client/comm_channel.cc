@@ -61,8 +61,8 @@ void WaitState::Wake() const {
   if (wake_fd >= 0) transport::SignalWakeFd(wake_fd);
 }
 
-CommChannel::CommChannel(const ClientContext& ctx, zmq::context_t* zmq_context,
-                         int channel, std::vector<std::string> endpoints, WaitState* wait)
+CommChannel::CommChannel(const ClientContext& ctx, zmq::context_t* zmq_context, int channel,
+                         std::vector<std::string> endpoints, WaitState* wait)
     : ctx_(ctx),
       zmq_context_(zmq_context),
       channel_(channel),
@@ -78,9 +78,8 @@ Status CommChannel::Start() {
   auto stream = ctx_.device->CreateStream();
   if (!stream.ok()) return stream.status();
   stream_ = std::move(stream).value();
-  GEEPS_ASSIGN_OR_RETURN(wake_fd_,
-                         transport::NewWakeFd("worker " + std::to_string(ctx_.rank) +
-                                              " channel " + std::to_string(channel_)));
+  GEEPS_ASSIGN_OR_RETURN(wake_fd_, transport::NewWakeFd("worker " + std::to_string(ctx_.rank) +
+                                                        " channel " + std::to_string(channel_)));
   try {
     const std::string id = transport::WorkerRoutingId(ctx_.rank);
     for (const std::string& ep : endpoints_) {
@@ -289,8 +288,7 @@ void CommChannel::Run() {
         installed = PumpLocked(/*app=*/false);
       } catch (const zmq::error_t& e) {
         if (e.num() == ETERM) break;
-        GEEPS_LOG(Error) << "worker " << ctx_.rank << " channel " << channel_ << ": "
-                         << e.what();
+        GEEPS_LOG(Error) << "worker " << ctx_.rank << " channel " << channel_ << ": " << e.what();
       }
       if (installed > 0 && wait_ != nullptr && wait_->app_waiting.load()) wait_->Wake();
     }
@@ -322,8 +320,8 @@ void CommChannel::SendFrames(int shard, zmq::message_t* frames, size_t count) {
   try {
     for (size_t i = 0; i < count; ++i) {
       bytes += frames[i].size();
-      shards_[shard]->send(frames[i], i + 1 < count ? zmq::send_flags::sndmore
-                                                    : zmq::send_flags::none);
+      shards_[shard]->send(frames[i],
+                           i + 1 < count ? zmq::send_flags::sndmore : zmq::send_flags::none);
     }
   } catch (const zmq::error_t& e) {
     GEEPS_LOG(Error) << "worker " << ctx_.rank << ": send to shard " << shard
@@ -412,8 +410,8 @@ void CommChannel::SendUpdate(TableCache& t, const PartitionSlice& s, OplogSlot& 
   const uint64_t pipeline = ctx_.config->pipeline_part_bytes;
   const uint64_t max_bytes = pipeline > 0 ? std::min(pipeline, ctx_.config->max_message_bytes)
                                           : ctx_.config->max_message_bytes;
-  SendInParts(s.partition / ctx_.config->num_channels, h, s.update_rows.data(), total,
-              payload, max_bytes);
+  SendInParts(s.partition / ctx_.config->num_channels, h, s.update_rows.data(), total, payload,
+              max_bytes);
 }
 
 bool CommChannel::Stale(int shard, const DecodedMessage& m, const PartitionSlice& s) {
@@ -430,8 +428,8 @@ bool CommChannel::Drop(const std::string& what) {
   ctx_.counters->frames_dropped.fetch_add(1);
   if (!logged_drop_) {
     logged_drop_ = true;
-    GEEPS_LOG(Warning) << "worker " << ctx_.rank << " channel " << channel_
-                       << ": dropped a frame (" << what << "); further drops are only counted";
+    GEEPS_LOG(Warning) << "worker " << ctx_.rank << " channel " << channel_ << ": dropped a frame ("
+                       << what << "); further drops are only counted";
   }
   return false;
 }
@@ -583,8 +581,8 @@ bool CommChannel::InstallRows(TableCache& t, const PartitionSlice& s, uint32_t f
   return true;
 }
 
-void CommChannel::FinishInstall(TableCache& t, PartitionSlice& s, int64_t clock,
-                                int64_t included, bool rmw) {
+void CommChannel::FinishInstall(TableCache& t, PartitionSlice& s, int64_t clock, int64_t included,
+                                bool rmw) {
   s.age = clock;
   s.included = included;
   s.installing = false;

@@ -41,10 +41,9 @@ class SecurityConfig;
 namespace geeps::client {
 
 struct ClientCounters {
-  std::atomic<int64_t> messages_sent{0}, messages_received{0}, bytes_sent{0},
-      bytes_received{0}, pushes_installed{0}, pushes_installed_by_app{0},
-      frames_dropped{0}, connection_losses{0}, reconnects{0}, updates_resent{0},
-      pushes_repeated{0};
+  std::atomic<int64_t> messages_sent{0}, messages_received{0}, bytes_sent{0}, bytes_received{0},
+      pushes_installed{0}, pushes_installed_by_app{0}, frames_dropped{0}, connection_losses{0},
+      reconnects{0}, updates_resent{0}, pushes_repeated{0};
   // WorkerStats::data_path, by stage (relaxed: statistics only).
   std::atomic<int64_t> gather_bytes{0}, zero_bytes{0}, scatter_add_bytes{0}, to_slot_bytes{0},
       pack_bytes{0}, install_bytes{0}, app_copy_bytes{0};
@@ -164,8 +163,7 @@ class CommChannel {
   bool InstallRows(TableCache& t, const PartitionSlice& s, uint32_t first, uint32_t count,
                    const char* rows_bytes, bool rmw);
   // Under t.mu: the slice now holds the push of `clock`.
-  void FinishInstall(TableCache& t, PartitionSlice& s, int64_t clock, int64_t included,
-                     bool rmw);
+  void FinishInstall(TableCache& t, PartitionSlice& s, int64_t clock, int64_t included, bool rmw);
   void SendFrames(int shard, zmq::message_t* frames, size_t count);
   bool Drop(const std::string& what);  // returns false
   // A push older than (or as old as) the slice's: a repeat after a lost
@@ -197,7 +195,7 @@ class CommChannel {
   };
   std::unique_ptr<Losses[]> losses_;  // set in Start, then fixed
   size_t num_losses_ = 0;
-  std::vector<int> zmq_fds_;                            // ZMQ_FD per shard socket
+  std::vector<int> zmq_fds_;  // ZMQ_FD per shard socket
   std::unique_ptr<device::Stream> stream_;
   // A push being received in parts, per shard socket and table.
   struct PartialPush {

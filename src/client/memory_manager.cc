@@ -7,10 +7,14 @@ namespace {
 
 memory::Level LevelOf(MemoryGuarantee g) {
   switch (g) {
-    case MemoryGuarantee::kNone: return memory::Level::kNone;
-    case MemoryGuarantee::kDoubleBuffering: return memory::Level::kDoubleBuffering;
-    case MemoryGuarantee::kAllLocalOnDevice: return memory::Level::kAllLocalOnDevice;
-    case MemoryGuarantee::kWholeCacheOnDevice: return memory::Level::kWholeCacheOnDevice;
+    case MemoryGuarantee::kNone:
+      return memory::Level::kNone;
+    case MemoryGuarantee::kDoubleBuffering:
+      return memory::Level::kDoubleBuffering;
+    case MemoryGuarantee::kAllLocalOnDevice:
+      return memory::Level::kAllLocalOnDevice;
+    case MemoryGuarantee::kWholeCacheOnDevice:
+      return memory::Level::kWholeCacheOnDevice;
   }
   return memory::Level::kDoubleBuffering;
 }
@@ -74,17 +78,24 @@ StatusOr<std::unique_ptr<MemoryManager>> MemoryManager::Create(
     }
     in.accesses.push_back(std::move(info));
   };
-  for (const RecordedAccess& a : seq.reads()) add(memory::AccessKind::kRead, a, shared_index[a.table]);
-  for (const RecordedAccess& a : seq.updates()) add(memory::AccessKind::kUpdate, a, shared_index[a.table]);
-  for (const RecordedAccess& a : seq.locals()) add(memory::AccessKind::kLocal, a, batch_of[a.table]);
+  for (const RecordedAccess& a : seq.reads())
+    add(memory::AccessKind::kRead, a, shared_index[a.table]);
+  for (const RecordedAccess& a : seq.updates())
+    add(memory::AccessKind::kUpdate, a, shared_index[a.table]);
+  for (const RecordedAccess& a : seq.locals())
+    add(memory::AccessKind::kLocal, a, batch_of[a.table]);
   const int reads = static_cast<int>(seq.reads().size());
   const int updates = static_cast<int>(seq.updates().size());
   // The prologue runs first, then the iteration.
   for (Section section : {kPrologue, kRepeated}) {
     for (const Op& op : seq.ops(section)) {
       switch (op.type) {
-        case OpType::kRead: in.ops.push_back({memory::OpKind::kOpen, op.handle}); break;
-        case OpType::kPostRead: in.ops.push_back({memory::OpKind::kClose, op.handle}); break;
+        case OpType::kRead:
+          in.ops.push_back({memory::OpKind::kOpen, op.handle});
+          break;
+        case OpType::kPostRead:
+          in.ops.push_back({memory::OpKind::kClose, op.handle});
+          break;
         case OpType::kPreUpdate:
           in.ops.push_back({memory::OpKind::kOpen, reads + op.handle});
           break;
@@ -97,7 +108,8 @@ StatusOr<std::unique_ptr<MemoryManager>> MemoryManager::Create(
         case OpType::kPostLocalAccess:
           in.ops.push_back({memory::OpKind::kClose, reads + updates + op.handle});
           break;
-        case OpType::kClock: break;
+        case OpType::kClock:
+          break;
       }
     }
   }

@@ -88,7 +88,7 @@ class MemoryManager {
   std::vector<int> shared_index_;      // by TableId: index among shared tables
   std::string plan_json_;
   std::atomic<int64_t> stall_ns_{0}, h2d_bytes_{0}, d2h_bytes_{0};
-  int first_id_[3] = {0, 0, 0};  // of reads, updates, local accesses
+  int first_id_[3] = {0, 0, 0};                              // of reads, updates, local accesses
   std::unique_ptr<std::atomic<int64_t>[]> stall_by_access_;  // ns, by access id
   int num_accesses_ = 0;
 };

@@ -8,25 +8,36 @@ namespace {
 const char* KindOf(OpType t) {
   switch (t) {
     case OpType::kRead:
-    case OpType::kPostRead: return "read";
+    case OpType::kPostRead:
+      return "read";
     case OpType::kPreUpdate:
-    case OpType::kUpdate: return "update";
+    case OpType::kUpdate:
+      return "update";
     case OpType::kLocalAccess:
-    case OpType::kPostLocalAccess: return "local";
-    case OpType::kClock: return "clock";
+    case OpType::kPostLocalAccess:
+      return "local";
+    case OpType::kClock:
+      return "clock";
   }
   return "?";
 }
 
 const char* NameOf(OpType t) {
   switch (t) {
-    case OpType::kRead: return "Read";
-    case OpType::kPostRead: return "PostRead";
-    case OpType::kPreUpdate: return "PreUpdate";
-    case OpType::kUpdate: return "Update";
-    case OpType::kLocalAccess: return "LocalAccess";
-    case OpType::kPostLocalAccess: return "PostLocalAccess";
-    case OpType::kClock: return "Clock";
+    case OpType::kRead:
+      return "Read";
+    case OpType::kPostRead:
+      return "PostRead";
+    case OpType::kPreUpdate:
+      return "PreUpdate";
+    case OpType::kUpdate:
+      return "Update";
+    case OpType::kLocalAccess:
+      return "LocalAccess";
+    case OpType::kPostLocalAccess:
+      return "PostLocalAccess";
+    case OpType::kClock:
+      return "Clock";
   }
   return "?";
 }
@@ -35,12 +46,12 @@ const char* NameOf(OpType t) {
 
 std::string OpSequence::Describe(const Op& op) {
   if (op.type == OpType::kClock) return "Clock()";
-  return std::string(NameOf(op.type)) + "(" + KindOf(op.type) + "#" +
-         std::to_string(op.handle) + ")";
+  return std::string(NameOf(op.type)) + "(" + KindOf(op.type) + "#" + std::to_string(op.handle) +
+         ")";
 }
 
-Status OpSequence::CheckRows(TableId table, const std::vector<RowIndex>& rows,
-                             bool want_local, const char* call) const {
+Status OpSequence::CheckRows(TableId table, const std::vector<RowIndex>& rows, bool want_local,
+                             const char* call) const {
   if (table >= config_->tables.size())
     return OutOfRangeError(std::string(call) + ": table " + std::to_string(table) +
                            " does not exist (the config has " +
@@ -60,8 +71,8 @@ Status OpSequence::CheckRows(TableId table, const std::vector<RowIndex>& rows,
                            std::to_string(spec.num_rows) + " rows");
   auto dup = std::adjacent_find(sorted.begin(), sorted.end());
   if (dup != sorted.end())
-    return InvalidArgumentError(std::string(call) + ": row " + std::to_string(*dup) +
-                                " of " + name + " is listed twice");
+    return InvalidArgumentError(std::string(call) + ": row " + std::to_string(*dup) + " of " +
+                                name + " is listed twice");
   return Status::OK();
 }
 
@@ -73,11 +84,10 @@ Status OpSequence::Close(std::vector<RecordedAccess>& list, int32_t id, const ch
   RecordedAccess& a = list[id];
   const Section current = clocked_ ? kPrologue : kRepeated;
   if (!a.open)
-    return FailedPreconditionError(std::string(call) + ": " + what + "#" +
-                                   std::to_string(id) + " was already closed");
+    return FailedPreconditionError(std::string(call) + ": " + what + "#" + std::to_string(id) +
+                                   " was already closed");
   if (a.section != current)
-    return FailedPreconditionError(std::string(call) + ": " + what + "#" +
-                                   std::to_string(id) +
+    return FailedPreconditionError(std::string(call) + ": " + what + "#" + std::to_string(id) +
                                    " was opened before VirtualClock and must be closed before it");
   a.open = false;
   return Status::OK();
@@ -114,8 +124,7 @@ Status OpSequence::AddPostRead(ReadHandle h) {
   return Post(reads_, OpType::kPostRead, h.id, "read", "VirtualPostRead");
 }
 
-StatusOr<UpdateHandle> OpSequence::AddPreUpdate(TableId table,
-                                                const std::vector<RowIndex>& rows) {
+StatusOr<UpdateHandle> OpSequence::AddPreUpdate(TableId table, const std::vector<RowIndex>& rows) {
   GEEPS_RETURN_IF_ERROR(CheckRows(table, rows, false, "VirtualPreUpdate"));
   RecordedAccess a;
   a.table = table;
@@ -127,8 +136,7 @@ Status OpSequence::AddUpdate(UpdateHandle h) {
   return Post(updates_, OpType::kUpdate, h.id, "update", "VirtualUpdate");
 }
 
-StatusOr<LocalHandle> OpSequence::AddLocalAccess(TableId table,
-                                                 const std::vector<RowIndex>& rows,
+StatusOr<LocalHandle> OpSequence::AddLocalAccess(TableId table, const std::vector<RowIndex>& rows,
                                                  bool fetch, bool read_only) {
   GEEPS_RETURN_IF_ERROR(
       CheckRows(table, rows, true, read_only ? "VirtualLocalRead" : "VirtualLocalAccess"));

@@ -28,9 +28,9 @@ struct RecordedAccess {
   std::vector<RowIndex> rows;
   Section section = kRepeated;
   bool open = true;
-  int slack = 0;       // reads
-  bool fetch = true;   // local accesses
-  bool keep = true;    // local accesses
+  int slack = 0;           // reads
+  bool fetch = true;       // local accesses
+  bool keep = true;        // local accesses
   bool read_only = false;  // local accesses recorded by VirtualLocalRead
   // A local access whose rows go back where they came from at its end:
   // kept, and possibly written (a read-only access leaves them unchanged).
@@ -45,8 +45,8 @@ class OpSequence {
   Status AddPostRead(ReadHandle h);
   StatusOr<UpdateHandle> AddPreUpdate(TableId table, const std::vector<RowIndex>& rows);
   Status AddUpdate(UpdateHandle h);
-  StatusOr<LocalHandle> AddLocalAccess(TableId table, const std::vector<RowIndex>& rows,
-                                       bool fetch, bool read_only = false);
+  StatusOr<LocalHandle> AddLocalAccess(TableId table, const std::vector<RowIndex>& rows, bool fetch,
+                                       bool read_only = false);
   Status AddPostLocalAccess(LocalHandle h, bool keep);
   Status AddClock();
   // Checks the recording is complete (VirtualClock seen, nothing left open).
@@ -69,8 +69,7 @@ class OpSequence {
   // Records the closing op of access `id` after checking it is open.
   Status Post(std::vector<RecordedAccess>& list, OpType type, int32_t id, const char* what,
               const char* call);
-  Status Close(std::vector<RecordedAccess>& list, int32_t id, const char* what,
-               const char* call);
+  Status Close(std::vector<RecordedAccess>& list, int32_t id, const char* what, const char* call);
   Status CheckNothingOpen(const char* when) const;
 
   const Config* config_;

@@ -46,10 +46,9 @@ struct Step::Call {
 namespace {
 
 const char* OpName(int op) {
-  static const char* const kNames[] = {
-      "Read",        "PostRead",        "PreUpdate", "Update",
-      "LocalAccess", "PostLocalAccess", "Clock",  "LocalRead",
-      "PostLocalRead"};
+  static const char* const kNames[] = {"Read",   "PostRead",    "PreUpdate",
+                                       "Update", "LocalAccess", "PostLocalAccess",
+                                       "Clock",  "LocalRead",   "PostLocalRead"};
   return kNames[op];
 }
 
@@ -57,8 +56,7 @@ const char* OpName(int op) {
 
 // Accesses, and the access each closing call ends.
 bool Step::IsOpener(Op op) {
-  return op == Op::kRead || op == Op::kPreUpdate || op == Op::kLocalAccess ||
-         op == Op::kLocalRead;
+  return op == Op::kRead || op == Op::kPreUpdate || op == Op::kLocalAccess || op == Op::kLocalRead;
 }
 
 Step::Op Step::OpenerOf(Op closer) {
@@ -93,9 +91,8 @@ std::string RowsDifference(const std::vector<RowIndex>& recorded,
   const size_t n = std::min(recorded.size(), called.size());
   for (size_t i = 0; i < n; ++i) {
     if (recorded[i] != called[i]) {
-      return "; first different row at index " + std::to_string(i) +
-             ": recorded " + std::to_string(recorded[i]) + ", called " +
-             std::to_string(called[i]);
+      return "; first different row at index " + std::to_string(i) + ": recorded " +
+             std::to_string(recorded[i]) + ", called " + std::to_string(called[i]);
     }
   }
   if (recorded.size() != called.size()) {
@@ -135,9 +132,7 @@ bool Step::in_prologue() const {
 
 int64_t Step::iteration() const { return iterations_done_; }
 
-std::vector<Step::Call>& Step::section() {
-  return in_prologue() ? prologue_ : iteration_;
-}
+std::vector<Step::Call>& Step::section() { return in_prologue() ? prologue_ : iteration_; }
 
 const std::vector<Step::Call>& Step::section() const {
   return in_prologue() ? prologue_ : iteration_;
@@ -186,8 +181,7 @@ std::string Step::Describe(const Sig& sig) const {
       const std::vector<Call>& calls = section();
       if (sig.opener >= 0 && static_cast<size_t>(sig.opener) < calls.size()) {
         const Call& o = calls[sig.opener];
-        os << ", a " << OpName(static_cast<int>(o.op)) << " of table "
-           << o.table;
+        os << ", a " << OpName(static_cast<int>(o.op)) << " of table " << o.table;
       }
       if (sig.op == Op::kPostLocalAccess) {
         os << ", keep=" << (sig.flag ? "true" : "false");
@@ -201,14 +195,13 @@ std::string Step::Describe(const Sig& sig) const {
   return os.str();
 }
 
-Status Step::CheckClosed(const std::vector<Call>& calls,
-                         const char* what) const {
+Status Step::CheckClosed(const std::vector<Call>& calls, const char* what) const {
   for (size_t i = 0; i < calls.size(); ++i) {
     const Call& c = calls[i];
     if (IsOpener(c.op) && !c.closed) {
       return FailedPreconditionError(
-          std::string("Step: ") + what + " leaves " + Describe(c.sig()) +
-          " at position " + std::to_string(i) +
+          std::string("Step: ") + what + " leaves " + Describe(c.sig()) + " at position " +
+          std::to_string(i) +
           " open (close it with PostRead, Update, PostLocalAccess or PostLocalRead)");
     }
   }
@@ -258,8 +251,7 @@ Status Step::Record(std::vector<Call>* calls, int32_t position) {
       break;
   }
   if (st.ok()) return st;
-  return Status(st.code(), "Step: " + PassName() + ", position " +
-                               std::to_string(position) + ", " +
+  return Status(st.code(), "Step: " + PassName() + ", position " + std::to_string(position) + ", " +
                                Describe(c.sig()) + ": " + st.message());
 }
 
@@ -268,9 +260,8 @@ Status Step::Record(std::vector<Call>* calls, int32_t position) {
 // the real call and advances cursor_ when it succeeds.
 Status Step::Enter(const Sig& sig, int32_t* position) {
   if (phase_ == Phase::kFailed) {
-    return FailedPreconditionError(
-        "Step: " + Describe(sig) +
-        " after a failed pass: " + failure_.ToString());
+    return FailedPreconditionError("Step: " + Describe(sig) +
+                                   " after a failed pass: " + failure_.ToString());
   }
   if (phase_ == Phase::kIdle || phase_ == Phase::kReady) {
     return FailedPreconditionError(
@@ -286,9 +277,8 @@ Status Step::Enter(const Sig& sig, int32_t* position) {
     Status diff;
     if (cursor_ >= calls.size()) {
       diff = FailedPreconditionError(
-          "Step: " + PassName() + " differs from the recording at position " +
-          std::to_string(at) + ": recorded nothing (" +
-          (in_prologue() ? "the prologue has " : "the iteration has ") +
+          "Step: " + PassName() + " differs from the recording at position " + std::to_string(at) +
+          ": recorded nothing (" + (in_prologue() ? "the prologue has " : "the iteration has ") +
           std::to_string(calls.size()) + " calls), called " + Describe(sig));
     } else if (!Same(calls[cursor_].sig(), sig)) {
       const Call& rec = calls[cursor_];
@@ -297,9 +287,8 @@ Status Step::Enter(const Sig& sig, int32_t* position) {
         detail = RowsDifference(rec.rows, *sig.rows);
       }
       diff = FailedPreconditionError(
-          "Step: " + PassName() + " differs from the recording at position " +
-          std::to_string(at) + ": recorded " + Describe(rec.sig()) +
-          ", called " + Describe(sig) + detail);
+          "Step: " + PassName() + " differs from the recording at position " + std::to_string(at) +
+          ": recorded " + Describe(rec.sig()) + ", called " + Describe(sig) + detail);
     }
     if (!diff.ok()) {
       if (mismatch_.ok()) mismatch_ = diff;
@@ -324,22 +313,19 @@ Status Step::Enter(const Sig& sig, int32_t* position) {
         "itself)");
   }
   if (opener && sig.table >= widths_.size()) {
-    return OutOfRangeError("Step: " + Describe(sig) + ": table " +
-                           std::to_string(sig.table) + " of " +
-                           std::to_string(widths_.size()));
+    return OutOfRangeError("Step: " + Describe(sig) + ": table " + std::to_string(sig.table) +
+                           " of " + std::to_string(widths_.size()));
   }
   if (!opener && sig.op != Op::kClock) {
     const Op want = OpenerOf(sig.op);
     if (sig.opener < 0 || sig.opener >= at || calls[sig.opener].op != want) {
-      return InvalidArgumentError(
-          "Step: " + Describe(sig) + " at position " + std::to_string(at) +
-          " of " + PassName() + ": its view is not from a " +
-          OpName(static_cast<int>(want)) + " of this pass");
+      return InvalidArgumentError("Step: " + Describe(sig) + " at position " + std::to_string(at) +
+                                  " of " + PassName() + ": its view is not from a " +
+                                  OpName(static_cast<int>(want)) + " of this pass");
     }
     if (calls[sig.opener].closed) {
-      return InvalidArgumentError("Step: " + Describe(sig) + " at position " +
-                                  std::to_string(at) + " of " + PassName() +
-                                  ": that access is already closed");
+      return InvalidArgumentError("Step: " + Describe(sig) + " at position " + std::to_string(at) +
+                                  " of " + PassName() + ": that access is already closed");
     }
   }
   if (sig.op == Op::kClock) {
@@ -368,8 +354,7 @@ Status Step::Enter(const Sig& sig, int32_t* position) {
   return Status::OK();
 }
 
-StatusOr<ConstRows> Step::DoRead(Op op, TableId table,
-                                 const std::vector<RowIndex>& rows,
+StatusOr<ConstRows> Step::DoRead(Op op, TableId table, const std::vector<RowIndex>& rows,
                                  bool has_slack, int slack) {
   Sig sig;
   sig.op = op;
@@ -394,18 +379,15 @@ StatusOr<ConstRows> Step::DoRead(Op op, TableId table,
   return view;
 }
 
-StatusOr<ConstRows> Step::Read(TableId table, const std::vector<RowIndex>& rows,
-                               int slack) {
+StatusOr<ConstRows> Step::Read(TableId table, const std::vector<RowIndex>& rows, int slack) {
   return DoRead(Op::kRead, table, rows, true, slack);
 }
 
-StatusOr<ConstRows> Step::Read(TableId table,
-                               const std::vector<RowIndex>& rows) {
+StatusOr<ConstRows> Step::Read(TableId table, const std::vector<RowIndex>& rows) {
   return DoRead(Op::kRead, table, rows, false, 0);
 }
 
-StatusOr<MutableRows> Step::DoOpen(Op op, TableId table,
-                                   const std::vector<RowIndex>& rows,
+StatusOr<MutableRows> Step::DoOpen(Op op, TableId table, const std::vector<RowIndex>& rows,
                                    bool fetch) {
   Sig sig;
   sig.op = op;
@@ -429,13 +411,11 @@ StatusOr<MutableRows> Step::DoOpen(Op op, TableId table,
   return view;
 }
 
-StatusOr<MutableRows> Step::PreUpdate(TableId table,
-                                      const std::vector<RowIndex>& rows) {
+StatusOr<MutableRows> Step::PreUpdate(TableId table, const std::vector<RowIndex>& rows) {
   return DoOpen(Op::kPreUpdate, table, rows, false);
 }
 
-StatusOr<MutableRows> Step::LocalAccess(TableId table,
-                                        const std::vector<RowIndex>& rows,
+StatusOr<MutableRows> Step::LocalAccess(TableId table, const std::vector<RowIndex>& rows,
                                         bool fetch) {
   return DoOpen(Op::kLocalAccess, table, rows, fetch);
 }
@@ -476,9 +456,7 @@ Status Step::PostRead(const ConstRows& view) {
   return DoClose(Op::kPostRead, view.position, false);
 }
 
-Status Step::Update(const MutableRows& view) {
-  return DoClose(Op::kUpdate, view.position, false);
-}
+Status Step::Update(const MutableRows& view) { return DoClose(Op::kUpdate, view.position, false); }
 
 Status Step::PostLocalAccess(const MutableRows& view, bool keep) {
   return DoClose(Op::kPostLocalAccess, view.position, keep);
@@ -507,12 +485,10 @@ Status Step::RunBody(const Body& body, Phase phase) {
       return FailedPreconditionError(
           "Step: the iteration function returned without calling Clock() "
           "(after " +
-          std::to_string(iteration_.size()) +
-          " calls): an iteration ends with Clock()");
+          std::to_string(iteration_.size()) + " calls): an iteration ends with Clock()");
     }
-    return CheckClosed(section(), phase == Phase::kRecordPrologue
-                                      ? "the prologue"
-                                      : "the iteration");
+    return CheckClosed(section(),
+                       phase == Phase::kRecordPrologue ? "the prologue" : "the iteration");
   }
   if (!mismatch_.ok()) return mismatch_;
   GEEPS_RETURN_IF_ERROR(st);
@@ -520,9 +496,8 @@ Status Step::RunBody(const Body& body, Phase phase) {
   if (cursor_ != calls.size()) {
     return FailedPreconditionError(
         "Step: " + PassName() + " differs from the recording at position " +
-        std::to_string(cursor_) + ": recorded " +
-        Describe(calls[cursor_].sig()) + ", called nothing (the function " +
-        "returned after " + std::to_string(cursor_) + " of " +
+        std::to_string(cursor_) + ": recorded " + Describe(calls[cursor_].sig()) +
+        ", called nothing (the function " + "returned after " + std::to_string(cursor_) + " of " +
         std::to_string(calls.size()) + " calls)");
   }
   return Status::OK();
@@ -560,12 +535,11 @@ Status Step::Start(const Body& prologue, const Body& iteration) {
 
 Status Step::RunIteration() {
   if (phase_ == Phase::kFailed) {
-    return FailedPreconditionError(
-        "Step: RunIteration() after a failed pass: " + failure_.ToString());
+    return FailedPreconditionError("Step: RunIteration() after a failed pass: " +
+                                   failure_.ToString());
   }
   if (phase_ != Phase::kReady) {
-    return FailedPreconditionError(
-        "Step: RunIteration() before Start(), or from inside a pass");
+    return FailedPreconditionError("Step: RunIteration() before Start(), or from inside a pass");
   }
   Status st = RunBody(iteration_body_, Phase::kRealIteration);
   if (!st.ok()) {
@@ -578,11 +552,9 @@ Status Step::RunIteration() {
   return Status::OK();
 }
 
-Status Step::Run(const Body& prologue, const Body& iteration,
-                 int64_t iterations) {
+Status Step::Run(const Body& prologue, const Body& iteration, int64_t iterations) {
   if (iterations < 0) {
-    return InvalidArgumentError("Step: negative iteration count " +
-                                std::to_string(iterations));
+    return InvalidArgumentError("Step: negative iteration count " + std::to_string(iterations));
   }
   GEEPS_RETURN_IF_ERROR(Start(prologue, iteration));
   for (int64_t i = 0; i < iterations; ++i) {

@@ -7,9 +7,8 @@ namespace geeps::client {
 
 using SteadyClock = std::chrono::steady_clock;
 
-SwapEngine::SwapEngine(device::Device* device, MemoryManager* memory,
-                       std::vector<Access> accesses, std::vector<Event> prologue,
-                       std::vector<Event> iteration, int depth,
+SwapEngine::SwapEngine(device::Device* device, MemoryManager* memory, std::vector<Access> accesses,
+                       std::vector<Event> prologue, std::vector<Event> iteration, int depth,
                        std::chrono::milliseconds timeout)
     : device_(device),
       memory_(memory),
@@ -65,8 +64,8 @@ Status SwapEngine::CopyIn(const Access& a, float* buffer) {
   // The buffer came from the pool: the application's work on its previous
   // contents must be done before it is overwritten.
   GEEPS_RETURN_IF_ERROR(device_->StreamWait(in_stream_.get(), released_.get()));
-  GEEPS_RETURN_IF_ERROR(device_->Copy(buffer, src, a.bytes(), device::CopyKind::kHostToDevice,
-                                      in_stream_.get()));
+  GEEPS_RETURN_IF_ERROR(
+      device_->Copy(buffer, src, a.bytes(), device::CopyKind::kHostToDevice, in_stream_.get()));
   GEEPS_RETURN_IF_ERROR(device_->Synchronize(in_stream_.get()));
   memory_->AddCopy(true, a.bytes());
   return Status::OK();
@@ -76,10 +75,9 @@ Status SwapEngine::CopyOut(int handle, float* buffer) {
   const Access& a = accesses_[handle];
   float* dst = a.host_rows ? a.host_rows : a.staging;
   // The application's work that wrote the buffer must be done first.
+  GEEPS_RETURN_IF_ERROR(device_->StreamWait(out_stream_.get(), close_events_[handle].get()));
   GEEPS_RETURN_IF_ERROR(
-      device_->StreamWait(out_stream_.get(), close_events_[handle].get()));
-  GEEPS_RETURN_IF_ERROR(device_->Copy(dst, buffer, a.bytes(), device::CopyKind::kDeviceToHost,
-                                      out_stream_.get()));
+      device_->Copy(dst, buffer, a.bytes(), device::CopyKind::kDeviceToHost, out_stream_.get()));
   GEEPS_RETURN_IF_ERROR(device_->Synchronize(out_stream_.get()));
   if (!a.host_rows) {  // scatter them back
     for (size_t i = 0; i < a.rows.size(); ++i)
@@ -187,8 +185,8 @@ StatusOr<float*> SwapEngine::Open(int handle) {
   if (ready_.empty()) return CancelledError("LocalAccess: the worker is shutting down");
   Ready r = ready_.front();
   if (r.handle != handle)
-    return InternalError("swap schedule out of step: prefetched local#" +
-                         std::to_string(r.handle) + ", opening local#" + std::to_string(handle));
+    return InternalError("swap schedule out of step: prefetched local#" + std::to_string(r.handle) +
+                         ", opening local#" + std::to_string(handle));
   ready_.pop_front();
   lock.unlock();
   cv_.notify_all();

@@ -44,7 +44,7 @@ class SwapEngine {
  public:
   // One local access (by handle) to a table in host memory.
   struct Access {
-    bool swapped = false;      // false: not managed here (device-resident)
+    bool swapped = false;  // false: not managed here (device-resident)
     TableId table = 0;
     uint32_t width = 0;
     std::vector<RowIndex> rows;
@@ -110,11 +110,11 @@ class SwapEngine {
 
   std::mutex mu_;
   std::condition_variable cv_;
-  bool stop_ = false;                      // guarded by mu_
-  bool app_waiting_ = false;               // the application waits in Open
-  std::deque<Ready> ready_;                // prefetched, in open order
+  bool stop_ = false;         // guarded by mu_
+  bool app_waiting_ = false;  // the application waits in Open
+  std::deque<Ready> ready_;   // prefetched, in open order
   std::deque<std::pair<int, float*>> to_reclaim_;
-  std::vector<int64_t> writebacks_done_;   // per table
+  std::vector<int64_t> writebacks_done_;  // per table
   int64_t writebacks_handed_ = 0, writebacks_finished_ = 0;
   Status reclaim_error_;
   std::thread alloc_thread_, reclaim_thread_;

@@ -36,13 +36,13 @@ namespace geeps::client {
 // The rows of a table in one server partition.
 struct PartitionSlice {
   int partition = 0;
-  uint64_t row_begin = 0, row_end = 0;    // the partition's row span
-  uint32_t cache_begin = 0;               // first cached row in the span
-  uint32_t cache_count = 0;               // cached rows in the span
-  std::vector<uint64_t> update_rows;      // rows this worker updates (sorted)
-  std::vector<uint32_t> update_pos;       // their positions in the cache
-  int64_t age = 0;       // minimum clock of the last installed push
-  int64_t included = 0;  // this worker's clocks included in that push
+  uint64_t row_begin = 0, row_end = 0;  // the partition's row span
+  uint32_t cache_begin = 0;             // first cached row in the span
+  uint32_t cache_count = 0;             // cached rows in the span
+  std::vector<uint64_t> update_rows;    // rows this worker updates (sorted)
+  std::vector<uint32_t> update_pos;     // their positions in the cache
+  int64_t age = 0;                      // minimum clock of the last installed push
+  int64_t included = 0;                 // this worker's clocks included in that push
   // A push in parts is being written straight into the cache (or one was
   // cut off there): the slice's cache rows are a mix of two pushes, and a
   // Read of them waits until a whole push has been installed.
@@ -56,10 +56,10 @@ struct PartitionSlice {
 struct OplogSlot {
   float* host = nullptr;  // pinned, rows.size() * width floats
   int64_t clock = 0;
-  bool dirty = false;     // any delta at all
+  bool dirty = false;       // any delta at all
   bool checkpoint = false;  // asks the partitions to checkpoint at clock + 1
-  int pending_sends = 0;  // communication threads yet to send it
-  bool retained = false;  // kept for read-my-writes re-application
+  int pending_sends = 0;    // communication threads yet to send it
+  bool retained = false;    // kept for read-my-writes re-application
   bool in_use = false;
   // ZeroMQ messages that send straight from `host` and that ZeroMQ has not
   // released yet (its I/O thread decrements, with release order). The slot
@@ -85,7 +85,7 @@ struct CacheRun {
 struct TableCache {
   TableId id = 0;
   uint32_t width = 0;
-  std::vector<uint64_t> rows;  // cached rows, sorted
+  std::vector<uint64_t> rows;   // cached rows, sorted
   float* cache = nullptr;       // device memory, device_rows * width
   float* oplog = nullptr;       // device memory, device_rows * width
   float* host_cache = nullptr;  // pinned host memory, host_rows * width
@@ -102,7 +102,7 @@ struct TableCache {
   int open_in_place_reads = 0;
   std::vector<PartitionSlice> slices;  // partitions with a non-empty span
   std::vector<std::unique_ptr<OplogSlot>> slots;
-  std::deque<OplogSlot*> retained;     // by clock, oldest first
+  std::deque<OplogSlot*> retained;  // by clock, oldest first
   // Resend after a connection loss (Config::resend_after_connection_loss,
   // over TCP/IPC): a slot stays in use, its update ready to be sent again,
   // until every partition's push includes its clock. A direct update sent

@@ -44,8 +44,8 @@ std::vector<uint32_t> Positions(const std::vector<uint64_t>& cached,
                                 const std::vector<RowIndex>& rows) {
   std::vector<uint32_t> pos(rows.size());
   for (size_t i = 0; i < rows.size(); ++i) {
-    pos[i] = static_cast<uint32_t>(
-        std::lower_bound(cached.begin(), cached.end(), rows[i]) - cached.begin());
+    pos[i] = static_cast<uint32_t>(std::lower_bound(cached.begin(), cached.end(), rows[i]) -
+                                   cached.begin());
   }
   return pos;
 }
@@ -161,8 +161,7 @@ Status Worker::VirtualPostRead(ReadHandle h) {
   return seq_.AddPostRead(h);
 }
 
-StatusOr<UpdateHandle> Worker::VirtualPreUpdate(TableId table,
-                                                const std::vector<RowIndex>& rows) {
+StatusOr<UpdateHandle> Worker::VirtualPreUpdate(TableId table, const std::vector<RowIndex>& rows) {
   std::lock_guard<std::mutex> lock(api_mu_);
   GEEPS_RETURN_IF_ERROR(CheckRecording("VirtualPreUpdate"));
   return seq_.AddPreUpdate(table, rows);
@@ -174,8 +173,7 @@ Status Worker::VirtualUpdate(UpdateHandle h) {
   return seq_.AddUpdate(h);
 }
 
-StatusOr<LocalHandle> Worker::VirtualLocalAccess(TableId table,
-                                                 const std::vector<RowIndex>& rows,
+StatusOr<LocalHandle> Worker::VirtualLocalAccess(TableId table, const std::vector<RowIndex>& rows,
                                                  bool fetch) {
   std::lock_guard<std::mutex> lock(api_mu_);
   GEEPS_RETURN_IF_ERROR(CheckRecording("VirtualLocalAccess"));
@@ -224,8 +222,8 @@ StatusOr<uint32_t*> Worker::UploadIndex(const std::vector<uint32_t>& index) {
   const size_t bytes = index.size() * sizeof(uint32_t);
   GEEPS_ASSIGN_OR_RETURN(void* p, device_->Allocate(bytes));
   allocations_.push_back(p);
-  GEEPS_RETURN_IF_ERROR(device_->Copy(p, index.data(), bytes, device::CopyKind::kHostToDevice,
-                                      stream_.get()));
+  GEEPS_RETURN_IF_ERROR(
+      device_->Copy(p, index.data(), bytes, device::CopyKind::kHostToDevice, stream_.get()));
   GEEPS_RETURN_IF_ERROR(device_->Synchronize(stream_.get()));
   return static_cast<uint32_t*>(p);
 }
@@ -321,8 +319,7 @@ Status Worker::AllocateTables() {
   return device_->Synchronize(stream_.get());
 }
 
-Status Worker::BuildCacheAccess(const RecordedAccess& a, const TableCache& t,
-                                AccessBuffers& b) {
+Status Worker::BuildCacheAccess(const RecordedAccess& a, const TableCache& t, AccessBuffers& b) {
   // Each requested row's side and index there, from its cached position.
   std::vector<uint32_t> device_index;
   const std::vector<uint32_t> pos = Positions(t.rows, a.rows);
@@ -345,8 +342,7 @@ Status Worker::BuildCacheAccess(const RecordedAccess& a, const TableCache& t,
   return Status::OK();
 }
 
-Status Worker::GatherFromCache(TableCache& t, AccessBuffers& b,
-                               int handle) {
+Status Worker::GatherFromCache(TableCache& t, AccessBuffers& b, int handle) {
   const size_t w = t.width;
   for (const AccessRun& r : b.runs) {
     ClientCounters::Count(counters_.gather_bytes, r.count * w * sizeof(float));
@@ -374,21 +370,18 @@ Status Worker::GatherFromCache(TableCache& t, AccessBuffers& b,
   return device_->Synchronize(stream_.get());
 }
 
-Status Worker::ScatterToCache(TableCache& t, AccessBuffers& b,
-                              int handle) {
+Status Worker::ScatterToCache(TableCache& t, AccessBuffers& b, int handle) {
   const size_t w = t.width;
   // A resumed job's prologue updates are discarded (not applied anywhere).
   const bool rmw = config_.read_my_writes && !DiscardingPrologue();
   const auto start = SteadyClock::now();
   for (const AccessRun& r : b.runs) {
-    ClientCounters::Count(counters_.scatter_add_bytes,
-                          (rmw ? 2 : 1) * r.count * w * sizeof(float));
+    ClientCounters::Count(counters_.scatter_add_bytes, (rmw ? 2 : 1) * r.count * w * sizeof(float));
     if (r.on_device) {
       for (float* dst : {t.oplog, rmw ? t.cache : nullptr}) {
         if (dst == nullptr) continue;
-        GEEPS_RETURN_IF_ERROR(device_->ScatterAdd(dst, b.buffer + r.out * w,
-                                                  b.index + r.index_at, r.count, w,
-                                                  stream_.get()));
+        GEEPS_RETURN_IF_ERROR(device_->ScatterAdd(dst, b.buffer + r.out * w, b.index + r.index_at,
+                                                  r.count, w, stream_.get()));
       }
     } else {
       GEEPS_RETURN_IF_ERROR(device_->Copy(b.staging + r.index_at * w, b.buffer + r.out * w,
@@ -503,9 +496,8 @@ Status Worker::BuildSwapEngine() {
     }
   }
   swap_ = std::make_unique<SwapEngine>(device_.get(), memory_.get(), std::move(accesses),
-                                       std::move(events[kPrologue]),
-                                       std::move(events[kRepeated]), config_.prefetch_depth,
-                                       config_.timeout);
+                                       std::move(events[kPrologue]), std::move(events[kRepeated]),
+                                       config_.prefetch_depth, config_.timeout);
   return Status::OK();
 }
 
@@ -628,8 +620,8 @@ Status Worker::FinishVirtualIteration() {
   // Plan the tables first, to check the budget before allocating anything.
   Status st = BuildTables();
   if (st.ok() && config_.device_memory_budget > 0) {
-    auto mm = MemoryManager::Create(config_, rank_, seq_, tables_, FixedDeviceBytes(),
-                                    device_.get());
+    auto mm =
+        MemoryManager::Create(config_, rank_, seq_, tables_, FixedDeviceBytes(), device_.get());
     if (mm.ok()) {
       memory_ = std::move(mm).value();
     } else {
@@ -657,8 +649,9 @@ Status Worker::FinishVirtualIteration() {
   wait_fds_.push_back({wait_.wake_fd, POLLIN, 0});
   // Over TCP/IPC a connection can be lost: keep each update until a push
   // acknowledges it (docs/architecture.md, "Connection loss and resend").
-  const bool lossy = std::any_of(partition_endpoints_.begin(), partition_endpoints_.end(),
-                                 [](const std::string& ep) { return ep.rfind("inproc://", 0) != 0; });
+  const bool lossy =
+      std::any_of(partition_endpoints_.begin(), partition_endpoints_.end(),
+                  [](const std::string& ep) { return ep.rfind("inproc://", 0) != 0; });
   for (auto& t : tables_) {
     if (t) t->retain_until_acked = lossy && config_.resend_after_connection_loss;
   }
@@ -666,8 +659,7 @@ Status Worker::FinishVirtualIteration() {
     std::vector<std::string> endpoints;
     for (int s = 0; s < config_.num_shards; ++s)
       endpoints.push_back(partition_endpoints_[s * config_.num_channels + k]);
-    channels_.push_back(
-        std::make_unique<CommChannel>(ctx, zmq_context_, k, endpoints, &wait_));
+    channels_.push_back(std::make_unique<CommChannel>(ctx, zmq_context_, k, endpoints, &wait_));
     st = channels_.back()->Start();
     if (!st.ok()) return fail(st);
     for (int fd : channels_.back()->poll_fds()) wait_fds_.push_back({fd, POLLIN, 0});
@@ -693,8 +685,7 @@ Status Worker::StartIterations() {
     return FailedPreconditionError("StartIterations: the worker is shut down");
   if (phase_ == Phase::kRecording)
     return FailedPreconditionError("StartIterations: call FinishVirtualIteration first");
-  if (phase_ == Phase::kRunning)
-    return FailedPreconditionError("StartIterations: already called");
+  if (phase_ == Phase::kRunning) return FailedPreconditionError("StartIterations: already called");
   phase_ = Phase::kRunning;
   if (swap_) GEEPS_RETURN_IF_ERROR(swap_->Start());
   // Resumed: the prologue runs at the restored clock (its reads see the
@@ -713,8 +704,7 @@ Status Worker::Expect(OpType type, int32_t handle, size_t count, const char* cal
     return FailedPreconditionError(std::string(call) + ": called before StartIterations");
   if (peers_failed_.load()) return PeerFailure();
   if (type != OpType::kClock && (handle < 0 || static_cast<size_t>(handle) >= count))
-    return InvalidArgumentError(std::string(call) + ": unknown handle #" +
-                                std::to_string(handle));
+    return InvalidArgumentError(std::string(call) + ": unknown handle #" + std::to_string(handle));
   const Op& expected = seq_.ops(section_)[pos_];
   if (expected.type != type || expected.handle != handle) {
     return FailedPreconditionError(
@@ -743,10 +733,9 @@ Status Worker::ClearOplog(TableCache& t) {
 Status Worker::AdvanceTable(TableId id) {
   TableCache& t = *tables_[id];
   // A direct Update of this table: its buffer holds the clock's deltas.
-  const RecordedAccess* direct =
-      direct_handle_ >= 0 && seq_.updates()[direct_handle_].table == id
-          ? &seq_.updates()[direct_handle_]
-          : nullptr;
+  const RecordedAccess* direct = direct_handle_ >= 0 && seq_.updates()[direct_handle_].table == id
+                                     ? &seq_.updates()[direct_handle_]
+                                     : nullptr;
   if (DiscardingPrologue()) {  // resumed: the servers already hold the prologue
     std::lock_guard<std::mutex> lock(t.mu);
     if (t.oplog_dirty) {
@@ -897,12 +886,11 @@ Status Worker::SwapLocal(const RecordedAccess& a, const AccessBuffers& b, bool t
     for (size_t i = 0; i < a.rows.size(); ++i)
       std::memcpy(b.staging + i * width, table + a.rows[i] * width, width * sizeof(float));
   }
-  GEEPS_RETURN_IF_ERROR(device_->Copy(to_device ? static_cast<void*>(b.buffer) : host,
-                                      to_device ? static_cast<const void*>(host) : b.buffer,
-                                      bytes,
-                                      to_device ? device::CopyKind::kHostToDevice
-                                                : device::CopyKind::kDeviceToHost,
-                                      stream_.get()));
+  GEEPS_RETURN_IF_ERROR(
+      device_->Copy(to_device ? static_cast<void*>(b.buffer) : host,
+                    to_device ? static_cast<const void*>(host) : b.buffer, bytes,
+                    to_device ? device::CopyKind::kHostToDevice : device::CopyKind::kDeviceToHost,
+                    stream_.get()));
   GEEPS_RETURN_IF_ERROR(device_->Synchronize(stream_.get()));
   if (!to_device && b.staging) {  // scatter them back
     for (size_t i = 0; i < a.rows.size(); ++i)
@@ -934,8 +922,7 @@ StatusOr<const float*> Worker::Read(ReadHandle h) {
         return fresh() || shutdown_requested_.load() || peers_failed_.load();
       });
       read_wait_ns_.fetch_add(
-          std::chrono::duration_cast<std::chrono::nanoseconds>(SteadyClock::now() - start)
-              .count());
+          std::chrono::duration_cast<std::chrono::nanoseconds>(SteadyClock::now() - start).count());
       if (shutdown_requested_.load())
         return CancelledError("Read(read#" + std::to_string(h.id) +
                               "): the worker was shut down while the read waited");
@@ -950,8 +937,8 @@ StatusOr<const float*> Worker::Read(ReadHandle h) {
           }
         }
         const std::string what = "Read(read#" + std::to_string(h.id) + ") of table " +
-                                 std::to_string(a.table) + " ('" +
-                                 config_.tables[a.table].name + "')";
+                                 std::to_string(a.table) + " ('" + config_.tables[a.table].name +
+                                 "')";
         if (lowest_partition < 0) {
           for (int si : b.slices)
             if (t.slices[si].installing) lowest_partition = t.slices[si].partition;
@@ -964,8 +951,8 @@ StatusOr<const float*> Worker::Read(ReadHandle h) {
         const std::string loss = LossNote(lowest_partition);
         return DeadlineExceededError(
             what + " at clock " + std::to_string(clock_.load()) + " waited " +
-            std::to_string(config_.timeout.count()) + " ms for rows of clock >= " +
-            std::to_string(required) + "; server partition " +
+            std::to_string(config_.timeout.count()) +
+            " ms for rows of clock >= " + std::to_string(required) + "; server partition " +
             std::to_string(lowest_partition) + " is still at clock " + std::to_string(lowest) +
             (loss.empty() ? " (some worker's update of that clock has not reached it: a worker "
                             "is stuck, failed or shut down, or the update was lost on the way; "
@@ -1031,7 +1018,8 @@ StatusOr<float*> Worker::PreUpdate(UpdateHandle h) {
   const RecordedAccess& a = seq_.updates()[h.id];
   AccessBuffers& b = update_bufs_[h.id];
   const size_t floats = a.rows.size() * config_.tables[a.table].row_width;
-  GEEPS_RETURN_IF_ERROR(AcquireBuffer(b, floats * sizeof(float), {MemoryManager::Kind::kUpdate, h.id}));
+  GEEPS_RETURN_IF_ERROR(
+      AcquireBuffer(b, floats * sizeof(float), {MemoryManager::Kind::kUpdate, h.id}));
   if (b.send_refs && tables_[a.table]->retain_until_acked)
     GEEPS_RETURN_IF_ERROR(FreeKeptBuffer(b, *tables_[a.table], floats));
   // Unless a Read zeroed it while it waited (ZeroReleasedUpdateBuffers).
@@ -1041,7 +1029,8 @@ StatusOr<float*> Worker::PreUpdate(UpdateHandle h) {
     if (b.send_refs && !WaitReleased(*b.send_refs, SteadyClock::now() + config_.timeout))
       return DeadlineExceededError("PreUpdate(update#" + std::to_string(h.id) +
                                    "): the previous update is still being sent from its "
-                                   "buffer after " + std::to_string(config_.timeout.count()) +
+                                   "buffer after " +
+                                   std::to_string(config_.timeout.count()) +
                                    " ms (is the network stuck?)");
     b.zeroing = AccessBuffers::Zeroing::kNone;
     GEEPS_RETURN_IF_ERROR(ZeroBuffer(b.buffer, floats));
@@ -1115,9 +1104,7 @@ Status Worker::Update(UpdateHandle h) {
   return Advance();
 }
 
-StatusOr<float*> Worker::LocalAccess(LocalHandle h) {
-  return OpenLocal(h, /*read_only=*/false);
-}
+StatusOr<float*> Worker::LocalAccess(LocalHandle h) { return OpenLocal(h, /*read_only=*/false); }
 
 StatusOr<const float*> Worker::LocalRead(LocalHandle h) {
   GEEPS_ASSIGN_OR_RETURN(float* rows, OpenLocal(h, /*read_only=*/true));
@@ -1130,10 +1117,10 @@ StatusOr<float*> Worker::OpenLocal(LocalHandle h, bool read_only) {
   GEEPS_RETURN_IF_ERROR(Expect(OpType::kLocalAccess, h.id, local_bufs_.size(), call));
   const RecordedAccess& a = seq_.locals()[h.id];
   if (a.read_only != read_only) {
-    return FailedPreconditionError(
-        std::string(call) + ": local#" + std::to_string(h.id) + " was recorded by " +
-        (a.read_only ? "VirtualLocalRead (read-only): use LocalRead"
-                     : "VirtualLocalAccess: use LocalAccess"));
+    return FailedPreconditionError(std::string(call) + ": local#" + std::to_string(h.id) +
+                                   " was recorded by " +
+                                   (a.read_only ? "VirtualLocalRead (read-only): use LocalRead"
+                                                : "VirtualLocalAccess: use LocalAccess"));
   }
   AccessBuffers& b = local_bufs_[h.id];
   float* result = b.direct;
@@ -1175,9 +1162,8 @@ Status Worker::PostLocalAccess(LocalHandle h) {
     if (a.writes_back()) GEEPS_RETURN_IF_ERROR(SwapLocal(a, b, /*to_device=*/false, h.id));
     GEEPS_RETURN_IF_ERROR(ReleaseBuffer(b));
   } else if (!b.contiguous && a.writes_back()) {
-    GEEPS_RETURN_IF_ERROR(device_->Scatter(local_tables_[a.table], b.buffer, b.index,
-                                           a.rows.size(), config_.tables[a.table].row_width,
-                                           stream_.get()));
+    GEEPS_RETURN_IF_ERROR(device_->Scatter(local_tables_[a.table], b.buffer, b.index, a.rows.size(),
+                                           config_.tables[a.table].row_width, stream_.get()));
     GEEPS_RETURN_IF_ERROR(device_->Synchronize(stream_.get()));
   }
   return Advance();
@@ -1204,8 +1190,7 @@ Status Worker::CopyBuffer(const char* call, void* dst, const void* src, size_t f
                                 " floats overflow a byte count");
   GEEPS_RETURN_IF_ERROR(device_->Copy(
       dst, src, floats * sizeof(float),
-      to_host ? device::CopyKind::kDeviceToHost : device::CopyKind::kHostToDevice,
-      stream_.get()));
+      to_host ? device::CopyKind::kDeviceToHost : device::CopyKind::kHostToDevice, stream_.get()));
   ClientCounters::Count(counters_.app_copy_bytes, floats * sizeof(float));
   return device_->Synchronize(stream_.get());
 }
@@ -1260,8 +1245,8 @@ Status Worker::Sync() {
     if (!WaitForPushes(lock, deadline, [&] {
           return done() || shutdown_requested_.load() || peers_failed_.load();
         }))
-      return DeadlineExceededError("Sync: table " + std::to_string(t.id) +
-                                   " did not reach clock " + std::to_string(target) + " within " +
+      return DeadlineExceededError("Sync: table " + std::to_string(t.id) + " did not reach clock " +
+                                   std::to_string(target) + " within " +
                                    std::to_string(config_.timeout.count()) + " ms");
     if (shutdown_requested_.load()) return CancelledError("Sync: the worker was shut down");
     if (peers_failed_.load() && !done()) return PeerFailure();
@@ -1299,10 +1284,9 @@ Status Worker::CopyRows(TableId table, const std::vector<RowIndex>& rows, float*
                     row_bytes);
         continue;
       }
-      GEEPS_RETURN_IF_ERROR(device_->Copy(out + i * spec.row_width,
-                                          local_tables_[table] + rows[i] * spec.row_width,
-                                          row_bytes, device::CopyKind::kDeviceToHost,
-                                          stream_.get()));
+      GEEPS_RETURN_IF_ERROR(
+          device_->Copy(out + i * spec.row_width, local_tables_[table] + rows[i] * spec.row_width,
+                        row_bytes, device::CopyKind::kDeviceToHost, stream_.get()));
     }
     return device_->Synchronize(stream_.get());
   }
@@ -1367,8 +1351,10 @@ StatusOr<int64_t> Worker::RequestCheckpoint() {
     return FailedPreconditionError("RequestCheckpoint: the worker is shut down");
   // The first clock none of whose updates has left yet.
   int64_t c = clock_.load() + 1;
-  if (phase_ != Phase::kRunning) c = resume_clock_;
-  else if (section_ == kRepeated && pos_ == 0) c = clock_.load();
+  if (phase_ != Phase::kRunning)
+    c = resume_clock_;
+  else if (section_ == kRepeated && pos_ == 0)
+    c = clock_.load();
   checkpoint_flag_clock_ = c;
   return c + 1;
 }

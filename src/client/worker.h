@@ -21,8 +21,8 @@
 
 #include "client/comm_channel.h"
 #include "client/memory_manager.h"
-#include "client/swap_engine.h"
 #include "client/op_sequence.h"
+#include "client/swap_engine.h"
 #include "client/table_cache.h"
 #include "device/device.h"
 #include "geeps/config.h"
@@ -108,11 +108,11 @@ class Worker {
 
   // Device memory of one recorded access.
   struct AccessBuffers {
-    float* buffer = nullptr;     // rows.size() * width
-    uint32_t* index = nullptr;   // device: positions in the cache / local table
-    bool contiguous = false;     // local access over consecutive rows
-    float* direct = nullptr;     // contiguous local access: pointer into the table
-    std::vector<int> slices;     // reads: indexes into the table's slices
+    float* buffer = nullptr;    // rows.size() * width
+    uint32_t* index = nullptr;  // device: positions in the cache / local table
+    bool contiguous = false;    // local access over consecutive rows
+    float* direct = nullptr;    // contiguous local access: pointer into the table
+    std::vector<int> slices;    // reads: indexes into the table's slices
     // Memory manager: `buffer` comes from the pool while the access is open
     // (reads, updates, local data in host memory).
     bool pooled = false;
@@ -175,7 +175,7 @@ class Worker {
   // out the other buffer (AccessBuffers::alt), or, where there is none,
   // copies the kept update into its slot so the buffer is free again.
   Status FreeKeptBuffer(AccessBuffers& b, TableCache& t, size_t floats);
-  void EmulateCompute() const;       // Config::emulated_compute_per_access
+  void EmulateCompute() const;  // Config::emulated_compute_per_access
   Status EndPrologue();
   Status BuildTables();     // plans cached rows and slices, no memory
   Status AllocateTables();  // cache, oplog, local tables
@@ -215,7 +215,7 @@ class Worker {
   // N time(s), the last ... ago: ..." when it was, else "".
   std::string LossNote(int partition) const;
   std::atomic<bool> tables_ready_{false};  // tables_ built (FinishVirtualIteration)
-  void WakeWaiters();  // notifies every table's waiters; any thread
+  void WakeWaiters();                      // notifies every table's waiters; any thread
   // Waits until done() (called with `lock` held) or the deadline, receiving
   // and installing pushes on this thread meanwhile (comm_channel.h).
   // REQUIRES: `lock` holds a table's mutex. Returns done().

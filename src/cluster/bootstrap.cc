@@ -44,8 +44,8 @@ std::optional<long long> ParseInteger(const std::string& text) {
 }
 
 // Reads `name` as an integer in [min, max].
-StatusOr<int> IntVariable(const GetenvFn& getenv_fn, const char* name, long long min,
-                          long long max, const char* present) {
+StatusOr<int> IntVariable(const GetenvFn& getenv_fn, const char* name, long long min, long long max,
+                          const char* present) {
   const char* raw = getenv_fn(name);
   if (raw == nullptr) {
     return InvalidArgumentError(std::string(name) + " is not set, but " + present + " is");
@@ -86,8 +86,8 @@ StatusOr<ProcessEnv> ReadStyle(const GetenvFn& getenv_fn, const EnvStyle& style)
 }
 
 bool IsHostNameChar(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-         c == '.' || c == '-' || c == '_';
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+         c == '-' || c == '_';
 }
 
 // Letters, digits, '.', '-', '_'; not empty.
@@ -194,8 +194,7 @@ StatusOr<HostPort> ParseHostPort(const std::string& text) {
 
 std::string FormatHostPort(const HostPort& host_port) {
   const bool v6 = host_port.host.find(':') != std::string::npos;
-  return (v6 ? "[" + host_port.host + "]" : host_port.host) + ":" +
-         std::to_string(host_port.port);
+  return (v6 ? "[" + host_port.host + "]" : host_port.host) + ":" + std::to_string(host_port.port);
 }
 
 StatusOr<std::vector<std::string>> ReadHostList(const std::string& path) {

@@ -26,10 +26,10 @@ inline constexpr int kMaxSlotsPerHost = 4096;
 
 // This process's place in the job.
 struct ProcessEnv {
-  int rank = 0;          // 0 <= rank < world_size
-  int world_size = 1;    // >= 1
-  int local_rank = 0;    // index among the processes of this machine (e.g. its GPU)
-  std::string source;    // which variables it came from: "geeps", "openmpi", "slurm"
+  int rank = 0;        // 0 <= rank < world_size
+  int world_size = 1;  // >= 1
+  int local_rank = 0;  // index among the processes of this machine (e.g. its GPU)
+  std::string source;  // which variables it came from: "geeps", "openmpi", "slurm"
 };
 
 // Finds the rank, the world size and the local rank, trying in this order:

@@ -120,8 +120,7 @@ StatusOr<JobLayout> DecodeWelcome(const std::string& text, int world_size, int c
 }
 
 StatusOr<Hello> DecodeHello(const std::string& text, int from) {
-  if (from <= 0 || text.size() > kMaxControlText)
-    return InvalidArgumentError("malformed HELLO");
+  if (from <= 0 || text.size() > kMaxControlText) return InvalidArgumentError("malformed HELLO");
   std::istringstream in(text);
   std::string word;
   Hello h;

@@ -1,6 +1,5 @@
 #include "geeps/embedded_cluster.h"
 
-
 #include <mutex>
 #include <thread>
 #include <zmq.hpp>
@@ -14,9 +13,7 @@
 #include "transport/socket_util.h"
 
 namespace geeps {
-namespace {
-
-}  // namespace
+namespace {}  // namespace
 
 struct EmbeddedCluster::Impl {
   Config config;
@@ -43,23 +40,24 @@ StatusOr<std::unique_ptr<EmbeddedCluster>> EmbeddedCluster::Start(const Config& 
   GEEPS_ASSIGN_OR_RETURN(impl->context, transport::NewContext());
   // A shape too large for the socket cap or the descriptor limit is named
   // here, not by a failed socket halfway through.
-  GEEPS_RETURN_IF_ERROR(transport::CheckSocketNeeds(
-      *impl->context, transport::EmbeddedClusterNeeds(config),
-      "EmbeddedCluster::Start: " + transport::JobShape(config)));
+  GEEPS_RETURN_IF_ERROR(
+      transport::CheckSocketNeeds(*impl->context, transport::EmbeddedClusterNeeds(config),
+                                  "EmbeddedCluster::Start: " + transport::JobShape(config)));
   std::unique_ptr<EmbeddedCluster> cluster(new EmbeddedCluster(std::move(impl)));
   Impl& c = *cluster->impl_;
   // Checkpoints: every partition's files are in one folder here.
   int64_t resume_clock = 0;
   if (!config.checkpoint_dir.empty()) {
     GEEPS_RETURN_IF_ERROR(server::EnsureCheckpointDir(config.checkpoint_dir));
-    GEEPS_ASSIGN_OR_RETURN(resume_clock, server::ChooseResumeClock(
-                                             config, server::ListCheckpoints(config.checkpoint_dir)));
+    GEEPS_ASSIGN_OR_RETURN(
+        resume_clock,
+        server::ChooseResumeClock(config, server::ListCheckpoints(config.checkpoint_dir)));
   }
   const int num_partitions = config.num_shards * config.num_channels;
   std::vector<std::string> endpoints;
   for (int p = 0; p < num_partitions; ++p) {
     endpoints.push_back(internal::EmbeddedClusterAccess::ShardEndpoint(p / config.num_channels,
-                                                                      p % config.num_channels));
+                                                                       p % config.num_channels));
     c.partitions.push_back(
         std::make_unique<server::ShardChannel>(c.context.get(), config, p, endpoints.back()));
   }
@@ -100,8 +98,8 @@ Status EmbeddedCluster::RunWorkers(const std::function<Status(GeePS&)>& fn) {
       impl_->workers[r]->Shutdown().ok();
       for (int other = 0; other < n; ++other) {
         if (other == r) continue;
-        impl_->impls[other]->FailPeers(UnavailableError(
-            "worker " + std::to_string(r) + " failed: " + results[r].ToString()));
+        impl_->impls[other]->FailPeers(
+            UnavailableError("worker " + std::to_string(r) + " failed: " + results[r].ToString()));
       }
     });
   }

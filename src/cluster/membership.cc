@@ -50,8 +50,8 @@ Membership::Membership(zmq::context_t* context, int rank, int world_size, HostPo
 
 Membership::~Membership() { Stop(); }
 
-StatusOr<JobLayout> Membership::Rendezvous(const PeerInfo& self, uint64_t fingerprint,
-                                           int channels, const ResumeChooser& choose) {
+StatusOr<JobLayout> Membership::Rendezvous(const PeerInfo& self, uint64_t fingerprint, int channels,
+                                           const ResumeChooser& choose) {
   try {
     return rank_ == 0 ? RendezvousAsCoordinator(self, fingerprint, channels, choose)
                       : RendezvousAsPeer(self, fingerprint, channels);
@@ -60,9 +60,8 @@ StatusOr<JobLayout> Membership::Rendezvous(const PeerInfo& self, uint64_t finger
   }
 }
 
-StatusOr<JobLayout> Membership::RendezvousAsCoordinator(const PeerInfo& self,
-                                                        uint64_t fingerprint, int channels,
-                                                        const ResumeChooser& choose) {
+StatusOr<JobLayout> Membership::RendezvousAsCoordinator(const PeerInfo& self, uint64_t fingerprint,
+                                                        int channels, const ResumeChooser& choose) {
   const std::string endpoint = "tcp://" + FormatHostPort(coordinator_);
   socket_ = std::make_unique<zmq::socket_t>(*context_, zmq::socket_type::router);
   socket_->set(zmq::sockopt::router_mandatory, 1);
@@ -73,8 +72,7 @@ StatusOr<JobLayout> Membership::RendezvousAsCoordinator(const PeerInfo& self,
     socket_->bind(endpoint);
   } catch (const zmq::error_t& e) {
     socket_.reset();
-    return UnavailableError("rank 0 cannot bind the coordinator at " + endpoint + ": " +
-                            e.what() +
+    return UnavailableError("rank 0 cannot bind the coordinator at " + endpoint + ": " + e.what() +
                             " (is another job using that port? choose another with "
                             "GEEPS_COORDINATOR=host:port)");
   }
@@ -141,8 +139,8 @@ StatusOr<JobLayout> Membership::RendezvousAsCoordinator(const PeerInfo& self,
         failure = "rank " + std::to_string(from) + " has world size " + std::to_string(world) +
                   ", rank 0 has " + std::to_string(world_size_);
       } else if (fp != fingerprint) {
-        failure = "rank " + std::to_string(from) +
-                  "'s config (tables or channels) differs from rank 0's";
+        failure =
+            "rank " + std::to_string(from) + "'s config (tables or channels) differs from rank 0's";
       } else if (peer.endpoints.size() !=
                  (peer.role == ProcessRole::kWorker ? 0u : static_cast<size_t>(channels))) {
         failure = "rank " + std::to_string(from) + " reported " +
@@ -380,9 +378,9 @@ void Membership::RunPeer() {
           Drop("malformed LOST");
           continue;
         }
-        const Status why = UnavailableError(
-            "rank " + std::to_string(lost) + " is lost (reported by rank 0): no heartbeat for " +
-            std::to_string(heartbeat_timeout_.count()) + " ms");
+        const Status why = UnavailableError("rank " + std::to_string(lost) +
+                                            " is lost (reported by rank 0): no heartbeat for " +
+                                            std::to_string(heartbeat_timeout_.count()) + " ms");
         GEEPS_LOG(Error) << "rank " << rank_ << ": " << why.message();
         if (on_lost_) on_lost_(lost, why);
       } else {
@@ -391,9 +389,9 @@ void Membership::RunPeer() {
     }
     const auto now = SteadyClock::now();
     if (now - last_seen > heartbeat_timeout_) {
-      const Status why = UnavailableError(
-          "rank 0 (the coordinator) is lost: no heartbeat for " +
-          std::to_string(heartbeat_timeout_.count()) + " ms (the process died or hangs)");
+      const Status why = UnavailableError("rank 0 (the coordinator) is lost: no heartbeat for " +
+                                          std::to_string(heartbeat_timeout_.count()) +
+                                          " ms (the process died or hangs)");
       GEEPS_LOG(Error) << "rank " << rank_ << ": " << why.message();
       if (on_lost_) on_lost_(0, why);
       return;

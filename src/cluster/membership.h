@@ -73,14 +73,13 @@ class Membership {
  private:
   StatusOr<JobLayout> RendezvousAsCoordinator(const PeerInfo& self, uint64_t fingerprint,
                                               int channels, const ResumeChooser& choose);
-  StatusOr<JobLayout> RendezvousAsPeer(const PeerInfo& self, uint64_t fingerprint,
-                                       int channels);
+  StatusOr<JobLayout> RendezvousAsPeer(const PeerInfo& self, uint64_t fingerprint, int channels);
   void Run();
   // Polls the socket and the wake-up socket (emptying the latter).
   void WaitForInput(std::chrono::milliseconds limit);
   void RunCoordinator();
   void RunPeer();
-  void Send(const std::string& text, int to_rank = -1);  // to_rank: ROUTER only
+  void Send(const std::string& text, int to_rank = -1);                 // to_rank: ROUTER only
   void SendTo(const std::string& routing_id, const std::string& text);  // ROUTER only
   void Drop(const std::string& why);
   void Finish();  // Leave() may return

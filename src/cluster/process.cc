@@ -32,8 +32,8 @@ uint64_t Fingerprint(const Config& c) {
                   (c.deterministic_bsp ? ";deterministic" : "") +
                   (c.resend_after_connection_loss ? "" : ";noresend");
   for (const TableSpec& t : c.tables) {
-    s += ";" + t.name + "," + std::to_string(t.num_rows) + "," + std::to_string(t.row_width) +
-         "," + (t.local ? "l" : "s");
+    s += ";" + t.name + "," + std::to_string(t.num_rows) + "," + std::to_string(t.row_width) + "," +
+         (t.local ? "l" : "s");
   }
   uint64_t h = 1469598103934665603ull;
   for (unsigned char ch : s) h = (h ^ ch) * 1099511628211ull;
@@ -78,16 +78,23 @@ bool HasWorker(ProcessRole r) { return r != ProcessRole::kServer; }
 Status ApplyEnvironment(ProcessOptions* o) {
   if (const char* v = std::getenv("GEEPS_ROLE")) {
     const std::string s = v;
-    if (s == "both") o->role = ProcessRole::kWorkerAndServer;
-    else if (s == "worker") o->role = ProcessRole::kWorker;
-    else if (s == "server") o->role = ProcessRole::kServer;
-    else return InvalidArgumentError("GEEPS_ROLE='" + s + "': expected both, worker or server");
+    if (s == "both")
+      o->role = ProcessRole::kWorkerAndServer;
+    else if (s == "worker")
+      o->role = ProcessRole::kWorker;
+    else if (s == "server")
+      o->role = ProcessRole::kServer;
+    else
+      return InvalidArgumentError("GEEPS_ROLE='" + s + "': expected both, worker or server");
   }
   if (const char* v = std::getenv("GEEPS_TRANSPORT")) {
     const std::string s = v;
-    if (s == "tcp") o->transport = Transport::kTcp;
-    else if (s == "ipc") o->transport = Transport::kIpc;
-    else return InvalidArgumentError("GEEPS_TRANSPORT='" + s + "': expected tcp or ipc");
+    if (s == "tcp")
+      o->transport = Transport::kTcp;
+    else if (s == "ipc")
+      o->transport = Transport::kIpc;
+    else
+      return InvalidArgumentError("GEEPS_TRANSPORT='" + s + "': expected tcp or ipc");
   }
   if (const char* v = std::getenv("GEEPS_BIND_HOST")) o->bind_host = v;
   if (const char* v = std::getenv("GEEPS_IPC_DIR")) o->ipc_dir = v;
@@ -226,11 +233,12 @@ StatusOr<std::unique_ptr<Process>> Process::Join(const Config& config,
                                                      transport::LargestFrameBytes(config),
                                                      impl->security.get());
       if (!socket.ok())
-        return Status(socket.status().code(), "rank " + std::to_string(impl->rank) + ": " +
-                                                  socket.status().message());
+        return Status(socket.status().code(),
+                      "rank " + std::to_string(impl->rank) + ": " + socket.status().message());
       // A wildcard bind reports 0.0.0.0; peers connect to the advertised host.
       const std::string wildcard = "tcp://0.0.0.0:";
-      if (actual.rfind(wildcard, 0) == 0) actual = "tcp://" + advertise + ":" + actual.substr(wildcard.size());
+      if (actual.rfind(wildcard, 0) == 0)
+        actual = "tcp://" + advertise + ":" + actual.substr(wildcard.size());
       self.endpoints.push_back(actual);
       bound.push_back(std::move(socket).value());
     }
@@ -242,7 +250,8 @@ StatusOr<std::unique_ptr<Process>> Process::Join(const Config& config,
   cluster::ResumeChooser choose;
   if (!config.checkpoint_dir.empty()) {
     Status dir = server::EnsureCheckpointDir(config.checkpoint_dir);
-    if (!dir.ok()) return Status(dir.code(), "rank " + std::to_string(impl->rank) + ": " + dir.message());
+    if (!dir.ok())
+      return Status(dir.code(), "rank " + std::to_string(impl->rank) + ": " + dir.message());
     if (config.resume != ResumeMode::kOff && HasShard(options.role)) {
       for (const auto& [p, clocks] : server::ListCheckpoints(config.checkpoint_dir))
         for (int64_t k : clocks) self.checkpoints.emplace_back(p, k);
@@ -266,9 +275,9 @@ StatusOr<std::unique_ptr<Process>> Process::Join(const Config& config,
   impl->membership = std::make_unique<cluster::Membership>(
       impl->context.get(), impl->rank, impl->world_size, coordinator, config.timeout,
       config.heartbeat_timeout, impl->security.get());
-  GEEPS_ASSIGN_OR_RETURN(cluster::JobLayout layout,
-                         impl->membership->Rendezvous(self, Fingerprint(config),
-                                                      config.num_channels, choose));
+  GEEPS_ASSIGN_OR_RETURN(
+      cluster::JobLayout layout,
+      impl->membership->Rendezvous(self, Fingerprint(config), config.num_channels, choose));
   if (layout.num_workers == 0 || layout.num_shards == 0)
     return InvalidArgumentError("the job has " + std::to_string(layout.num_workers) +
                                 " workers and " + std::to_string(layout.num_shards) +
@@ -308,7 +317,8 @@ StatusOr<std::unique_ptr<Process>> Process::Join(const Config& config,
   // Every channel loads (and verifies) its file before any starts.
   if (layout.resume_clock > 0) {
     for (auto& c : impl->channels) {
-      const int partition = static_cast<int>(&c - impl->channels.data()) + my_shard * job.num_channels;
+      const int partition =
+          static_cast<int>(&c - impl->channels.data()) + my_shard * job.num_channels;
       if (std::find(checkpointing.begin(), checkpointing.end(), partition) == checkpointing.end())
         continue;
       Status st = c->Restore(layout.resume_clock);
@@ -318,9 +328,8 @@ StatusOr<std::unique_ptr<Process>> Process::Join(const Config& config,
   }
   for (auto& c : impl->channels) GEEPS_RETURN_IF_ERROR(c->Start());
   if (HasWorker(options.role)) {
-    auto worker = std::make_unique<client::Worker>(job, layout.worker_index[impl->rank],
-                                                   impl->context.get(), endpoints,
-                                                   impl->security.get());
+    auto worker = std::make_unique<client::Worker>(
+        job, layout.worker_index[impl->rank], impl->context.get(), endpoints, impl->security.get());
     worker->SetResumeClock(layout.resume_clock);
     impl->worker_impl = worker.get();
     impl->worker = internal::GeePSAccess::Make(std::move(worker));
@@ -329,8 +338,8 @@ StatusOr<std::unique_ptr<Process>> Process::Join(const Config& config,
   GEEPS_RETURN_IF_ERROR(impl->membership->Start([worker](int, const Status& why) {
     if (worker) worker->FailPeers(why);
   }));
-  GEEPS_LOG(Info) << "rank " << impl->rank << " of " << impl->world_size << " joined: "
-                  << job.num_workers << " workers, " << job.num_shards << " shards";
+  GEEPS_LOG(Info) << "rank " << impl->rank << " of " << impl->world_size
+                  << " joined: " << job.num_workers << " workers, " << job.num_shards << " shards";
   return std::unique_ptr<Process>(new Process(std::move(impl)));
 }
 

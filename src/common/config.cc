@@ -15,23 +15,21 @@ constexpr int kMaxShards = 4096;
 constexpr int kMaxChannels = 64;
 constexpr int kMaxPartitions = 4096;
 constexpr uint64_t kMinMessageBytes = 64;
-constexpr uint64_t kMaxMessageBytes = (1ull << 31) - 4096;  // below libzmq's 2 GB limit  // shards x channels: one thread each
+constexpr uint64_t kMaxMessageBytes =
+    (1ull << 31) - 4096;  // below libzmq's 2 GB limit  // shards x channels: one thread each
 constexpr uint32_t kMaxRowWidth = 1u << 24;
 constexpr int64_t kMaxCheckpointEvery = 1ll << 40;
 // Row counts and indexes travel as 64-bit values but caches index rows with
 // 32-bit offsets.
 constexpr uint64_t kMaxRows = (1ull << 32) - 1;
 
-StatusOr<long long> ParseInt(const char* name, const char* text, long long lo,
-                             long long hi) {
+StatusOr<long long> ParseInt(const char* name, const char* text, long long lo, long long hi) {
   errno = 0;
   char* end = nullptr;
   long long v = std::strtoll(text, &end, 10);
   if (errno != 0 || end == text || *end != '\0' || v < lo || v > hi) {
-    return InvalidArgumentError(std::string(name) + "='" + text +
-                                "': expected an integer in [" +
-                                std::to_string(lo) + ", " + std::to_string(hi) +
-                                "]");
+    return InvalidArgumentError(std::string(name) + "='" + text + "': expected an integer in [" +
+                                std::to_string(lo) + ", " + std::to_string(hi) + "]");
   }
   return v;
 }
@@ -40,30 +38,25 @@ StatusOr<long long> ParseInt(const char* name, const char* text, long long lo,
 
 Status ValidateConfig(const Config& c) {
   if (c.num_workers < 1 || c.num_workers > kMaxWorkers)
-    return InvalidArgumentError("num_workers must be in [1, " +
-                                std::to_string(kMaxWorkers) + "], got " +
-                                std::to_string(c.num_workers));
+    return InvalidArgumentError("num_workers must be in [1, " + std::to_string(kMaxWorkers) +
+                                "], got " + std::to_string(c.num_workers));
   if (c.num_shards < 1 || c.num_shards > kMaxShards)
-    return InvalidArgumentError("num_shards must be in [1, " +
-                                std::to_string(kMaxShards) + "], got " +
-                                std::to_string(c.num_shards));
+    return InvalidArgumentError("num_shards must be in [1, " + std::to_string(kMaxShards) +
+                                "], got " + std::to_string(c.num_shards));
   if (c.num_channels < 1 || c.num_channels > kMaxChannels)
-    return InvalidArgumentError("num_channels must be in [1, " +
-                                std::to_string(kMaxChannels) + "], got " +
-                                std::to_string(c.num_channels));
+    return InvalidArgumentError("num_channels must be in [1, " + std::to_string(kMaxChannels) +
+                                "], got " + std::to_string(c.num_channels));
   if (static_cast<int64_t>(c.num_shards) * c.num_channels > kMaxPartitions)
-    return InvalidArgumentError("num_shards x num_channels must be at most " +
-                                std::to_string(kMaxPartitions) + ", got " +
-                                std::to_string(c.num_shards) + " x " +
-                                std::to_string(c.num_channels));
+    return InvalidArgumentError(
+        "num_shards x num_channels must be at most " + std::to_string(kMaxPartitions) + ", got " +
+        std::to_string(c.num_shards) + " x " + std::to_string(c.num_channels));
   if (c.prefetch_depth < 0 || c.prefetch_depth > 64)
     return InvalidArgumentError("prefetch_depth must be in [0, 64], got " +
                                 std::to_string(c.prefetch_depth));
   if (c.default_slack < 0)
     return InvalidArgumentError("default_slack must be >= 0, got " +
                                 std::to_string(c.default_slack));
-  if (c.timeout.count() <= 0)
-    return InvalidArgumentError("timeout must be positive");
+  if (c.timeout.count() <= 0) return InvalidArgumentError("timeout must be positive");
   if (c.emulated_compute_per_access.count() < 0 ||
       c.emulated_compute_per_access > std::chrono::seconds(10))
     return InvalidArgumentError("emulated_compute_per_access must be in [0, 10 s], got " +
@@ -71,15 +64,14 @@ Status ValidateConfig(const Config& c) {
   if (c.heartbeat_timeout.count() < 10)
     return InvalidArgumentError("heartbeat_timeout must be at least 10 ms");
   if (c.max_message_bytes < kMinMessageBytes || c.max_message_bytes > kMaxMessageBytes)
-    return InvalidArgumentError("max_message_bytes must be in [" + std::to_string(kMinMessageBytes) +
-                                ", " + std::to_string(kMaxMessageBytes) + "], got " +
-                                std::to_string(c.max_message_bytes));
+    return InvalidArgumentError(
+        "max_message_bytes must be in [" + std::to_string(kMinMessageBytes) + ", " +
+        std::to_string(kMaxMessageBytes) + "], got " + std::to_string(c.max_message_bytes));
   if (c.pipeline_part_bytes != 0 &&
       (c.pipeline_part_bytes < kMinMessageBytes || c.pipeline_part_bytes > kMaxMessageBytes))
-    return InvalidArgumentError("pipeline_part_bytes must be 0 (off) or in [" +
-                                std::to_string(kMinMessageBytes) + ", " +
-                                std::to_string(kMaxMessageBytes) + "], got " +
-                                std::to_string(c.pipeline_part_bytes));
+    return InvalidArgumentError(
+        "pipeline_part_bytes must be 0 (off) or in [" + std::to_string(kMinMessageBytes) + ", " +
+        std::to_string(kMaxMessageBytes) + "], got " + std::to_string(c.pipeline_part_bytes));
   if (c.checkpoint_every < 0 || c.checkpoint_every > kMaxCheckpointEvery)
     return InvalidArgumentError("checkpoint_every must be in [0, " +
                                 std::to_string(kMaxCheckpointEvery) + "] clocks, got " +
@@ -88,8 +80,9 @@ Status ValidateConfig(const Config& c) {
     return InvalidArgumentError("checkpoint_every is " + std::to_string(c.checkpoint_every) +
                                 " but checkpoint_dir is empty (set the folder to write to)");
   if (c.checkpoint_dir.empty() && c.resume != ResumeMode::kOff)
-    return InvalidArgumentError("resume is set but checkpoint_dir is empty (set the folder "
-                                "to restore from)");
+    return InvalidArgumentError(
+        "resume is set but checkpoint_dir is empty (set the folder "
+        "to restore from)");
   if (c.checkpoint_dir.size() > 3000)
     return InvalidArgumentError("checkpoint_dir is longer than 3000 characters");
   if (c.resume != ResumeMode::kOff && c.resume != ResumeMode::kRequired &&
@@ -101,16 +94,14 @@ Status ValidateConfig(const Config& c) {
   for (size_t i = 0; i < c.tables.size(); ++i) {
     const TableSpec& t = c.tables[i];
     std::string id = "table " + std::to_string(i) + " ('" + t.name + "')";
-    if (t.row_width == 0)
-      return InvalidArgumentError(id + ": row_width must be >= 1");
+    if (t.row_width == 0) return InvalidArgumentError(id + ": row_width must be >= 1");
     if (t.row_width > kMaxRowWidth)
-      return InvalidArgumentError(id + ": row_width " +
-                                  std::to_string(t.row_width) + " exceeds " +
+      return InvalidArgumentError(id + ": row_width " + std::to_string(t.row_width) + " exceeds " +
                                   std::to_string(kMaxRowWidth));
     if (t.num_rows == 0) return InvalidArgumentError(id + ": num_rows must be >= 1");
     if (t.num_rows > kMaxRows)
-      return InvalidArgumentError(id + ": num_rows " + std::to_string(t.num_rows) +
-                                  " exceeds " + std::to_string(kMaxRows));
+      return InvalidArgumentError(id + ": num_rows " + std::to_string(t.num_rows) + " exceeds " +
+                                  std::to_string(kMaxRows));
     if (!t.name.empty() && !names.insert(t.name).second)
       return InvalidArgumentError(id + ": duplicate table name");
   }
@@ -191,8 +182,8 @@ Status ApplyEnvironment(Config* c) {
     c->pipeline_part_bytes = static_cast<uint64_t>(value);
   }
   if (const char* text = std::getenv("GEEPS_EMULATED_COPY_BANDWIDTH")) {
-    GEEPS_ASSIGN_OR_RETURN(long long value, ParseInt("GEEPS_EMULATED_COPY_BANDWIDTH", text, 0,
-                                                     (1ll << 50)));
+    GEEPS_ASSIGN_OR_RETURN(long long value,
+                           ParseInt("GEEPS_EMULATED_COPY_BANDWIDTH", text, 0, (1ll << 50)));
     c->emulated_copy_bandwidth = static_cast<uint64_t>(value);
   }
   if (const char* text = std::getenv("GEEPS_EMULATED_COMPUTE_US")) {
@@ -207,35 +198,45 @@ Status ApplyEnvironment(Config* c) {
   if (const char* text = std::getenv("GEEPS_STATS_FILE")) c->stats_file = text;
   if (const char* text = std::getenv("GEEPS_CHECKPOINT_DIR")) c->checkpoint_dir = text;
   if (const char* text = std::getenv("GEEPS_CHECKPOINT_EVERY")) {
-    GEEPS_ASSIGN_OR_RETURN(long long value, ParseInt("GEEPS_CHECKPOINT_EVERY", text, 0,
-                                                     kMaxCheckpointEvery));
+    GEEPS_ASSIGN_OR_RETURN(long long value,
+                           ParseInt("GEEPS_CHECKPOINT_EVERY", text, 0, kMaxCheckpointEvery));
     c->checkpoint_every = value;
   }
   if (const char* text = std::getenv("GEEPS_RESUME")) {
     const std::string v = text;
-    if (v == "off") c->resume = ResumeMode::kOff;
-    else if (v == "required") c->resume = ResumeMode::kRequired;
-    else if (v == "if-present") c->resume = ResumeMode::kIfPresent;
+    if (v == "off")
+      c->resume = ResumeMode::kOff;
+    else if (v == "required")
+      c->resume = ResumeMode::kRequired;
+    else if (v == "if-present")
+      c->resume = ResumeMode::kIfPresent;
     else
-      return InvalidArgumentError("GEEPS_RESUME='" + v +
-                                  "': expected off, required or if-present");
+      return InvalidArgumentError("GEEPS_RESUME='" + v + "': expected off, required or if-present");
   }
   if (const char* text = std::getenv("GEEPS_MEMORY_GUARANTEE")) {
     const std::string v = text;
-    if (v == "none") c->memory_guarantee = MemoryGuarantee::kNone;
-    else if (v == "double") c->memory_guarantee = MemoryGuarantee::kDoubleBuffering;
-    else if (v == "local") c->memory_guarantee = MemoryGuarantee::kAllLocalOnDevice;
-    else if (v == "cache") c->memory_guarantee = MemoryGuarantee::kWholeCacheOnDevice;
+    if (v == "none")
+      c->memory_guarantee = MemoryGuarantee::kNone;
+    else if (v == "double")
+      c->memory_guarantee = MemoryGuarantee::kDoubleBuffering;
+    else if (v == "local")
+      c->memory_guarantee = MemoryGuarantee::kAllLocalOnDevice;
+    else if (v == "cache")
+      c->memory_guarantee = MemoryGuarantee::kWholeCacheOnDevice;
     else
       return InvalidArgumentError("GEEPS_MEMORY_GUARANTEE='" + v +
                                   "': expected none, double, local or cache");
   }
   if (const char* text = std::getenv("GEEPS_DEVICE")) {
     std::string v = text;
-    if (v == "auto") c->device = DeviceKind::kAuto;
-    else if (v == "host") c->device = DeviceKind::kHost;
-    else if (v == "cuda") c->device = DeviceKind::kCuda;
-    else return InvalidArgumentError("GEEPS_DEVICE='" + v + "': expected auto, host or cuda");
+    if (v == "auto")
+      c->device = DeviceKind::kAuto;
+    else if (v == "host")
+      c->device = DeviceKind::kHost;
+    else if (v == "cuda")
+      c->device = DeviceKind::kCuda;
+    else
+      return InvalidArgumentError("GEEPS_DEVICE='" + v + "': expected auto, host or cuda");
   }
   return Status::OK();
 }

@@ -20,8 +20,8 @@ std::string Kind(mode_t mode) {
 
 }  // namespace
 
-StatusOr<int> OpenRegularFile(const std::string& path, const std::string& what,
-                              uint64_t max_bytes, struct stat* st_out) {
+StatusOr<int> OpenRegularFile(const std::string& path, const std::string& what, uint64_t max_bytes,
+                              struct stat* st_out) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
   if (fd < 0) {
     const int e = errno;

@@ -20,8 +20,8 @@ namespace geeps::common {
 // example "checkpoint /data/ckpt/partition-0-clock-4.ckpt"): kNotFound when
 // it does not exist, kInvalidArgument when it is not a regular file or is
 // too large, kUnavailable when it cannot be opened.
-StatusOr<int> OpenRegularFile(const std::string& path, const std::string& what,
-                              uint64_t max_bytes, struct stat* st = nullptr);
+StatusOr<int> OpenRegularFile(const std::string& path, const std::string& what, uint64_t max_bytes,
+                              struct stat* st = nullptr);
 
 // OpenRegularFile, then reads the whole file (never more than `max_bytes`,
 // even if it grows meanwhile). kUnavailable on a read error.

@@ -19,10 +19,14 @@ LogLevel ThresholdFromEnv() {
 
 const char* LevelName(LogLevel level) {
   switch (level) {
-    case LogLevel::kError: return "E";
-    case LogLevel::kWarning: return "W";
-    case LogLevel::kInfo: return "I";
-    case LogLevel::kDebug: return "D";
+    case LogLevel::kError:
+      return "E";
+    case LogLevel::kWarning:
+      return "W";
+    case LogLevel::kInfo:
+      return "I";
+    case LogLevel::kDebug:
+      return "D";
   }
   return "?";
 }
@@ -42,8 +46,8 @@ bool LogEnabled(LogLevel level) {
 void LogLine(LogLevel level, const char* file, int line, const std::string& msg) {
   const char* base = std::strrchr(file, '/');
   std::lock_guard<std::mutex> lock(LogMutex());
-  std::cerr << "[geeps " << LevelName(level) << " " << (base ? base + 1 : file)
-            << ":" << line << "] " << msg << std::endl;
+  std::cerr << "[geeps " << LevelName(level) << " " << (base ? base + 1 : file) << ":" << line
+            << "] " << msg << std::endl;
 }
 
 }  // namespace geeps::common

@@ -31,11 +31,9 @@ class LogMessage {
 
 }  // namespace geeps::common
 
-#define GEEPS_LOG(level)                                                    \
-  if (!::geeps::common::LogEnabled(::geeps::common::LogLevel::k##level)) {  \
-  } else                                                                    \
-    ::geeps::common::LogMessage(::geeps::common::LogLevel::k##level,        \
-                                __FILE__, __LINE__)                         \
-        .stream()
+#define GEEPS_LOG(level)                                                   \
+  if (!::geeps::common::LogEnabled(::geeps::common::LogLevel::k##level)) { \
+  } else                                                                   \
+    ::geeps::common::LogMessage(::geeps::common::LogLevel::k##level, __FILE__, __LINE__).stream()
 
 #endif  // GEEPS_COMMON_LOGGING_H_

@@ -14,29 +14,21 @@ std::string DataPathBytes::ToJson() const {
 
 std::string WorkerStats::ToJson() const {
   std::ostringstream o;
-  o << "{\"rank\":" << rank << ",\"clock\":" << clock
-    << ",\"iterations\":" << iterations
-    << ",\"read_wait_seconds\":" << read_wait_seconds
-    << ",\"reads_waited\":" << reads_waited
-    << ",\"messages_sent\":" << messages_sent
-    << ",\"messages_received\":" << messages_received
-    << ",\"bytes_sent\":" << bytes_sent
-    << ",\"bytes_received\":" << bytes_received
+  o << "{\"rank\":" << rank << ",\"clock\":" << clock << ",\"iterations\":" << iterations
+    << ",\"read_wait_seconds\":" << read_wait_seconds << ",\"reads_waited\":" << reads_waited
+    << ",\"messages_sent\":" << messages_sent << ",\"messages_received\":" << messages_received
+    << ",\"bytes_sent\":" << bytes_sent << ",\"bytes_received\":" << bytes_received
     << ",\"pushes_installed\":" << pushes_installed
     << ",\"pushes_installed_by_app\":" << pushes_installed_by_app
-    << ",\"updates_direct\":" << updates_direct
-    << ",\"reads_in_place\":" << reads_in_place
-    << ",\"frames_dropped\":" << frames_dropped
-    << ",\"connection_losses\":" << connection_losses
+    << ",\"updates_direct\":" << updates_direct << ",\"reads_in_place\":" << reads_in_place
+    << ",\"frames_dropped\":" << frames_dropped << ",\"connection_losses\":" << connection_losses
     << ",\"reconnects\":" << reconnects << ",\"updates_resent\":" << updates_resent
-    << ",\"pushes_repeated\":" << pushes_repeated
-    << ",\"data_path_bytes\":" << data_path.ToJson()
+    << ",\"pushes_repeated\":" << pushes_repeated << ",\"data_path_bytes\":" << data_path.ToJson()
     << ",\"device_bytes_in_use\":" << device_bytes_in_use
     << ",\"memory_stall_seconds\":" << memory_stall_seconds
     << ",\"bytes_host_to_device\":" << bytes_host_to_device
-    << ",\"bytes_device_to_host\":" << bytes_device_to_host
-    << ",\"pool_bytes\":" << pool_bytes << ",\"pool_high_water\":" << pool_high_water
-    << ",\"memory_stall_by_access\":"
+    << ",\"bytes_device_to_host\":" << bytes_device_to_host << ",\"pool_bytes\":" << pool_bytes
+    << ",\"pool_high_water\":" << pool_high_water << ",\"memory_stall_by_access\":"
     << (memory_stall_by_access_json.empty() ? "{}" : memory_stall_by_access_json)
     << ",\"memory_plan\":" << (memory_plan_json.empty() ? "null" : memory_plan_json) << "}";
   return o.str();
@@ -64,13 +56,10 @@ void ShardStats::Add(const ShardStats& o) {
 std::string ShardStats::ToJson() const {
   std::ostringstream o;
   o << "{\"shard\":" << shard << ",\"updates_applied\":" << updates_applied
-    << ",\"rows_applied\":" << rows_applied
-    << ",\"pushes_sent\":" << pushes_sent
-    << ",\"bytes_received\":" << bytes_received
-    << ",\"bytes_sent\":" << bytes_sent
-    << ",\"frames_dropped\":" << frames_dropped
-    << ",\"apply_bytes\":" << apply_bytes << ",\"fold_bytes\":" << fold_bytes
-    << ",\"push_copy_bytes\":" << push_copy_bytes
+    << ",\"rows_applied\":" << rows_applied << ",\"pushes_sent\":" << pushes_sent
+    << ",\"bytes_received\":" << bytes_received << ",\"bytes_sent\":" << bytes_sent
+    << ",\"frames_dropped\":" << frames_dropped << ",\"apply_bytes\":" << apply_bytes
+    << ",\"fold_bytes\":" << fold_bytes << ",\"push_copy_bytes\":" << push_copy_bytes
     << ",\"push_zero_copy_bytes\":" << push_zero_copy_bytes
     << ",\"early_push_parts\":" << early_push_parts
     << ",\"repeated_rows_skipped\":" << repeated_rows_skipped

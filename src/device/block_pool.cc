@@ -6,8 +6,7 @@
 
 namespace geeps::device {
 
-BlockPool::BlockPool(std::string name, uint64_t budget,
-                     RawAllocate raw_allocate, RawFree raw_free,
+BlockPool::BlockPool(std::string name, uint64_t budget, RawAllocate raw_allocate, RawFree raw_free,
                      ClearError clear_error)
     : name_(std::move(name)),
       budget_(budget),
@@ -32,10 +31,8 @@ StatusOr<void*> BlockPool::Allocate(size_t bytes) {
   std::lock_guard<std::mutex> lock(mu_);
   if (budget_ != 0 && (bytes > budget_ || in_use_ > budget_ - bytes)) {
     std::ostringstream os;
-    os << name_ << ": Allocate(" << bytes
-       << " bytes) exceeds the device memory budget: requested " << bytes
-       << " bytes, in use " << in_use_ << " bytes, budget " << budget_
-       << " bytes";
+    os << name_ << ": Allocate(" << bytes << " bytes) exceeds the device memory budget: requested "
+       << bytes << " bytes, in use " << in_use_ << " bytes, budget " << budget_ << " bytes";
     return ResourceExhaustedError(os.str());
   }
   const size_t class_size = ClassSize(bytes);

@@ -48,8 +48,8 @@ class BlockPool {
 
   // `name` starts error messages ("cuda device"); `budget` 0 = no limit;
   // `clear_error` may be empty.
-  BlockPool(std::string name, uint64_t budget, RawAllocate raw_allocate,
-            RawFree raw_free, ClearError clear_error = nullptr);
+  BlockPool(std::string name, uint64_t budget, RawAllocate raw_allocate, RawFree raw_free,
+            ClearError clear_error = nullptr);
   ~BlockPool();  // ReleaseAll()
   BlockPool(const BlockPool&) = delete;
   BlockPool& operator=(const BlockPool&) = delete;
@@ -64,8 +64,8 @@ class BlockPool {
   // Frees the cached (free) blocks only.
   void ReleaseCached();
 
-  uint64_t bytes_in_use() const;   // requested bytes of live blocks
-  uint64_t bytes_cached() const;   // class bytes of free blocks
+  uint64_t bytes_in_use() const;     // requested bytes of live blocks
+  uint64_t bytes_cached() const;     // class bytes of free blocks
   uint64_t raw_allocations() const;  // calls of the raw allocator so far
   uint64_t budget() const { return budget_; }
 
@@ -88,11 +88,11 @@ class BlockPool {
     size_t requested;
     size_t class_size;
   };
-  std::unordered_map<void*, Live> live_;             // GUARDED_BY(mu_)
-  std::map<size_t, std::vector<void*>> free_;        // GUARDED_BY(mu_)
-  uint64_t in_use_ = 0;                              // GUARDED_BY(mu_)
-  uint64_t cached_ = 0;                              // GUARDED_BY(mu_)
-  uint64_t raw_allocations_ = 0;                     // GUARDED_BY(mu_)
+  std::unordered_map<void*, Live> live_;       // GUARDED_BY(mu_)
+  std::map<size_t, std::vector<void*>> free_;  // GUARDED_BY(mu_)
+  uint64_t in_use_ = 0;                        // GUARDED_BY(mu_)
+  uint64_t cached_ = 0;                        // GUARDED_BY(mu_)
+  uint64_t raw_allocations_ = 0;               // GUARDED_BY(mu_)
 };
 
 }  // namespace geeps::device

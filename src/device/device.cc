@@ -13,8 +13,7 @@ namespace geeps::device {
 
 namespace {
 
-StatusOr<std::unique_ptr<Device>> CreateHostDevice(
-    const DeviceOptions& options) {
+StatusOr<std::unique_ptr<Device>> CreateHostDevice(const DeviceOptions& options) {
   try {
     return std::unique_ptr<Device>(std::make_unique<host::HostDevice>(options));
   } catch (const std::bad_alloc&) {
@@ -44,12 +43,10 @@ Status CheckDeviceAvailable(DeviceKind kind) {
     case DeviceKind::kCuda:
       return CudaUsable();
   }
-  return InvalidArgumentError("unknown DeviceKind " +
-                              std::to_string(static_cast<int>(kind)));
+  return InvalidArgumentError("unknown DeviceKind " + std::to_string(static_cast<int>(kind)));
 }
 
-StatusOr<std::unique_ptr<Device>> CreateDevice(DeviceKind kind,
-                                               const DeviceOptions& options) {
+StatusOr<std::unique_ptr<Device>> CreateDevice(DeviceKind kind, const DeviceOptions& options) {
   switch (kind) {
     case DeviceKind::kAuto:
       // Any error of the probe (no driver, no device) means "no GPU".

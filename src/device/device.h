@@ -11,8 +11,8 @@
 #ifndef GEEPS_DEVICE_DEVICE_H_
 #define GEEPS_DEVICE_DEVICE_H_
 
-#include <cstddef>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -86,8 +86,7 @@ class Device {
   virtual StatusOr<std::unique_ptr<Event>> CreateEvent() = 0;
 
   // ---- Asynchronous operations, run in order on `stream` -------------------
-  virtual Status Copy(void* dst, const void* src, size_t bytes, CopyKind kind,
-                      Stream* stream) = 0;
+  virtual Status Copy(void* dst, const void* src, size_t bytes, CopyKind kind, Stream* stream) = 0;
 
   // Aliasing, for the kernels below (on CUDA every element runs at once, on
   // __restrict__ pointers where the contract allows it): memory an operation
@@ -97,27 +96,24 @@ class Device {
   // dst[i*width .. +width) = src[index[i]*width .. +width) for i < n.
   // REQUIRES: dst overlaps neither the rows of src it reads nor index.
   // Repeated indexes are fine.
-  virtual Status Gather(float* dst, const float* src, const uint32_t* index,
-                        size_t n, size_t width, Stream* stream) = 0;
+  virtual Status Gather(float* dst, const float* src, const uint32_t* index, size_t n, size_t width,
+                        Stream* stream) = 0;
   // dst[index[i]*width + j] += src[i*width + j]. REQUIRES: indexes within one
   // call are distinct; the rows of dst it writes overlap neither src nor
   // index.
-  virtual Status ScatterAdd(float* dst, const float* src,
-                            const uint32_t* index, size_t n, size_t width,
-                            Stream* stream) = 0;
+  virtual Status ScatterAdd(float* dst, const float* src, const uint32_t* index, size_t n,
+                            size_t width, Stream* stream) = 0;
   // dst[index[i]*width .. +width) = src[i*width .. +width) (assignment).
   // REQUIRES: the rows of dst it writes overlap neither src nor index. With a
   // repeated index one of its source rows lands, which one is unspecified.
-  virtual Status Scatter(float* dst, const float* src, const uint32_t* index,
-                         size_t n, size_t width, Stream* stream) = 0;
+  virtual Status Scatter(float* dst, const float* src, const uint32_t* index, size_t n,
+                         size_t width, Stream* stream) = 0;
   // dst[i] += src[i] for i < count. dst == src is allowed (each element is
   // doubled); otherwise the two ranges of `count` floats must not overlap at
   // all: a partial overlap is kInvalidArgument (at once, on every backend).
-  virtual Status Add(float* dst, const float* src, size_t count,
-                     Stream* stream) = 0;
+  virtual Status Add(float* dst, const float* src, size_t count, Stream* stream) = 0;
   // dst[i] = value for i < count.
-  virtual Status Fill(float* dst, float value, size_t count,
-                      Stream* stream) = 0;
+  virtual Status Fill(float* dst, float value, size_t count, Stream* stream) = 0;
 
   // Runs `work` on the host in stream order: after everything enqueued on
   // `stream` before it, before anything enqueued after it. `work` must not
@@ -149,8 +145,7 @@ class Device {
 
 // Creates a device. kAuto picks CUDA when the backend is built and a GPU is
 // present, else host. kCuda without CUDA is kUnavailable with the reason.
-StatusOr<std::unique_ptr<Device>> CreateDevice(DeviceKind kind,
-                                               const DeviceOptions& options);
+StatusOr<std::unique_ptr<Device>> CreateDevice(DeviceKind kind, const DeviceOptions& options);
 
 // Whether CreateDevice(kind) can succeed, without creating anything: OK for
 // kHost and kAuto; for kCuda, kUnavailable naming the reason ("CUDA backend

@@ -28,8 +28,7 @@ void* BufferPool::Address(uint64_t offset) const {
   return static_cast<char*>(base_) + offset;
 }
 
-std::optional<uint64_t> BufferPool::FitLocked(uint64_t block,
-                                              uint64_t alignment) {
+std::optional<uint64_t> BufferPool::FitLocked(uint64_t block, uint64_t alignment) {
   const uint64_t base_addr = reinterpret_cast<uintptr_t>(base_);
   for (auto it = free_.begin(); it != free_.end(); ++it) {
     const uint64_t off = it->first;
@@ -61,29 +60,26 @@ uint64_t BufferPool::LargestFreeLocked() const {
 Status BufferPool::ExhaustedLocked(uint64_t bytes, uint64_t block) const {
   return ResourceExhaustedError(
       "buffer pool: no free block fits " + std::to_string(bytes) + " bytes (" +
-      std::to_string(block) + " after rounding); in use " +
-      std::to_string(in_use_) + " of " + std::to_string(size_) + " bytes in " +
-      std::to_string(used_.size()) + " blocks, largest free block " +
-      std::to_string(LargestFreeLocked()) + " bytes");
+      std::to_string(block) + " after rounding); in use " + std::to_string(in_use_) + " of " +
+      std::to_string(size_) + " bytes in " + std::to_string(used_.size()) +
+      " blocks, largest free block " + std::to_string(LargestFreeLocked()) + " bytes");
 }
 
 namespace {
 
 // Checks the arguments and computes the block size. `never` is set when the
 // request could not fit even in the empty pool.
-Status CheckRequest(uint64_t bytes, uint64_t alignment, const void* base,
-                    uint64_t size, uint64_t* block, bool* never) {
-  if (bytes == 0)
-    return InvalidArgumentError("buffer pool: cannot allocate 0 bytes");
+Status CheckRequest(uint64_t bytes, uint64_t alignment, const void* base, uint64_t size,
+                    uint64_t* block, bool* never) {
+  if (bytes == 0) return InvalidArgumentError("buffer pool: cannot allocate 0 bytes");
   if (!IsPowerOfTwo(alignment))
-    return InvalidArgumentError("buffer pool: alignment " +
-                                std::to_string(alignment) +
+    return InvalidArgumentError("buffer pool: alignment " + std::to_string(alignment) +
                                 " is not a power of two");
   const std::optional<uint64_t> rounded = RoundUp(bytes, alignment);
   const uint64_t base_addr = reinterpret_cast<uintptr_t>(base);
   const std::optional<uint64_t> first = RoundUp(base_addr, alignment);
-  *never = !rounded || !first || *first - base_addr > size ||
-           size - (*first - base_addr) < *rounded;
+  *never =
+      !rounded || !first || *first - base_addr > size || size - (*first - base_addr) < *rounded;
   *block = rounded.value_or(kMax);
   return Status::OK();
 }
@@ -93,8 +89,7 @@ Status CheckRequest(uint64_t bytes, uint64_t alignment, const void* base,
 StatusOr<uint64_t> BufferPool::Allocate(uint64_t bytes, uint64_t alignment) {
   uint64_t block = 0;
   bool never = false;
-  GEEPS_RETURN_IF_ERROR(
-      CheckRequest(bytes, alignment, base_, size_, &block, &never));
+  GEEPS_RETURN_IF_ERROR(CheckRequest(bytes, alignment, base_, size_, &block, &never));
   std::lock_guard<std::mutex> lock(mu_);
   if (!never) {
     if (std::optional<uint64_t> off = FitLocked(block, alignment)) return *off;
@@ -102,30 +97,27 @@ StatusOr<uint64_t> BufferPool::Allocate(uint64_t bytes, uint64_t alignment) {
   return ExhaustedLocked(bytes, block);
 }
 
-std::optional<uint64_t> BufferPool::TryAllocate(uint64_t bytes,
-                                                uint64_t alignment) {
+std::optional<uint64_t> BufferPool::TryAllocate(uint64_t bytes, uint64_t alignment) {
   StatusOr<uint64_t> r = Allocate(bytes, alignment);
   if (!r.ok()) return std::nullopt;
   return *r;
 }
 
-StatusOr<uint64_t> BufferPool::AllocateWait(uint64_t bytes,
-                                            Clock::time_point deadline,
+StatusOr<uint64_t> BufferPool::AllocateWait(uint64_t bytes, Clock::time_point deadline,
                                             uint64_t alignment) {
   uint64_t block = 0;
   bool never = false;
-  GEEPS_RETURN_IF_ERROR(
-      CheckRequest(bytes, alignment, base_, size_, &block, &never));
+  GEEPS_RETURN_IF_ERROR(CheckRequest(bytes, alignment, base_, size_, &block, &never));
   std::unique_lock<std::mutex> lock(mu_);
   if (never) {
     return ResourceExhaustedError("buffer pool: " + std::to_string(bytes) +
-                                  " bytes can never fit in a pool of " +
-                                  std::to_string(size_) + " bytes");
+                                  " bytes can never fit in a pool of " + std::to_string(size_) +
+                                  " bytes");
   }
   while (true) {
     if (cancelled_)
-      return CancelledError("buffer pool: cancelled while waiting for " +
-                            std::to_string(bytes) + " bytes");
+      return CancelledError("buffer pool: cancelled while waiting for " + std::to_string(bytes) +
+                            " bytes");
     if (std::optional<uint64_t> off = FitLocked(block, alignment)) return *off;
     ++waiters_;
     const std::cv_status woke = freed_.wait_until(lock, deadline);
@@ -133,13 +125,11 @@ StatusOr<uint64_t> BufferPool::AllocateWait(uint64_t bytes,
     if (woke == std::cv_status::timeout) {
       // A Free may have raced with the timeout: one last try.
       if (cancelled_) continue;
-      if (std::optional<uint64_t> off = FitLocked(block, alignment))
-        return *off;
-      return DeadlineExceededError(
-          "buffer pool: waited past the deadline for " + std::to_string(bytes) +
-          " bytes; in use " + std::to_string(in_use_) + " of " +
-          std::to_string(size_) + ", largest free block " +
-          std::to_string(LargestFreeLocked()));
+      if (std::optional<uint64_t> off = FitLocked(block, alignment)) return *off;
+      return DeadlineExceededError("buffer pool: waited past the deadline for " +
+                                   std::to_string(bytes) + " bytes; in use " +
+                                   std::to_string(in_use_) + " of " + std::to_string(size_) +
+                                   ", largest free block " + std::to_string(LargestFreeLocked()));
     }
   }
 }

@@ -49,11 +49,9 @@ class BufferPool {
   // alignment not a power of two); kResourceExhausted when no free block fits
   // now (the message gives requested, in use, largest free block and size).
   // Never blocks.
-  StatusOr<uint64_t> Allocate(uint64_t bytes,
-                              uint64_t alignment = kDefaultAlignment);
+  StatusOr<uint64_t> Allocate(uint64_t bytes, uint64_t alignment = kDefaultAlignment);
   // As Allocate, but nullopt instead of any error.
-  std::optional<uint64_t> TryAllocate(uint64_t bytes,
-                                      uint64_t alignment = kDefaultAlignment);
+  std::optional<uint64_t> TryAllocate(uint64_t bytes, uint64_t alignment = kDefaultAlignment);
   // As Allocate, but when nothing fits now, blocks until a Free makes room,
   // `deadline` passes (kDeadlineExceeded) or Cancel() is called (kCancelled).
   // A request that could not fit even in the empty pool is kResourceExhausted
@@ -106,8 +104,7 @@ class BufferPool {
 
   mutable std::mutex mu_;
   std::condition_variable freed_;
-  std::map<uint64_t, uint64_t>
-      free_;  // GUARDED_BY(mu_); offset -> size, coalesced
+  std::map<uint64_t, uint64_t> free_;  // GUARDED_BY(mu_); offset -> size, coalesced
   std::map<uint64_t, uint64_t> used_;  // GUARDED_BY(mu_); offset -> block size
   uint64_t in_use_ = 0;                // GUARDED_BY(mu_)
   size_t waiters_ = 0;                 // GUARDED_BY(mu_)

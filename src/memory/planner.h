@@ -19,11 +19,10 @@ namespace geeps::memory {
 
 // The guarantees a plan must give; each level implies the ones before it.
 enum class Level {
-  kNone = 0,             // the pool holds the peak once: it works, with stalls
-  kDoubleBuffering = 1,  // pool >= 2 * peak: the next buffers fill while in use
-  kAllLocalOnDevice = 2,  // and every local data batch lives on the device
-  kWholeCacheOnDevice =
-      3,  // and every cached parameter row lives on the device
+  kNone = 0,                // the pool holds the peak once: it works, with stalls
+  kDoubleBuffering = 1,     // pool >= 2 * peak: the next buffers fill while in use
+  kAllLocalOnDevice = 2,    // and every local data batch lives on the device
+  kWholeCacheOnDevice = 3,  // and every cached parameter row lives on the device
 };
 const char* LevelName(Level level);
 

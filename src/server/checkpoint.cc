@@ -2,8 +2,8 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <sodium.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -72,7 +72,8 @@ bool ParseName(const std::string& name, int* partition, int64_t* clock) {
 
 Status SyncDir(const std::string& dir) {
   const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY);
-  if (fd < 0) return UnavailableError("checkpoint: cannot open folder " + dir + ": " + Errno(errno));
+  if (fd < 0)
+    return UnavailableError("checkpoint: cannot open folder " + dir + ": " + Errno(errno));
   const int rc = fsync(fd);
   const int e = errno;
   close(fd);
@@ -91,11 +92,10 @@ uint32_t Crc32(const void* data, size_t size, uint32_t crc) {
 }
 
 uint64_t JobFingerprint(const Config& c) {
-  std::string s = "workers=" + std::to_string(c.num_workers) +
-                  ";shards=" + std::to_string(c.num_shards) +
-                  ";channels=" + std::to_string(c.num_channels) +
-                  ";slack=" + std::to_string(c.default_slack) +
-                  (c.deterministic_bsp ? ";deterministic" : ";plain");
+  std::string s =
+      "workers=" + std::to_string(c.num_workers) + ";shards=" + std::to_string(c.num_shards) +
+      ";channels=" + std::to_string(c.num_channels) + ";slack=" + std::to_string(c.default_slack) +
+      (c.deterministic_bsp ? ";deterministic" : ";plain");
   for (const TableSpec& t : c.tables) {
     s += ";" + std::to_string(t.name.size()) + ":" + t.name + "," + std::to_string(t.num_rows) +
          "," + std::to_string(t.row_width) + "," + (t.local ? "l" : "s");
@@ -206,28 +206,31 @@ StatusOr<CheckpointData> DecodeCheckpoint(const std::string& in, const std::stri
     return loss("truncated: too short for its MAC");
   const size_t rows_end = has_mac ? body - kCheckpointMacBytes : body;
   if (key != nullptr && !has_mac)
-    return loss("no MAC, but this job has a CURVE key: a checkpoint of this job has one (was "
-                "the file written by a job without the key, or replaced?)");
+    return loss(
+        "no MAC, but this job has a CURVE key: a checkpoint of this job has one (was "
+        "the file written by a job without the key, or replaced?)");
   if (key != nullptr &&
       crypto_auth_hmacsha256_verify(reinterpret_cast<const unsigned char*>(in.data()) + rows_end,
                                     reinterpret_cast<const unsigned char*>(in.data()), rows_end,
                                     key->data()) != 0)
-    return loss("MAC mismatch: the file was changed after it was written, or by a job with "
-                "another key");
+    return loss(
+        "MAC mismatch: the file was changed after it was written, or by a job with "
+        "another key");
   if (d.fingerprint != expected_fingerprint)
-    return FailedPreconditionError(
-        "checkpoint " + what + " belongs to another job: its tables, workers, shards, channels "
-        "or consistency mode differ from this job's (fingerprint " +
-        std::to_string(d.fingerprint) + ", this job's " + std::to_string(expected_fingerprint) + ")");
+    return FailedPreconditionError("checkpoint " + what +
+                                   " belongs to another job: its tables, workers, shards, channels "
+                                   "or consistency mode differ from this job's (fingerprint " +
+                                   std::to_string(d.fingerprint) + ", this job's " +
+                                   std::to_string(expected_fingerprint) + ")");
   if (static_cast<int64_t>(d.partition) != partition || d.clock != clock)
-    return FailedPreconditionError("checkpoint " + what + " holds partition " +
-                                   std::to_string(d.partition) + " at clock " +
-                                   std::to_string(d.clock) + ", but its name says partition " +
-                                   std::to_string(partition) + " at clock " +
-                                   std::to_string(clock) + " (renamed file?)");
+    return FailedPreconditionError(
+        "checkpoint " + what + " holds partition " + std::to_string(d.partition) + " at clock " +
+        std::to_string(d.clock) + ", but its name says partition " + std::to_string(partition) +
+        " at clock " + std::to_string(clock) + " (renamed file?)");
   size_t at = kCheckpointHeaderBytes;
   for (uint32_t e = 0; e < entries; ++e) {
-    if (rows_end - at < kEntryBytes) return loss("table entry " + std::to_string(e) + " is cut off");
+    if (rows_end - at < kEntryBytes)
+      return loss("table entry " + std::to_string(e) + " is cut off");
     CheckpointTable t;
     t.table = Get<uint32_t>(in, at);
     t.width = Get<uint32_t>(in, at + 4);
@@ -253,9 +256,9 @@ Status WriteCheckpointFile(const std::string& dir, const CheckpointData& data, i
                            const CheckpointKey* key) {
   static std::atomic<uint64_t> counter{0};
   const std::string final_path = CheckpointPath(dir, static_cast<int>(data.partition), data.clock);
-  const std::string tmp = dir + "/." + CheckpointFileName(static_cast<int>(data.partition), data.clock) +
-                          ".tmp-" + std::to_string(getpid()) + "-" +
-                          std::to_string(counter.fetch_add(1));
+  const std::string tmp =
+      dir + "/." + CheckpointFileName(static_cast<int>(data.partition), data.clock) + ".tmp-" +
+      std::to_string(getpid()) + "-" + std::to_string(counter.fetch_add(1));
   const std::string bytes = EncodeCheckpoint(data, key);
   const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return UnavailableError("checkpoint: cannot create " + tmp + ": " + Errno(errno));
@@ -313,11 +316,9 @@ StatusOr<CheckpointData> ReadCheckpointFile(const std::string& dir, uint64_t fin
   return DecodeCheckpoint(*bytes, path, fingerprint, partition, clock, key);
 }
 
-uint64_t CheckpointFileBytes(const std::vector<std::pair<uint64_t, uint32_t>>& tables,
-                             bool mac) {
+uint64_t CheckpointFileBytes(const std::vector<std::pair<uint64_t, uint32_t>>& tables, bool mac) {
   uint64_t bytes = kCheckpointHeaderBytes + sizeof(uint32_t) + (mac ? kCheckpointMacBytes : 0);
-  for (const auto& [rows, width] : tables)
-    bytes += kEntryBytes + rows * width * sizeof(float);
+  for (const auto& [rows, width] : tables) bytes += kEntryBytes + rows * width * sizeof(float);
   return bytes;
 }
 

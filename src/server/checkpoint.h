@@ -28,8 +28,8 @@
 #ifndef GEEPS_SERVER_CHECKPOINT_H_
 #define GEEPS_SERVER_CHECKPOINT_H_
 
-#include <cstddef>
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <set>

@@ -28,9 +28,8 @@ constexpr int kPollSafetyMs = 200;  // re-check stop_ at least this often
 constexpr std::chrono::milliseconds kHandoverGrace{2000};
 }  // namespace
 
-ShardChannel::ShardChannel(zmq::context_t* context, const Config& config,
-                           int partition, std::string endpoint,
-                           std::unique_ptr<zmq::socket_t> bound)
+ShardChannel::ShardChannel(zmq::context_t* context, const Config& config, int partition,
+                           std::string endpoint, std::unique_ptr<zmq::socket_t> bound)
     : context_(context),
       config_(config),
       partition_(partition),
@@ -66,10 +65,10 @@ Status ShardChannel::Restore(int64_t clock) {
   std::vector<std::pair<uint64_t, uint32_t>> shape;
   for (const auto& t : tables_)
     if (t && t->span.size() > 0) shape.emplace_back(t->span.size(), t->width);
-  GEEPS_ASSIGN_OR_RETURN(CheckpointData d,
-                         ReadCheckpointFile(config_.checkpoint_dir, fingerprint_, partition_,
-                                            clock, CheckpointFileBytes(shape, mac_key() != nullptr),
-                                            mac_key()));
+  GEEPS_ASSIGN_OR_RETURN(
+      CheckpointData d,
+      ReadCheckpointFile(config_.checkpoint_dir, fingerprint_, partition_, clock,
+                         CheckpointFileBytes(shape, mac_key() != nullptr), mac_key()));
   const std::string what = CheckpointPath(config_.checkpoint_dir, partition_, clock);
   // Check every entry against this partition's tables before changing state.
   std::vector<const CheckpointTable*> by_table(tables_.size(), nullptr);
@@ -144,8 +143,8 @@ Status ShardChannel::Start() {
   if (!socket_) {
     auto socket = BindSocket(context_, endpoint_, nullptr, transport::LargestFrameBytes(config_));
     if (!socket.ok()) {
-      return Status(socket.status().code(), "shard partition " + std::to_string(partition_) +
-                                                ": " + socket.status().message());
+      return Status(socket.status().code(), "shard partition " + std::to_string(partition_) + ": " +
+                                                socket.status().message());
     }
     socket_ = std::move(socket).value();
   }
@@ -288,7 +287,7 @@ void ShardChannel::Run() {
         frames.clear();
       }
       if (monitor_) DrainMonitor();  // its ZMQ_FD is edge-triggered too
-      if (budget == 256) continue;  // more is queued: check stop_, go on
+      if (budget == 256) continue;   // more is queued: check stop_, go on
     } catch (const zmq::error_t& e) {
       if (e.num() == ETERM) break;
       GEEPS_LOG(Error) << "shard partition " << partition_ << ": " << e.what();
@@ -318,21 +317,22 @@ void ShardChannel::ReportStalls(std::chrono::steady_clock::time_point now) {
     std::vector<int> missing;
     bool someone_ahead = false;
     for (int w = 0; w < config_.num_workers; ++w) {
-      if (t.clocks[w] > t.min_clock) someone_ahead = true;
-      else missing.push_back(w);
+      if (t.clocks[w] > t.min_clock)
+        someone_ahead = true;
+      else
+        missing.push_back(w);
     }
     if (!someone_ahead || missing.empty()) continue;
     t.stall_reported = t.min_clock;
     std::string who;
     for (int w : missing) who += (who.empty() ? "" : ", ") + std::to_string(w);
-    GEEPS_LOG(Warning) << "shard partition " << partition_ << ", table " << id << " ('"
-                       << config_.tables[id].name << "'): clock " << t.min_clock
-                       << " has waited "
-                       << std::chrono::duration_cast<std::chrono::milliseconds>(now - t.last_advance)
-                              .count()
-                       << " ms for the update of worker" << (missing.size() > 1 ? "s " : " ")
-                       << who << " (the others have sent theirs): is it stuck or gone, or was its "
-                       << "update lost on the way?";
+    GEEPS_LOG(Warning)
+        << "shard partition " << partition_ << ", table " << id << " ('" << config_.tables[id].name
+        << "'): clock " << t.min_clock << " has waited "
+        << std::chrono::duration_cast<std::chrono::milliseconds>(now - t.last_advance).count()
+        << " ms for the update of worker" << (missing.size() > 1 ? "s " : " ") << who
+        << " (the others have sent theirs): is it stuck or gone, or was its "
+        << "update lost on the way?";
   }
 }
 
@@ -340,8 +340,7 @@ void ShardChannel::Drop(DropReason reason, const std::string& what) {
   frames_dropped_.fetch_add(1);
   if (!(logged_drop_reasons_ & (1u << reason))) {
     logged_drop_reasons_ |= 1u << reason;
-    GEEPS_LOG(Warning) << "shard partition " << partition_
-                       << ": dropped a frame (" << what
+    GEEPS_LOG(Warning) << "shard partition " << partition_ << ": dropped a frame (" << what
                        << "); further drops of this kind are only counted";
   }
 }
@@ -351,8 +350,8 @@ void ShardChannel::HandleMessage(std::vector<zmq::message_t>& frames) {
   for (const auto& f : frames) total += f.size();
   bytes_received_.fetch_add(static_cast<int64_t>(total));
   if (frames.size() < 2) return Drop(kDropFraming, "no routing id or header");
-  const int worker = transport::ParseWorkerRoutingId(frames[0].data(), frames[0].size(),
-                                                     config_.num_workers);
+  const int worker =
+      transport::ParseWorkerRoutingId(frames[0].data(), frames[0].size(), config_.num_workers);
   if (worker < 0) return Drop(kDropSender, "unknown sender routing id");
   // The descriptor of the connection it came on (ZeroMQ sets it on the
   // frames read from a TCP/IPC connection, not on the routing id it adds;
@@ -445,11 +444,10 @@ void ShardChannel::ReportHandover(int worker) {
 bool ShardChannel::AcceptPart(TableState& t, int worker, const DecodedMessage& m) {
   PartState& p = t.parts[worker];
   const bool continues = m.header.offset > 0;
-  if (continues != (p.type != 0) || (continues && (p.type != m.header.type ||
-                                                   p.clock != m.header.clock ||
-                                                   p.next != m.header.offset ||
-                                                   (m.header.row_count > 0 &&
-                                                    m.RowAt(0) <= p.last_row)))) {
+  if (continues != (p.type != 0) ||
+      (continues &&
+       (p.type != m.header.type || p.clock != m.header.clock || p.next != m.header.offset ||
+        (m.header.row_count > 0 && m.RowAt(0) <= p.last_row)))) {
     Drop(kDropFraming, "message part out of sequence");
     return false;
   }
@@ -496,8 +494,9 @@ void ShardChannel::HandleSubscribe(int worker, const DecodedMessage& m) {
     return Drop(kDropLateSubscribe, "subscription after the minimum clock passed the start");
   }
   t.subscribed[worker] = true;
-  auto group = std::find_if(t.push_groups.begin(), t.push_groups.end(),
-                            [&](const std::vector<int>& g) { return t.subscriptions[g[0]] == rows; });
+  auto group =
+      std::find_if(t.push_groups.begin(), t.push_groups.end(),
+                   [&](const std::vector<int>& g) { return t.subscriptions[g[0]] == rows; });
   if (group != t.push_groups.end()) {
     group->push_back(worker);
   } else {
@@ -505,8 +504,7 @@ void ShardChannel::HandleSubscribe(int worker, const DecodedMessage& m) {
     t.pushed_early.push_back(0);
   }
   if (t.min_clock > 0) {
-    PushRows({worker}, m.header.table, t, 0, rows.size(), /*final_part=*/true, t.min_clock,
-             t.rows);
+    PushRows({worker}, m.header.table, t, 0, rows.size(), /*final_part=*/true, t.min_clock, t.rows);
     HoldPush(t, t.min_clock);  // the rows stay as they are until the minimum passes it
   }
 }
@@ -528,8 +526,8 @@ void ShardChannel::HandleUpdate(int worker, const DecodedMessage& m) {
     return;
   }
   if (m.header.clock != t.clocks[worker])
-    return Drop(kDropClock, "update for clock " + std::to_string(m.header.clock) +
-                                " from worker " + std::to_string(worker) + ", expected " +
+    return Drop(kDropClock, "update for clock " + std::to_string(m.header.clock) + " from worker " +
+                                std::to_string(worker) + ", expected " +
                                 std::to_string(t.clocks[worker]));
   PartState& p = t.parts[worker];
   if (m.header.offset == 0 && p.type == m.header.type && p.clock == m.header.clock) {
@@ -545,10 +543,10 @@ void ShardChannel::HandleUpdate(int worker, const DecodedMessage& m) {
   // releases it, and the write needs no copy.
   Acknowledge(t, worker, m.header.aux, m.type);
   // Rows of this part not applied before (all of them but after a restart).
-  const uint64_t skip = applied_before > m.header.offset
-                            ? std::min<uint64_t>(applied_before - m.header.offset,
-                                                 m.header.row_count)
-                            : 0;
+  const uint64_t skip =
+      applied_before > m.header.offset
+          ? std::min<uint64_t>(applied_before - m.header.offset, m.header.row_count)
+          : 0;
   if (skip > 0)
     repeated_rows_skipped_.fetch_add(static_cast<int64_t>(skip), std::memory_order_relaxed);
   // A worker asks for a checkpoint at the end of this clock. Every
@@ -556,21 +554,21 @@ void ShardChannel::HandleUpdate(int worker, const DecodedMessage& m) {
   // before any table's minimum can pass it.
   if (m.header.flags & transport::kFlagCheckpoint) requested_.insert(m.header.clock + 1);
   const uint32_t w = t.width;
-  const bool direct = !config_.deterministic_bsp && m.header.clock == t.min_clock &&
-                      t.min_clock > t.start_clock;
+  const bool direct =
+      !config_.deterministic_bsp && m.header.clock == t.min_clock && t.min_clock > t.start_clock;
   if (direct) {
     // Rows arrive in ascending order: this part writes from its first row
     // up, above anything an early push part still holds.
-    float* rows = Writable(t, m.header.row_count > skip ? m.RowAt(skip) - t.span.begin
-                                                        : t.span.size())
-                      .data();
+    float* rows =
+        Writable(t, m.header.row_count > skip ? m.RowAt(skip) - t.span.begin : t.span.size())
+            .data();
     for (uint64_t i = skip; i < m.header.row_count; ++i)
       AddRow(rows + (m.RowAt(i) - t.span.begin) * w, m.payload + i * w * sizeof(float), w);
   } else if (m.header.row_count > skip) {
     // Deterministic mode keeps each worker's deltas apart, so that they are
     // added in rank order whatever order they arrived in.
-    const int64_t key = m.header.clock * config_.num_workers +
-                        (config_.deterministic_bsp ? worker : 0);
+    const int64_t key =
+        m.header.clock * config_.num_workers + (config_.deterministic_bsp ? worker : 0);
     std::vector<float>& acc = t.pending[key];
     if (acc.empty()) {
       if (!t.spare.empty()) {
@@ -629,8 +627,7 @@ void ShardChannel::HandleUpdate(int worker, const DecodedMessage& m) {
   if (!t.push_groups.empty()) HoldPush(t, new_min);
 }
 
-std::vector<int> ShardChannel::GroupMembers(const TableState& t, size_t g,
-                                            bool whole_next) const {
+std::vector<int> ShardChannel::GroupMembers(const TableState& t, size_t g, bool whole_next) const {
   std::vector<int> out;
   for (int w : t.push_groups[g])
     if (t.whole_next[w] == whole_next) out.push_back(w);
@@ -707,8 +704,8 @@ void ShardChannel::HandleAckOrResync(int worker, const DecodedMessage& m) {
     logged_unheld_resync_ = true;
     GEEPS_LOG(Warning) << "shard partition " << partition_ << ", table " << table << " ('"
                        << config_.tables[table].name << "'): worker " << worker
-                       << " resynced without the push of clock " << t.min_clock
-                       << " (it has " << installed << "), which is not held "
+                       << " resynced without the push of clock " << t.min_clock << " (it has "
+                       << installed << "), which is not held "
                        << (holds_pushes_ ? "(every subscriber had acknowledged it)"
                                          : "(resend_after_connection_loss is off, or inproc)")
                        << ": it cannot be pushed again; further cases are not logged";
@@ -781,7 +778,8 @@ std::vector<float>& ShardChannel::TableState::MutableRows(uint64_t first, size_t
 std::vector<float>& ShardChannel::Writable(TableState& t, uint64_t first) {
   size_t copied = 0;
   std::vector<float>& rows = t.MutableRows(first, &copied);
-  if (copied > 0) push_copy_bytes_.fetch_add(static_cast<int64_t>(copied), std::memory_order_relaxed);
+  if (copied > 0)
+    push_copy_bytes_.fetch_add(static_cast<int64_t>(copied), std::memory_order_relaxed);
   return rows;
 }
 
@@ -870,8 +868,8 @@ void ShardChannel::PushRows(const std::vector<int>& workers, TableId table, Tabl
         // it) is closed unsent. Logged once per error.
         failed[k] = true;
         if (logged_send_errors_.insert(e.num()).second) {
-          GEEPS_LOG(Info) << "shard partition " << partition_ << ": push to worker "
-                          << workers[k] << " failed: " << e.what()
+          GEEPS_LOG(Info) << "shard partition " << partition_ << ": push to worker " << workers[k]
+                          << " failed: " << e.what()
                           << "; further failures of this kind are not logged";
         }
       }

@@ -25,10 +25,10 @@
 #include <condition_variable>
 #include <deque>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
-#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -52,8 +52,8 @@ class ShardChannel {
   // `context` must outlive this object. `bound`, if given, is a ROUTER
   // already bound by BindSocket() (a process binds before it knows its
   // partition); else Start() binds `endpoint`.
-  ShardChannel(zmq::context_t* context, const Config& config, int partition,
-               std::string endpoint, std::unique_ptr<zmq::socket_t> bound = nullptr);
+  ShardChannel(zmq::context_t* context, const Config& config, int partition, std::string endpoint,
+               std::unique_ptr<zmq::socket_t> bound = nullptr);
 
   // Binds a ROUTER with the options shard channels use. `endpoint` may ask
   // for any port ("tcp://host:*"); the bound address is stored in `*actual`.
@@ -141,7 +141,7 @@ class ShardChannel {
     // into a fresh buffer first while a push still holds rows below that
     // (*copied = the bytes copied, else 0).
     std::vector<float>& MutableRows(uint64_t first, size_t* copied);
-    std::vector<int64_t> clocks;       // per worker: clocks completed
+    std::vector<int64_t> clocks;  // per worker: clocks completed
     int64_t min_clock = 0;
     // The clock the partition started at (0, or a checkpoint's). Once the
     // minimum passes it, every worker has subscribed (each subscribes before
@@ -155,9 +155,9 @@ class ShardChannel {
     // enter `data` when the minimum clock passes them, so `data` (and every
     // push) holds exactly the updates of clocks < min_clock.
     std::map<int64_t, std::vector<float>> pending;
-    std::vector<std::vector<float>> spare;  // zeroed buffers for reuse
+    std::vector<std::vector<float>> spare;             // zeroed buffers for reuse
     std::vector<std::vector<uint64_t>> subscriptions;  // per worker, sorted rows
-    std::vector<PartState> parts;  // per worker: a message arriving in parts
+    std::vector<PartState> parts;                      // per worker: a message arriving in parts
     std::vector<bool> subscribed;
     // The last push held for a re-push (ShardChannel::holds_pushes_ only):
     // the rows it was sent from and its clock (== min_clock while held), one
@@ -269,12 +269,12 @@ class ShardChannel {
   const bool holds_pushes_;
   std::vector<std::unique_ptr<TableState>> tables_;  // by TableId; null if local
 
-  std::unique_ptr<zmq::socket_t> socket_;   // owned by the thread once started
+  std::unique_ptr<zmq::socket_t> socket_;  // owned by the thread once started
   // TCP/IPC: a PAIR socket receiving socket_'s ZMQ_EVENT_DISCONNECTED (null
   // over inproc); read by the thread.
   std::unique_ptr<zmq::socket_t> monitor_;
   std::atomic<int64_t> connections_closed_{0};
-  int wake_fd_ = -1;                        // eventfd: wakes the thread on Stop()
+  int wake_fd_ = -1;  // eventfd: wakes the thread on Stop()
   std::thread thread_;
   std::atomic<bool> stop_{false};
   bool started_ = false;
@@ -307,9 +307,9 @@ class ShardChannel {
   std::atomic<int64_t> early_push_parts_{0};
   std::atomic<int64_t> repeated_rows_skipped_{0};
   std::atomic<int64_t> resyncs_received_{0}, repushes_{0};
-  std::atomic<int64_t> updates_applied_{0}, rows_applied_{0}, pushes_sent_{0},
-      bytes_received_{0}, bytes_sent_{0}, frames_dropped_{0};
-  uint32_t logged_drop_reasons_ = 0;  // thread-owned
+  std::atomic<int64_t> updates_applied_{0}, rows_applied_{0}, pushes_sent_{0}, bytes_received_{0},
+      bytes_sent_{0}, frames_dropped_{0};
+  uint32_t logged_drop_reasons_ = 0;   // thread-owned
   std::set<int> logged_send_errors_;   // thread-owned: errno of failed pushes logged
   bool logged_unheld_resync_ = false;  // thread-owned
   // Routing-id handovers (TCP/IPC; thread-owned): per worker, the

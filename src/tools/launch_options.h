@@ -14,11 +14,11 @@ inline constexpr int kMaxLaunchRanks = 1024;
 extern const char kLaunchUsage[];
 
 struct LaunchOptions {
-  bool help = false;               // -h / --help: print kLaunchUsage, run nothing
-  int ranks = 0;                   // -n N, 1..kMaxLaunchRanks
-  std::optional<double> timeout_s; // --timeout-s S, > 0
-  double grace_s = 5.0;            // --grace-s G, >= 0: SIGTERM to SIGKILL
-  bool prefix = true;              // false with --no-prefix
+  bool help = false;                 // -h / --help: print kLaunchUsage, run nothing
+  int ranks = 0;                     // -n N, 1..kMaxLaunchRanks
+  std::optional<double> timeout_s;   // --timeout-s S, > 0
+  double grace_s = 5.0;              // --grace-s G, >= 0: SIGTERM to SIGKILL
+  bool prefix = true;                // false with --no-prefix
   std::vector<std::string> command;  // program and its arguments, not empty
 };
 

@@ -41,8 +41,9 @@ Status WriteAll(int fd, const std::string& text, const std::string& path) {
   while (done < text.size()) {
     const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return InvalidArgumentError("cannot write CURVE key file " + Quote(path) + ": " +
-                                            ErrnoText(errno));
+    if (n <= 0)
+      return InvalidArgumentError("cannot write CURVE key file " + Quote(path) + ": " +
+                                  ErrnoText(errno));
     done += static_cast<size_t>(n);
   }
   if (::fsync(fd) != 0)
@@ -96,7 +97,8 @@ Status WriteCurveKeyFile(const std::string& path, const CurveKeys& keys, bool ov
   const std::string text =
       "# libgeeps CURVE job key, written by geeps_keygen (docs/security.md).\n"
       "# Secret: keep it mode 0600 and give it only to the processes of the job.\n"
-      "public-key " + keys.public_key + "\nsecret-key " + keys.secret_key + "\n";
+      "public-key " +
+      keys.public_key + "\nsecret-key " + keys.secret_key + "\n";
   if (!overwrite) {
     const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0) {
@@ -146,7 +148,8 @@ StatusOr<CurveKeys> ReadCurveKeyFile(const std::string& path) {
     std::snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(st.st_mode & 07777));
     return InvalidArgumentError(what + " has mode " + mode +
                                 ": its secret key must be readable only by its owner "
-                                "(run: chmod 600 " + path + ")");
+                                "(run: chmod 600 " +
+                                path + ")");
   }
   const std::string& text = *read;
 
@@ -193,7 +196,7 @@ SecurityConfig::SecurityConfig(zmq::context_t* context, CurveKeys keys)
                         std::to_string(reinterpret_cast<uintptr_t>(this))) {}
 
 StatusOr<std::unique_ptr<SecurityConfig>> SecurityConfig::Start(zmq::context_t* context,
-                                                                 CurveKeys job_keys) {
+                                                                CurveKeys job_keys) {
   if (!zmq_has("curve"))
     return FailedPreconditionError(
         "a CURVE key file was given, but this libzmq has no CURVE support (it was built "
@@ -327,10 +330,10 @@ void SecurityConfig::HandleZapRequest(std::vector<zmq::message_t>& frames) {
   const std::string version = body[0].to_string();
   const std::string address = body[3].to_string();
   const std::string mechanism = body[5].to_string();
-  const bool admit = version == "1.0" && mechanism == "CURVE" && parts == 7 &&
-                     body[6].size() == allowed_client_key_.size() &&
-                     std::memcmp(body[6].data(), allowed_client_key_.data(),
-                                 allowed_client_key_.size()) == 0;
+  const bool admit =
+      version == "1.0" && mechanism == "CURVE" && parts == 7 &&
+      body[6].size() == allowed_client_key_.size() &&
+      std::memcmp(body[6].data(), allowed_client_key_.data(), allowed_client_key_.size()) == 0;
   std::vector<zmq::message_t> reply;
   for (size_t i = 0; i <= d; ++i) reply.emplace_back(frames[i].data(), frames[i].size());
   reply.emplace_back(std::string("1.0"));
@@ -338,7 +341,7 @@ void SecurityConfig::HandleZapRequest(std::vector<zmq::message_t>& frames) {
   reply.emplace_back(std::string(admit ? "200" : "400"));
   reply.emplace_back(std::string(admit ? "OK" : "not a key of this job"));
   reply.emplace_back(std::string(admit ? "geeps-job" : ""));  // user id
-  reply.emplace_back();                                        // metadata
+  reply.emplace_back();                                       // metadata
   for (size_t i = 0; i < reply.size(); ++i)
     zap_->send(reply[i], i + 1 < reply.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
   if (!admit) {

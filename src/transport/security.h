@@ -116,7 +116,6 @@ class SecurityConfig {
 void ConfigureCurveServer(zmq::socket_t& socket, const SecurityConfig* security);
 void ConfigureCurveClient(zmq::socket_t& socket, const SecurityConfig* security);
 
-
 // "" without CURVE or rejections; else a sentence for a rendezvous timeout
 // ("; N connection attempts failed CURVE authentication: ...").
 std::string RejectionHint(const SecurityConfig* security);

@@ -26,8 +26,7 @@ bool TryRecvMultipart(zmq::socket_t& socket, zmq::context_t* context,
   return true;
 }
 
-std::unique_ptr<zmq::socket_t> MonitorDisconnects(zmq::context_t& context,
-                                                  zmq::socket_t& socket) {
+std::unique_ptr<zmq::socket_t> MonitorDisconnects(zmq::context_t& context, zmq::socket_t& socket) {
   const std::string endpoint =
       "inproc://geeps-monitor-" + std::to_string(reinterpret_cast<uintptr_t>(&socket));
   if (zmq_socket_monitor(socket.handle(), endpoint.c_str(), ZMQ_EVENT_DISCONNECTED) != 0)

@@ -42,8 +42,7 @@ int64_t LargestFrameBytes(const Config& c);
 // receiving `socket`'s ZMQ_EVENT_DISCONNECTED (a socket monitor), to be
 // polled through its ZMQ_FD and drained with CountDisconnects. Throws
 // zmq::error_t. StopMonitor(socket, monitor) before closing `socket`.
-std::unique_ptr<zmq::socket_t> MonitorDisconnects(zmq::context_t& context,
-                                                  zmq::socket_t& socket);
+std::unique_ptr<zmq::socket_t> MonitorDisconnects(zmq::context_t& context, zmq::socket_t& socket);
 // Receives every queued event of `monitor` without waiting (its ZMQ_FD is
 // edge-triggered: call after each wake-up); returns how many were
 // disconnections, and appends the descriptor of each ended connection to
@@ -71,8 +70,7 @@ StatusOr<std::unique_ptr<zmq::context_t>> NewContext();
 // `what` (the call and the shape, e.g. "EmbeddedCluster::Start: 2 workers x
 // 200 shards x 3 channels") and naming what is needed and the limit
 // (and `ulimit -n` where the descriptors are short).
-Status CheckSocketNeeds(zmq::context_t& context, const SocketNeeds& needs,
-                        const std::string& what);
+Status CheckSocketNeeds(zmq::context_t& context, const SocketNeeds& needs, const std::string& what);
 // The sockets and descriptors of an embedded cluster of `c` (inproc: no
 // connections, no monitors).
 SocketNeeds EmbeddedClusterNeeds(const Config& c);

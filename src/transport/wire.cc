@@ -18,11 +18,16 @@ bool MulOverflows(uint64_t a, uint64_t b, uint64_t* out) {
 
 const char* MsgTypeName(MsgType type) {
   switch (type) {
-    case MsgType::kSubscribe: return "Subscribe";
-    case MsgType::kUpdate: return "Update";
-    case MsgType::kPush: return "Push";
-    case MsgType::kResync: return "Resync";
-    case MsgType::kAck: return "Ack";
+    case MsgType::kSubscribe:
+      return "Subscribe";
+    case MsgType::kUpdate:
+      return "Update";
+    case MsgType::kPush:
+      return "Push";
+    case MsgType::kResync:
+      return "Resync";
+    case MsgType::kAck:
+      return "Ack";
   }
   return "Unknown";
 }
@@ -77,13 +82,12 @@ StatusOr<DecodedMessage> DecodeFrames(const FrameView* frames, size_t count) {
 
   // Frames present: header, then rows (if the type has rows and row_count >
   // 0), then payload (if the type has a payload and row_count > 0).
-  size_t expected = 1 + ((has_rows && h.row_count > 0) ? 1 : 0) +
-                    ((has_payload && h.row_count > 0) ? 1 : 0);
+  size_t expected =
+      1 + ((has_rows && h.row_count > 0) ? 1 : 0) + ((has_payload && h.row_count > 0) ? 1 : 0);
   if (count != expected)
     return InvalidArgumentError(std::string(MsgTypeName(m.type)) + " with " +
-                                std::to_string(h.row_count) + " rows has " +
-                                std::to_string(count) + " frames, expected " +
-                                std::to_string(expected));
+                                std::to_string(h.row_count) + " rows has " + std::to_string(count) +
+                                " frames, expected " + std::to_string(expected));
   size_t next = 1;
   if (has_rows && h.row_count > 0) {
     if (frames[next].size != row_bytes)
@@ -94,9 +98,8 @@ StatusOr<DecodedMessage> DecodeFrames(const FrameView* frames, size_t count) {
   }
   if (has_payload && h.row_count > 0) {
     if (frames[next].size != payload_bytes)
-      return InvalidArgumentError("payload frame has " +
-                                  std::to_string(frames[next].size) + " bytes, expected " +
-                                  std::to_string(payload_bytes));
+      return InvalidArgumentError("payload frame has " + std::to_string(frames[next].size) +
+                                  " bytes, expected " + std::to_string(payload_bytes));
     m.payload = static_cast<const unsigned char*>(frames[next].data);
   }
   return m;
@@ -110,8 +113,8 @@ Status ValidateRows(const DecodedMessage& m, uint64_t begin, uint64_t end) {
   for (uint64_t i = 0; i < m.header.row_count; ++i) {
     uint64_t r = m.RowAt(i);
     if (r < begin || r >= end)
-      return OutOfRangeError("row " + std::to_string(r) + " outside [" +
-                             std::to_string(begin) + ", " + std::to_string(end) + ")");
+      return OutOfRangeError("row " + std::to_string(r) + " outside [" + std::to_string(begin) +
+                             ", " + std::to_string(end) + ")");
     if (i > 0 && r <= prev) return InvalidArgumentError("rows not strictly increasing");
     prev = r;
   }
@@ -119,8 +122,8 @@ Status ValidateRows(const DecodedMessage& m, uint64_t begin, uint64_t end) {
 }
 
 uint64_t RowsPerPart(uint32_t row_width, bool with_rows, uint64_t max_bytes) {
-  const uint64_t row_bytes = static_cast<uint64_t>(row_width) * sizeof(float) +
-                             (with_rows ? sizeof(uint64_t) : 0);
+  const uint64_t row_bytes =
+      static_cast<uint64_t>(row_width) * sizeof(float) + (with_rows ? sizeof(uint64_t) : 0);
   return std::max<uint64_t>(1, max_bytes / std::max<uint64_t>(1, row_bytes));
 }
 

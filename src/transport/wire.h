@@ -55,14 +55,14 @@ struct WireHeader {
   uint32_t magic = kWireMagic;
   uint16_t version = kWireVersion;
   uint16_t type = 0;
-  uint32_t sender = 0;   // worker rank (client -> server) or partition id
+  uint32_t sender = 0;  // worker rank (client -> server) or partition id
   uint32_t table = 0;
   int64_t clock = 0;
   int64_t aux = 0;
   uint64_t row_count = 0;
   uint32_t row_width = 0;
-  uint32_t flags = 0;    // kFlagMore or 0
-  uint64_t offset = 0;   // index of this part's first row in the whole message
+  uint32_t flags = 0;   // kFlagMore or 0
+  uint64_t offset = 0;  // index of this part's first row in the whole message
 };
 constexpr uint32_t kFlagMore = 1;  // more parts of this message follow
 // Update only: the sender asks every partition to checkpoint at clock + 1

@@ -19,9 +19,8 @@ int main() {
   std::cout << "EmbeddedCluster::Start: " << cluster.status() << "\n";
   if (!cluster.ok()) return 1;
   constexpr int kIterations = 40;
-  status = (*cluster)->RunWorkers([&](geeps::GeePS& ps) {
-    return trainer::Train(ps, (*cluster)->config(), kIterations);
-  });
+  status = (*cluster)->RunWorkers(
+      [&](geeps::GeePS& ps) { return trainer::Train(ps, (*cluster)->config(), kIterations); });
   std::cout << "Train: " << status << "\n";
   if (!status.ok()) return 1;
   geeps::GeePS& ps = *(*cluster)->worker(1);

@@ -25,6 +25,9 @@ inline void ComputeDelta(const float* w, float batch, float* v, float* delta) {
   }
 }
 
+// The lines between the markers appear verbatim in docs/api.md (30 at most):
+// clang-format leaves them as they are.
+// clang-format off
 // ---8<--- docs/api.md, "A minimal trainer"
 geeps::Status Train(geeps::GeePS& ps, const geeps::Config& config, int iterations) {
   const auto rows = geeps::RowRange(0, 785);  // tables 0 (weights, shared) and 1
@@ -57,6 +60,7 @@ geeps::Status Train(geeps::GeePS& ps, const geeps::Config& config, int iteration
   return geeps::Step(ps, config).Run(prologue, iteration, iterations);
 }
 // --->8---
+// clang-format on
 
 // The config Train expects: its two tables.
 inline geeps::Config TrainerConfig(int workers) {

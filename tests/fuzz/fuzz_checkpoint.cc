@@ -27,8 +27,8 @@
 namespace geeps::fuzz::checkpoint {
 
 // Decodes with or without the MAC key; what is accepted re-encodes exactly.
-void DecodeWith(const std::string& bytes, uint64_t fingerprint, uint32_t partition,
-                int64_t clock, const server::CheckpointKey* key) {
+void DecodeWith(const std::string& bytes, uint64_t fingerprint, uint32_t partition, int64_t clock,
+                const server::CheckpointKey* key) {
   StatusOr<server::CheckpointData> d = server::DecodeCheckpoint(
       bytes, "fuzz", fingerprint, static_cast<int>(partition & 0x7fffffff), clock, key);
   if (!d.ok()) {

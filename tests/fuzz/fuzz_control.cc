@@ -75,8 +75,7 @@ void CheckWelcome(const std::string& text, int world, int channels) {
     const bool shard = p.role != ProcessRole::kWorker;
     GEEPS_FUZZ_CHECK(p.endpoints.size() == (shard ? static_cast<size_t>(channels) : 0u));
     GEEPS_FUZZ_CHECK(l->shard_index[r] == (shard ? shards++ : -1));
-    GEEPS_FUZZ_CHECK(l->worker_index[r] ==
-                     (p.role != ProcessRole::kServer ? workers++ : -1));
+    GEEPS_FUZZ_CHECK(l->worker_index[r] == (p.role != ProcessRole::kServer ? workers++ : -1));
   }
   GEEPS_FUZZ_CHECK(l->num_workers == workers && l->num_shards == shards);
   StatusOr<JobLayout> l2 = cluster::DecodeWelcome(cluster::EncodeWelcome(*l), world, channels);
@@ -108,10 +107,18 @@ extern "C" int GEEPS_FUZZ_ENTRY(const uint8_t* data, size_t size) {
   const int which = data[0] % 4, param = data[1];
   const std::string text(reinterpret_cast<const char*>(data) + 2, size - 2);
   switch (which) {
-    case 0: CheckHello(text, param % 10); break;
-    case 1: CheckWelcome(text, param % 8 + 1, param / 8 % 4); break;
-    case 2: CheckPeerId(text); break;
-    default: CheckLost(text, param % 16 + 1); break;
+    case 0:
+      CheckHello(text, param % 10);
+      break;
+    case 1:
+      CheckWelcome(text, param % 8 + 1, param / 8 % 4);
+      break;
+    case 2:
+      CheckPeerId(text);
+      break;
+    default:
+      CheckLost(text, param % 16 + 1);
+      break;
   }
   return 0;
 }

@@ -30,9 +30,9 @@
 namespace geeps::fuzz::process_env {
 
 constexpr const char* kVariables[] = {
-    "GEEPS_RANK",           "GEEPS_WORLD_SIZE",     "GEEPS_LOCAL_RANK",
-    "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
-    "SLURM_PROCID",         "SLURM_NTASKS",         "SLURM_LOCALID",
+    "GEEPS_RANK",           "GEEPS_WORLD_SIZE",       "GEEPS_LOCAL_RANK",
+    "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",   "OMPI_COMM_WORLD_LOCAL_RANK",
+    "SLURM_PROCID",         "SLURM_NTASKS",           "SLURM_LOCALID",
     "GEEPS_COORDINATOR",    "GEEPS_COORDINATOR_PORT", "GEEPS_HOSTFILE",
 };
 constexpr size_t kNumVariables = sizeof(kVariables) / sizeof(kVariables[0]);
@@ -41,8 +41,8 @@ constexpr size_t kNumVariables = sizeof(kVariables) / sizeof(kVariables[0]);
 const std::string& HostFilePath() {
   static const std::string path = [] {
     const char* dir = std::getenv("TMPDIR");
-    std::string templ = std::string(dir != nullptr && *dir != '\0' ? dir : "/tmp") +
-                        "/geeps-fuzz-hosts-XXXXXX";
+    std::string templ =
+        std::string(dir != nullptr && *dir != '\0' ? dir : "/tmp") + "/geeps-fuzz-hosts-XXXXXX";
     const int fd = mkstemp(templ.data());
     if (fd < 0) std::abort();
     close(fd);

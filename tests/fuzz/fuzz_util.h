@@ -52,8 +52,8 @@ inline std::vector<Line> SplitLines(const uint8_t* data, size_t size) {
 
 }  // namespace geeps::fuzz
 
-#define GEEPS_FUZZ_CHECK(cond) \
-  do {                         \
+#define GEEPS_FUZZ_CHECK(cond)                                   \
+  do {                                                           \
     if (!(cond)) ::geeps::fuzz::Fail(__FILE__, __LINE__, #cond); \
   } while (0)
 

@@ -136,8 +136,8 @@ void CheckDecoded(const DecodedMessage& m, const std::vector<Frame>& frames,
   const transport::WireHeader& h2 = d2->header;
   GEEPS_FUZZ_CHECK(h2.magic == h.magic && h2.version == h.version && h2.type == h.type &&
                    h2.sender == h.sender && h2.table == h.table && h2.clock == h.clock &&
-                   h2.aux == h.aux && h2.row_count == h.row_count &&
-                   h2.row_width == h.row_width && h2.flags == h.flags && h2.offset == h.offset);
+                   h2.aux == h.aux && h2.row_count == h.row_count && h2.row_width == h.row_width &&
+                   h2.flags == h.flags && h2.offset == h.offset);
   GEEPS_FUZZ_CHECK(d2->type == m.type && d2->rows == m.rows && d2->payload == m.payload);
 
   // Splitting this message into parts: each part within the limit.

@@ -45,16 +45,14 @@ void LogIfFailed(const char* what, cudaError_t error) {
   if (Handled(error) == cudaSuccess || error == cudaErrorCudartUnloading) {
     return;
   }
-  GEEPS_LOG(Warning) << "cuda device: " << what << ": "
-                     << cudaGetErrorName(error) << ": "
+  GEEPS_LOG(Warning) << "cuda device: " << what << ": " << cudaGetErrorName(error) << ": "
                      << cudaGetErrorString(error);
 }
 
 // "<what>: <cudaErrorName>: <error string>"; out of memory is
 // kResourceExhausted, everything else kDeviceError.
 Status CudaStatus(const std::string& what, cudaError_t error) {
-  std::string message = what + ": " + cudaGetErrorName(error) + ": " +
-                        cudaGetErrorString(error);
+  std::string message = what + ": " + cudaGetErrorName(error) + ": " + cudaGetErrorString(error);
   if (error == cudaErrorMemoryAllocation) {
     return ResourceExhaustedError(std::move(message));
   }
@@ -72,8 +70,7 @@ Status CudaStatus(const std::string& what, cudaError_t error) {
 
 class CudaStream final : public Stream {
  public:
-  CudaStream(cudaStream_t stream, int ordinal)
-      : stream_(stream), ordinal_(ordinal) {}
+  CudaStream(cudaStream_t stream, int ordinal) : stream_(stream), ordinal_(ordinal) {}
   // Waits for the queued work (device.h: destroying a stream drains it).
   ~CudaStream() override {
     LogIfFailed("cudaSetDevice", cudaSetDevice(ordinal_));
@@ -92,9 +89,7 @@ class CudaStream final : public Stream {
 class CudaEvent final : public Event {
  public:
   explicit CudaEvent(cudaEvent_t event) : event_(event) {}
-  ~CudaEvent() override {
-    LogIfFailed("cudaEventDestroy", cudaEventDestroy(event_));
-  }
+  ~CudaEvent() override { LogIfFailed("cudaEventDestroy", cudaEventDestroy(event_)); }
   cudaEvent_t get() const { return event_; }
 
  private:
@@ -129,8 +124,7 @@ Status CheckSize(const char* op, size_t n, size_t width) {
   size_t elements, bytes;
   if (__builtin_mul_overflow(n, width, &elements) ||
       __builtin_mul_overflow(elements, sizeof(float), &bytes)) {
-    return InvalidArgumentError(std::string(op) + ": size " +
-                                std::to_string(n) + " x " +
+    return InvalidArgumentError(std::string(op) + ": size " + std::to_string(n) + " x " +
                                 std::to_string(width) + " floats overflows");
   }
   return Status::OK();
@@ -149,41 +143,36 @@ Status CudaAvailable() {
     int count = 0;
     const cudaError_t error = Handled(cudaGetDeviceCount(&count));
     if (error != cudaSuccess) {
-      return new Status(UnavailableError(
-          std::string("no CUDA device: cudaGetDeviceCount failed: ") +
-          cudaGetErrorName(error) + ": " + cudaGetErrorString(error)));
+      return new Status(
+          UnavailableError(std::string("no CUDA device: cudaGetDeviceCount failed: ") +
+                           cudaGetErrorName(error) + ": " + cudaGetErrorString(error)));
     }
     if (count < 1) {
-      return new Status(UnavailableError(
-          "no CUDA device: cudaGetDeviceCount found 0 devices"));
+      return new Status(UnavailableError("no CUDA device: cudaGetDeviceCount found 0 devices"));
     }
     return new Status();
   }();
   return *available;
 }
 
-StatusOr<std::unique_ptr<Device>> CudaDevice::Create(
-    const DeviceOptions& options) {
+StatusOr<std::unique_ptr<Device>> CudaDevice::Create(const DeviceOptions& options) {
   GEEPS_RETURN_IF_ERROR(CudaAvailable());
   int ordinal = 0;
   GEEPS_CUDA_RETURN_IF_ERROR("cuda device: cudaGetDevice", cudaGetDevice(&ordinal));
   cudaDeviceProp prop;
   GEEPS_CUDA_RETURN_IF_ERROR("cuda device: cudaGetDeviceProperties",
                              cudaGetDeviceProperties(&prop, ordinal));
-  const std::string name = "cuda:" + std::to_string(ordinal) + " (" +
-                           prop.name + ", sm_" + std::to_string(prop.major) +
-                           std::to_string(prop.minor) + ")";
+  const std::string name = "cuda:" + std::to_string(ordinal) + " (" + prop.name + ", sm_" +
+                           std::to_string(prop.major) + std::to_string(prop.minor) + ")";
   const int max_blocks = MaxBlocks(prop.multiProcessorCount);
   try {
-    return std::unique_ptr<Device>(
-        new CudaDevice(ordinal, name, max_blocks, options));
+    return std::unique_ptr<Device>(new CudaDevice(ordinal, name, max_blocks, options));
   } catch (const std::bad_alloc&) {
     return ResourceExhaustedError("out of memory creating the CUDA device");
   }
 }
 
-CudaDevice::CudaDevice(int ordinal, std::string name, int max_blocks,
-                       const DeviceOptions& options)
+CudaDevice::CudaDevice(int ordinal, std::string name, int max_blocks, const DeviceOptions& options)
     : ordinal_(ordinal),
       name_(std::move(name)),
       max_blocks_(max_blocks),
@@ -206,9 +195,8 @@ CudaDevice::CudaDevice(int ordinal, std::string name, int max_blocks,
           [this](size_t bytes) -> StatusOr<void*> {
             void* p = nullptr;
             GEEPS_RETURN_IF_ERROR(MakeCurrent());
-            GEEPS_CUDA_RETURN_IF_ERROR(
-                "cudaHostAlloc",
-                cudaHostAlloc(&p, bytes, cudaHostAllocPortable));
+            GEEPS_CUDA_RETURN_IF_ERROR("cudaHostAlloc",
+                                       cudaHostAlloc(&p, bytes, cudaHostAllocPortable));
             return p;
           },
           [](void* p) { LogIfFailed("cudaFreeHost", cudaFreeHost(p)); },
@@ -231,9 +219,7 @@ Status CudaDevice::MakeCurrent() const {
   return Status::OK();
 }
 
-StatusOr<void*> CudaDevice::Allocate(size_t bytes) {
-  return device_pool_.Allocate(bytes);
-}
+StatusOr<void*> CudaDevice::Allocate(size_t bytes) { return device_pool_.Allocate(bytes); }
 
 void CudaDevice::Free(void* p) {
   if (p == nullptr || device_pool_.Free(p)) return;
@@ -242,9 +228,7 @@ void CudaDevice::Free(void* p) {
                         "allocation; ignored";
 }
 
-StatusOr<void*> CudaDevice::AllocatePinned(size_t bytes) {
-  return pinned_pool_.Allocate(bytes);
-}
+StatusOr<void*> CudaDevice::AllocatePinned(size_t bytes) { return pinned_pool_.Allocate(bytes); }
 
 void CudaDevice::FreePinned(void* p) {
   if (p == nullptr || pinned_pool_.Free(p)) return;
@@ -253,9 +237,7 @@ void CudaDevice::FreePinned(void* p) {
                         "allocation; ignored";
 }
 
-uint64_t CudaDevice::bytes_in_use() const {
-  return device_pool_.bytes_in_use();
-}
+uint64_t CudaDevice::bytes_in_use() const { return device_pool_.bytes_in_use(); }
 
 uint64_t CudaDevice::memory_budget() const { return device_pool_.budget(); }
 
@@ -263,9 +245,8 @@ StatusOr<std::unique_ptr<Stream>> CudaDevice::CreateStream() {
   GEEPS_RETURN_IF_ERROR(MakeCurrent());
   cudaStream_t stream = nullptr;
   // Non-blocking: no implicit synchronisation with the legacy default stream.
-  GEEPS_CUDA_RETURN_IF_ERROR(
-      "cudaStreamCreateWithFlags",
-      cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  GEEPS_CUDA_RETURN_IF_ERROR("cudaStreamCreateWithFlags",
+                             cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   try {
     return std::unique_ptr<Stream>(new CudaStream(stream, ordinal_));
   } catch (const std::bad_alloc&) {
@@ -277,9 +258,8 @@ StatusOr<std::unique_ptr<Stream>> CudaDevice::CreateStream() {
 StatusOr<std::unique_ptr<Event>> CudaDevice::CreateEvent() {
   GEEPS_RETURN_IF_ERROR(MakeCurrent());
   cudaEvent_t event = nullptr;
-  GEEPS_CUDA_RETURN_IF_ERROR(
-      "cudaEventCreateWithFlags",
-      cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  GEEPS_CUDA_RETURN_IF_ERROR("cudaEventCreateWithFlags",
+                             cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
   try {
     return std::unique_ptr<Event>(new CudaEvent(event));
   } catch (const std::bad_alloc&) {
@@ -288,8 +268,7 @@ StatusOr<std::unique_ptr<Event>> CudaDevice::CreateEvent() {
   }
 }
 
-Status CudaDevice::Copy(void* dst, const void* src, size_t bytes,
-                        CopyKind kind, Stream* stream) {
+Status CudaDevice::Copy(void* dst, const void* src, size_t bytes, CopyKind kind, Stream* stream) {
   static constexpr char kOp[] = "Copy";
   GEEPS_ASSIGN_OR_RETURN(cudaStream_t s, AsCuda(stream));
   GEEPS_RETURN_IF_ERROR(CheckNotNull(kOp, "dst", dst));
@@ -308,8 +287,7 @@ Status CudaDevice::Copy(void* dst, const void* src, size_t bytes,
   GEEPS_RETURN_IF_ERROR(MakeCurrent());
   if (kind == CopyKind::kHostToHost) {
     // cudaMemcpyAsync would copy host to host at once, out of stream order.
-    return HostFunction([dst, src, bytes] { std::memmove(dst, src, bytes); },
-                        stream);
+    return HostFunction([dst, src, bytes] { std::memmove(dst, src, bytes); }, stream);
   }
   // cudaMemcpyDefault: the runtime tells device, pinned and pageable memory
   // apart by address (unified virtual addressing, every 64-bit platform), so
@@ -317,9 +295,8 @@ Status CudaDevice::Copy(void* dst, const void* src, size_t bytes,
   // pointer that is in fact device memory, still copies correctly, where an
   // explicit kind that disagrees with a pointer is an error. Whether `kind`
   // matches the pointers is the host backend's to check (it does, in tests).
-  GEEPS_CUDA_RETURN_IF_ERROR(
-      "Copy: cudaMemcpyAsync",
-      cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s));
+  GEEPS_CUDA_RETURN_IF_ERROR("Copy: cudaMemcpyAsync",
+                             cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s));
   return Status::OK();
 }
 
@@ -338,8 +315,7 @@ Status CudaDevice::HostFunction(std::function<void()> work, Stream* stream) {
 }
 
 Status CudaDevice::Rows(int op, const char* name, float* dst, const float* src,
-                        const uint32_t* index, size_t n, size_t width,
-                        Stream* stream) {
+                        const uint32_t* index, size_t n, size_t width, Stream* stream) {
   GEEPS_ASSIGN_OR_RETURN(cudaStream_t s, AsCuda(stream));
   GEEPS_RETURN_IF_ERROR(CheckNotNull(name, "dst", dst));
   GEEPS_RETURN_IF_ERROR(CheckNotNull(name, "src", src));
@@ -349,32 +325,27 @@ Status CudaDevice::Rows(int op, const char* name, float* dst, const float* src,
   GEEPS_RETURN_IF_ERROR(MakeCurrent());
   GEEPS_CUDA_RETURN_IF_ERROR(
       std::string(name) + ": kernel launch",
-      LaunchRows(static_cast<RowOp>(op), dst, src, index, n, width,
-                 max_blocks_, s));
+      LaunchRows(static_cast<RowOp>(op), dst, src, index, n, width, max_blocks_, s));
   return Status::OK();
 }
 
-Status CudaDevice::Gather(float* dst, const float* src, const uint32_t* index,
-                          size_t n, size_t width, Stream* stream) {
-  return Rows(static_cast<int>(RowOp::kGather), "Gather", dst, src, index, n,
-              width, stream);
+Status CudaDevice::Gather(float* dst, const float* src, const uint32_t* index, size_t n,
+                          size_t width, Stream* stream) {
+  return Rows(static_cast<int>(RowOp::kGather), "Gather", dst, src, index, n, width, stream);
 }
 
-Status CudaDevice::ScatterAdd(float* dst, const float* src,
-                              const uint32_t* index, size_t n, size_t width,
-                              Stream* stream) {
-  return Rows(static_cast<int>(RowOp::kScatterAdd), "ScatterAdd", dst, src,
-              index, n, width, stream);
+Status CudaDevice::ScatterAdd(float* dst, const float* src, const uint32_t* index, size_t n,
+                              size_t width, Stream* stream) {
+  return Rows(static_cast<int>(RowOp::kScatterAdd), "ScatterAdd", dst, src, index, n, width,
+              stream);
 }
 
-Status CudaDevice::Scatter(float* dst, const float* src, const uint32_t* index,
-                           size_t n, size_t width, Stream* stream) {
-  return Rows(static_cast<int>(RowOp::kScatter), "Scatter", dst, src, index, n,
-              width, stream);
+Status CudaDevice::Scatter(float* dst, const float* src, const uint32_t* index, size_t n,
+                           size_t width, Stream* stream) {
+  return Rows(static_cast<int>(RowOp::kScatter), "Scatter", dst, src, index, n, width, stream);
 }
 
-Status CudaDevice::Add(float* dst, const float* src, size_t count,
-                       Stream* stream) {
+Status CudaDevice::Add(float* dst, const float* src, size_t count, Stream* stream) {
   GEEPS_ASSIGN_OR_RETURN(cudaStream_t s, AsCuda(stream));
   GEEPS_RETURN_IF_ERROR(CheckNotNull("Add", "dst", dst));
   GEEPS_RETURN_IF_ERROR(CheckNotNull("Add", "src", src));
@@ -384,28 +355,23 @@ Status CudaDevice::Add(float* dst, const float* src, size_t count,
   const uintptr_t dst_at = reinterpret_cast<uintptr_t>(dst);
   const uintptr_t src_at = reinterpret_cast<uintptr_t>(src);
   if (dst_at != src_at &&
-      (dst_at < src_at ? src_at - dst_at : dst_at - src_at) <
-          count * sizeof(float)) {
-    return InvalidArgumentError(
-        "Add: dst and src overlap partially (" + std::to_string(count) +
-        " floats each); only dst == src or disjoint ranges are allowed");
+      (dst_at < src_at ? src_at - dst_at : dst_at - src_at) < count * sizeof(float)) {
+    return InvalidArgumentError("Add: dst and src overlap partially (" + std::to_string(count) +
+                                " floats each); only dst == src or disjoint ranges are allowed");
   }
   if (count == 0) return Status::OK();
   GEEPS_RETURN_IF_ERROR(MakeCurrent());
-  GEEPS_CUDA_RETURN_IF_ERROR("Add: kernel launch",
-                             LaunchAdd(dst, src, count, max_blocks_, s));
+  GEEPS_CUDA_RETURN_IF_ERROR("Add: kernel launch", LaunchAdd(dst, src, count, max_blocks_, s));
   return Status::OK();
 }
 
-Status CudaDevice::Fill(float* dst, float value, size_t count,
-                        Stream* stream) {
+Status CudaDevice::Fill(float* dst, float value, size_t count, Stream* stream) {
   GEEPS_ASSIGN_OR_RETURN(cudaStream_t s, AsCuda(stream));
   GEEPS_RETURN_IF_ERROR(CheckNotNull("Fill", "dst", dst));
   GEEPS_RETURN_IF_ERROR(CheckSize("Fill", count, 1));
   if (count == 0) return Status::OK();
   GEEPS_RETURN_IF_ERROR(MakeCurrent());
-  GEEPS_CUDA_RETURN_IF_ERROR("Fill: kernel launch",
-                             LaunchFill(dst, value, count, max_blocks_, s));
+  GEEPS_CUDA_RETURN_IF_ERROR("Fill: kernel launch", LaunchFill(dst, value, count, max_blocks_, s));
   return Status::OK();
 }
 
@@ -421,24 +387,21 @@ Status CudaDevice::StreamWait(Stream* stream, Event* event) {
   GEEPS_ASSIGN_OR_RETURN(cudaStream_t s, AsCuda(stream));
   GEEPS_ASSIGN_OR_RETURN(cudaEvent_t e, AsCuda(event));
   GEEPS_RETURN_IF_ERROR(MakeCurrent());
-  GEEPS_CUDA_RETURN_IF_ERROR("StreamWait: cudaStreamWaitEvent",
-                             cudaStreamWaitEvent(s, e, 0));
+  GEEPS_CUDA_RETURN_IF_ERROR("StreamWait: cudaStreamWaitEvent", cudaStreamWaitEvent(s, e, 0));
   return Status::OK();
 }
 
 Status CudaDevice::Synchronize(Stream* stream) {
   GEEPS_ASSIGN_OR_RETURN(cudaStream_t s, AsCuda(stream));
   GEEPS_RETURN_IF_ERROR(MakeCurrent());
-  GEEPS_CUDA_RETURN_IF_ERROR("Synchronize: cudaStreamSynchronize",
-                             cudaStreamSynchronize(s));
+  GEEPS_CUDA_RETURN_IF_ERROR("Synchronize: cudaStreamSynchronize", cudaStreamSynchronize(s));
   return Status::OK();
 }
 
 Status CudaDevice::EventSynchronize(Event* event) {
   GEEPS_ASSIGN_OR_RETURN(cudaEvent_t e, AsCuda(event));
   GEEPS_RETURN_IF_ERROR(MakeCurrent());
-  GEEPS_CUDA_RETURN_IF_ERROR("EventSynchronize: cudaEventSynchronize",
-                             cudaEventSynchronize(e));
+  GEEPS_CUDA_RETURN_IF_ERROR("EventSynchronize: cudaEventSynchronize", cudaEventSynchronize(e));
   return Status::OK();
 }
 

@@ -64,16 +64,14 @@ class CudaDevice final : public Device {
   StatusOr<std::unique_ptr<Event>> CreateEvent() override;
 
   // Host-to-host copies run as a host function on the stream (in order).
-  Status Copy(void* dst, const void* src, size_t bytes, CopyKind kind,
-              Stream* stream) override;
-  Status Gather(float* dst, const float* src, const uint32_t* index, size_t n,
-                size_t width, Stream* stream) override;
-  Status ScatterAdd(float* dst, const float* src, const uint32_t* index,
-                    size_t n, size_t width, Stream* stream) override;
-  Status Scatter(float* dst, const float* src, const uint32_t* index, size_t n,
-                 size_t width, Stream* stream) override;
-  Status Add(float* dst, const float* src, size_t count,
-             Stream* stream) override;
+  Status Copy(void* dst, const void* src, size_t bytes, CopyKind kind, Stream* stream) override;
+  Status Gather(float* dst, const float* src, const uint32_t* index, size_t n, size_t width,
+                Stream* stream) override;
+  Status ScatterAdd(float* dst, const float* src, const uint32_t* index, size_t n, size_t width,
+                    Stream* stream) override;
+  Status Scatter(float* dst, const float* src, const uint32_t* index, size_t n, size_t width,
+                 Stream* stream) override;
+  Status Add(float* dst, const float* src, size_t count, Stream* stream) override;
   Status Fill(float* dst, float value, size_t count, Stream* stream) override;
 
   Status HostFunction(std::function<void()> work, Stream* stream) override;
@@ -87,11 +85,10 @@ class CudaDevice final : public Device {
   bool EventDone(Event* event) override;
 
  private:
-  CudaDevice(int ordinal, std::string name, int max_blocks,
-             const DeviceOptions& options);
+  CudaDevice(int ordinal, std::string name, int max_blocks, const DeviceOptions& options);
   Status MakeCurrent() const;
-  Status Rows(int op, const char* name, float* dst, const float* src,
-              const uint32_t* index, size_t n, size_t width, Stream* stream);
+  Status Rows(int op, const char* name, float* dst, const float* src, const uint32_t* index,
+              size_t n, size_t width, Stream* stream);
 
   const int ordinal_;
   const std::string name_;

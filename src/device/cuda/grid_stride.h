@@ -32,8 +32,7 @@ constexpr int MaxBlocks(int multiprocessors) {
 // under `max_blocks`, else `max_blocks` (the threads then loop); at least 1.
 constexpr int GridBlocks(size_t work, int max_blocks) {
   const size_t cap = max_blocks > 1 ? static_cast<size_t>(max_blocks) : 1;
-  const size_t wanted =
-      work / kThreadsPerBlock + (work % kThreadsPerBlock != 0 ? 1 : 0);
+  const size_t wanted = work / kThreadsPerBlock + (work % kThreadsPerBlock != 0 ? 1 : 0);
   return static_cast<int>(wanted < 1 ? 1 : (wanted < cap ? wanted : cap));
 }
 
@@ -57,9 +56,8 @@ struct GridStrideLaunch {
 
 constexpr GridStrideLaunch PlanGridStride(size_t total, int max_blocks) {
   const int blocks = GridBlocks(total, max_blocks);
-  return GridStrideLaunch{
-      blocks,
-      FitsNarrowIndex(total, static_cast<uint64_t>(blocks) * kThreadsPerBlock)};
+  return GridStrideLaunch{blocks,
+                          FitsNarrowIndex(total, static_cast<uint64_t>(blocks) * kThreadsPerBlock)};
 }
 
 // One thread's loop, with the counter type I (uint32_t or size_t):
@@ -71,8 +69,7 @@ struct GridStride {
   I total;
   I stride;  // gridDim.x * blockDim.x
 
-  GEEPS_HOST_DEVICE I First(unsigned block, unsigned block_dim,
-                            unsigned thread) const {
+  GEEPS_HOST_DEVICE I First(unsigned block, unsigned block_dim, unsigned thread) const {
     return static_cast<I>(block) * block_dim + thread;
   }
   GEEPS_HOST_DEVICE bool Within(I e) const { return e < total; }

@@ -12,37 +12,37 @@ namespace {
 
 // One element (a float or a float4) of a row operation.
 template <RowOp Op, typename V>
-__device__ __forceinline__ void RowElement(V* dst, const V* src, size_t d,
-                                           size_t s);
+__device__ __forceinline__ void RowElement(V* dst, const V* src, size_t d, size_t s);
 
 template <>
-__device__ __forceinline__ void RowElement<RowOp::kGather, float>(
-    float* dst, const float* src, size_t d, size_t s) {
+__device__ __forceinline__ void RowElement<RowOp::kGather, float>(float* dst, const float* src,
+                                                                  size_t d, size_t s) {
   dst[d] = src[s];
 }
 template <>
-__device__ __forceinline__ void RowElement<RowOp::kScatter, float>(
-    float* dst, const float* src, size_t d, size_t s) {
+__device__ __forceinline__ void RowElement<RowOp::kScatter, float>(float* dst, const float* src,
+                                                                   size_t d, size_t s) {
   dst[d] = src[s];
 }
 template <>
-__device__ __forceinline__ void RowElement<RowOp::kScatterAdd, float>(
-    float* dst, const float* src, size_t d, size_t s) {
+__device__ __forceinline__ void RowElement<RowOp::kScatterAdd, float>(float* dst, const float* src,
+                                                                      size_t d, size_t s) {
   dst[d] += src[s];
 }
 template <>
-__device__ __forceinline__ void RowElement<RowOp::kGather, float4>(
-    float4* dst, const float4* src, size_t d, size_t s) {
+__device__ __forceinline__ void RowElement<RowOp::kGather, float4>(float4* dst, const float4* src,
+                                                                   size_t d, size_t s) {
   dst[d] = src[s];
 }
 template <>
-__device__ __forceinline__ void RowElement<RowOp::kScatter, float4>(
-    float4* dst, const float4* src, size_t d, size_t s) {
+__device__ __forceinline__ void RowElement<RowOp::kScatter, float4>(float4* dst, const float4* src,
+                                                                    size_t d, size_t s) {
   dst[d] = src[s];
 }
 template <>
-__device__ __forceinline__ void RowElement<RowOp::kScatterAdd, float4>(
-    float4* dst, const float4* src, size_t d, size_t s) {
+__device__ __forceinline__ void RowElement<RowOp::kScatterAdd, float4>(float4* dst,
+                                                                       const float4* src, size_t d,
+                                                                       size_t s) {
   float4 a = dst[d];
   const float4 b = src[s];
   a.x += b.x;
@@ -62,8 +62,7 @@ template <RowOp Op, typename V, typename I>
 __global__ void RowKernel(V* __restrict__ dst, const V* __restrict__ src,
                           const uint32_t* __restrict__ index, I n, I width) {
   const GridStride<I> loop{n * width, static_cast<I>(gridDim.x) * blockDim.x};
-  for (I e = loop.First(blockIdx.x, blockDim.x, threadIdx.x); loop.Within(e);
-       e = loop.Next(e)) {
+  for (I e = loop.First(blockIdx.x, blockDim.x, threadIdx.x); loop.Within(e); e = loop.Next(e)) {
     const I row = e / width;
     const I col = e - row * width;
     const size_t indexed = static_cast<size_t>(index[row]) * width + col;
@@ -78,8 +77,7 @@ __global__ void RowKernel(V* __restrict__ dst, const V* __restrict__ src,
 // No __restrict__: Add's contract (device.h) allows dst == src (each element
 // is then doubled; a thread reads both operands of an element before it
 // writes it, and no two threads touch the same element).
-__global__ void AddKernel(float* dst, const float* src, size_t count,
-                          bool vector) {
+__global__ void AddKernel(float* dst, const float* src, size_t count, bool vector) {
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
   const size_t first = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   size_t scalar_from = 0;
@@ -101,8 +99,7 @@ __global__ void AddKernel(float* dst, const float* src, size_t count,
   for (size_t i = scalar_from + first; i < count; i += stride) dst[i] += src[i];
 }
 
-__global__ void FillKernel(float* __restrict__ dst, float value, size_t count,
-                           bool vector) {
+__global__ void FillKernel(float* __restrict__ dst, float value, size_t count, bool vector) {
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
   const size_t first = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   size_t scalar_from = 0;
@@ -122,9 +119,7 @@ __global__ void SpinKernel(long long cycles) {
   }
 }
 
-bool Aligned16(const void* p) {
-  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
-}
+bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 // Launches `kernel` with `blocks` x `threads` threads on `stream` and
 // returns this launch's own error. cudaLaunchKernelEx returns it directly, so
@@ -133,78 +128,67 @@ bool Aligned16(const void* p) {
 // after a <<<...>>> launch. A failed launch is handled here (the caller gets
 // its error), so it is cleared from the last error too.
 template <typename... Params, typename... Args>
-cudaError_t Launch(int blocks, int threads, cudaStream_t stream,
-                   void (*kernel)(Params...), Args&&... args) {
+cudaError_t Launch(int blocks, int threads, cudaStream_t stream, void (*kernel)(Params...),
+                   Args&&... args) {
   cudaLaunchConfig_t config = {};  // no attributes, no dynamic shared memory
   config.gridDim = dim3(static_cast<unsigned>(blocks));
   config.blockDim = dim3(static_cast<unsigned>(threads));
   config.stream = stream;
-  const cudaError_t error =
-      cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+  const cudaError_t error = cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
   if (error != cudaSuccess) cudaGetLastError();
   return error;
 }
 
 template <RowOp Op, typename V>
-cudaError_t LaunchRowsAs(V* dst, const V* src, const uint32_t* index,
-                         size_t n, size_t width, int max_blocks,
-                         cudaStream_t stream) {
+cudaError_t LaunchRowsAs(V* dst, const V* src, const uint32_t* index, size_t n, size_t width,
+                         int max_blocks, cudaStream_t stream) {
   const size_t total = n * width;  // the caller checked for overflow
   const GridStrideLaunch plan = PlanGridStride(total, max_blocks);
   if (plan.narrow) {
-    return Launch(plan.blocks, kThreadsPerBlock, stream,
-                  RowKernel<Op, V, uint32_t>, dst, src, index,
-                  static_cast<uint32_t>(n), static_cast<uint32_t>(width));
+    return Launch(plan.blocks, kThreadsPerBlock, stream, RowKernel<Op, V, uint32_t>, dst, src,
+                  index, static_cast<uint32_t>(n), static_cast<uint32_t>(width));
   }
-  return Launch(plan.blocks, kThreadsPerBlock, stream, RowKernel<Op, V, size_t>,
-                dst, src, index, n, width);
+  return Launch(plan.blocks, kThreadsPerBlock, stream, RowKernel<Op, V, size_t>, dst, src, index, n,
+                width);
 }
 
 template <RowOp Op>
-cudaError_t LaunchRowsOp(float* dst, const float* src, const uint32_t* index,
-                         size_t n, size_t width, int max_blocks,
-                         cudaStream_t stream) {
+cudaError_t LaunchRowsOp(float* dst, const float* src, const uint32_t* index, size_t n,
+                         size_t width, int max_blocks, cudaStream_t stream) {
   if (width % 4 == 0 && Aligned16(dst) && Aligned16(src)) {
     return LaunchRowsAs<Op, float4>(reinterpret_cast<float4*>(dst),
-                                    reinterpret_cast<const float4*>(src),
-                                    index, n, width / 4, max_blocks, stream);
+                                    reinterpret_cast<const float4*>(src), index, n, width / 4,
+                                    max_blocks, stream);
   }
-  return LaunchRowsAs<Op, float>(dst, src, index, n, width, max_blocks,
-                                 stream);
+  return LaunchRowsAs<Op, float>(dst, src, index, n, width, max_blocks, stream);
 }
 
 }  // namespace
 
-cudaError_t LaunchRows(RowOp op, float* dst, const float* src,
-                       const uint32_t* index, size_t n, size_t width,
-                       int max_blocks, cudaStream_t stream) {
+cudaError_t LaunchRows(RowOp op, float* dst, const float* src, const uint32_t* index, size_t n,
+                       size_t width, int max_blocks, cudaStream_t stream) {
   switch (op) {
     case RowOp::kGather:
-      return LaunchRowsOp<RowOp::kGather>(dst, src, index, n, width,
-                                          max_blocks, stream);
+      return LaunchRowsOp<RowOp::kGather>(dst, src, index, n, width, max_blocks, stream);
     case RowOp::kScatter:
-      return LaunchRowsOp<RowOp::kScatter>(dst, src, index, n, width,
-                                           max_blocks, stream);
+      return LaunchRowsOp<RowOp::kScatter>(dst, src, index, n, width, max_blocks, stream);
     case RowOp::kScatterAdd:
-      return LaunchRowsOp<RowOp::kScatterAdd>(dst, src, index, n, width,
-                                              max_blocks, stream);
+      return LaunchRowsOp<RowOp::kScatterAdd>(dst, src, index, n, width, max_blocks, stream);
   }
   return cudaErrorInvalidValue;
 }
 
-cudaError_t LaunchAdd(float* dst, const float* src, size_t count,
-                      int max_blocks, cudaStream_t stream) {
+cudaError_t LaunchAdd(float* dst, const float* src, size_t count, int max_blocks,
+                      cudaStream_t stream) {
   const bool vector = Aligned16(dst) && Aligned16(src);
-  return Launch(GridBlocks(vector ? count / 4 + 3 : count, max_blocks),
-                kThreadsPerBlock, stream, AddKernel, dst, src, count, vector);
+  return Launch(GridBlocks(vector ? count / 4 + 3 : count, max_blocks), kThreadsPerBlock, stream,
+                AddKernel, dst, src, count, vector);
 }
 
-cudaError_t LaunchFill(float* dst, float value, size_t count, int max_blocks,
-                       cudaStream_t stream) {
+cudaError_t LaunchFill(float* dst, float value, size_t count, int max_blocks, cudaStream_t stream) {
   const bool vector = Aligned16(dst);
-  return Launch(GridBlocks(vector ? count / 4 + 3 : count, max_blocks),
-                kThreadsPerBlock, stream, FillKernel, dst, value, count,
-                vector);
+  return Launch(GridBlocks(vector ? count / 4 + 3 : count, max_blocks), kThreadsPerBlock, stream,
+                FillKernel, dst, value, count, vector);
 }
 
 cudaError_t LaunchSpin(long long cycles, cudaStream_t stream) {

@@ -28,18 +28,16 @@ enum class RowOp { kGather, kScatter, kScatterAdd };
 // kScatter:    dst[index[i]*w + j]  = src[i*w + j]
 // kScatterAdd: dst[index[i]*w + j] += src[i*w + j]   (indexes distinct)
 // for i < n, j < w. REQUIRES: n > 0, w > 0.
-cudaError_t LaunchRows(RowOp op, float* dst, const float* src,
-                       const uint32_t* index, size_t n, size_t width,
-                       int max_blocks, cudaStream_t stream);
+cudaError_t LaunchRows(RowOp op, float* dst, const float* src, const uint32_t* index, size_t n,
+                       size_t width, int max_blocks, cudaStream_t stream);
 
 // dst[i] += src[i] for i < count. REQUIRES: count > 0; dst == src or the
 // two ranges are disjoint (device.h).
-cudaError_t LaunchAdd(float* dst, const float* src, size_t count,
-                      int max_blocks, cudaStream_t stream);
+cudaError_t LaunchAdd(float* dst, const float* src, size_t count, int max_blocks,
+                      cudaStream_t stream);
 
 // dst[i] = value for i < count. REQUIRES: count > 0.
-cudaError_t LaunchFill(float* dst, float value, size_t count, int max_blocks,
-                       cudaStream_t stream);
+cudaError_t LaunchFill(float* dst, float value, size_t count, int max_blocks, cudaStream_t stream);
 
 // A kernel that spins for about `cycles` clock cycles (benchmarks: a stand-in
 // for compute to overlap copies with).

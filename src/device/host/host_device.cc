@@ -28,12 +28,10 @@ namespace {
 // Sets *out = a * b * c; false on overflow.
 bool CheckedProduct(size_t a, size_t b, size_t c, size_t* out) {
   size_t ab;
-  return !__builtin_mul_overflow(a, b, &ab) &&
-         !__builtin_mul_overflow(ab, c, out);
+  return !__builtin_mul_overflow(a, b, &ab) && !__builtin_mul_overflow(ab, c, out);
 }
 
-std::string Describe(const char* op, const char* arg, const void* p,
-                     size_t bytes) {
+std::string Describe(const char* op, const char* arg, const void* p, size_t bytes) {
   std::ostringstream os;
   os << op << ": " << arg << " " << p << " (" << bytes << " bytes)";
   return os.str();
@@ -51,8 +49,7 @@ std::string Describe(const char* op, const char* arg, const void* p,
 // the address the kernels use. Pinned blocks are always plain host memory.
 class AllocationTable {
  public:
-  AllocationTable(uint64_t budget, uintptr_t offset)
-      : budget_(budget), offset_(offset) {}
+  AllocationTable(uint64_t budget, uintptr_t offset) : budget_(budget), offset_(offset) {}
   ~AllocationTable() { FreeAll(); }
 
   // The host address of device address `p` (any address inside or just past
@@ -68,9 +65,8 @@ class AllocationTable {
     if (budget_ != 0 && (bytes > budget_ || in_use_ > budget_ - bytes)) {
       std::ostringstream os;
       os << "host device: Allocate(" << bytes
-         << " bytes) exceeds the device memory budget: requested " << bytes
-         << " bytes, in use " << in_use_ << " bytes, budget " << budget_
-         << " bytes";
+         << " bytes) exceeds the device memory budget: requested " << bytes << " bytes, in use "
+         << in_use_ << " bytes, budget " << budget_ << " bytes";
       return ResourceExhaustedError(os.str());
     }
     GEEPS_ASSIGN_OR_RETURN(void* p, AlignedAlloc(bytes));
@@ -146,8 +142,8 @@ class AllocationTable {
 
   // kInvalidArgument (when enqueuing) or kDeviceError (when running) unless
   // [p, p + bytes) lies inside one live device block.
-  Status CheckRange(const char* op, const char* arg, const void* p,
-                    size_t bytes, bool running) const {
+  Status CheckRange(const char* op, const char* arg, const void* p, size_t bytes,
+                    bool running) const {
     std::optional<size_t> available = Available(p);
     if (available && *available >= bytes) return Status::OK();
     if (running) {
@@ -169,11 +165,10 @@ class AllocationTable {
   static StatusOr<void*> AlignedAlloc(size_t bytes) {
     constexpr size_t kAlign = HostDevice::kAlignment;
     if (bytes > SIZE_MAX - kAlign) {
-      return ResourceExhaustedError("host device: cannot allocate " +
-                                    std::to_string(bytes) + " bytes");
+      return ResourceExhaustedError("host device: cannot allocate " + std::to_string(bytes) +
+                                    " bytes");
     }
-    const size_t rounded =
-        (std::max<size_t>(bytes, 1) + kAlign - 1) & ~(kAlign - 1);
+    const size_t rounded = (std::max<size_t>(bytes, 1) + kAlign - 1) & ~(kAlign - 1);
     void* p = std::aligned_alloc(kAlign, rounded);
     if (p == nullptr) {
       return ResourceExhaustedError(
@@ -202,8 +197,8 @@ class HostStream final : public Stream {
   // `async`: the asynchronous host mode (DeviceOptions::async_streams):
   // each task runs on the stream's thread after a random delay of up to
   // `max_delay`, and Synchronize() never runs tasks inline.
-  static StatusOr<std::unique_ptr<HostStream>> Create(
-      bool async, std::chrono::microseconds max_delay) {
+  static StatusOr<std::unique_ptr<HostStream>> Create(bool async,
+                                                      std::chrono::microseconds max_delay) {
     std::unique_ptr<HostStream> stream;
     try {
       stream.reset(new HostStream(async, max_delay));
@@ -211,9 +206,8 @@ class HostStream final : public Stream {
     } catch (const std::bad_alloc&) {
       return ResourceExhaustedError("host device: out of memory");
     } catch (const std::system_error& e) {
-      return ResourceExhaustedError(
-          std::string("host device: cannot start a stream thread: ") +
-          e.what());
+      return ResourceExhaustedError(std::string("host device: cannot start a stream thread: ") +
+                                    e.what());
     }
     return stream;
   }
@@ -280,9 +274,9 @@ class HostStream final : public Stream {
   HostStream(bool async, std::chrono::microseconds max_delay)
       : async_(async),
         max_delay_us_(std::max<int64_t>(0, max_delay.count())),
-        random_(static_cast<uint32_t>(reinterpret_cast<uintptr_t>(this) >> 4) ^
-                static_cast<uint32_t>(
-                    std::chrono::steady_clock::now().time_since_epoch().count())) {}
+        random_(
+            static_cast<uint32_t>(reinterpret_cast<uintptr_t>(this) >> 4) ^
+            static_cast<uint32_t>(std::chrono::steady_clock::now().time_since_epoch().count())) {}
 
   void Run() {
     std::unique_lock<std::mutex> lock(mu_);
@@ -325,8 +319,7 @@ class HostStream final : public Stream {
     try {
       return task();
     } catch (const std::exception& e) {
-      return InternalError(std::string("host device: operation threw: ") +
-                           e.what());
+      return InternalError(std::string("host device: operation threw: ") + e.what());
     } catch (...) {
       return InternalError("host device: operation threw");
     }
@@ -392,16 +385,13 @@ Status CheckNotNull(const char* op, const char* arg, const void* p) {
 }
 
 // The kernels: plain loops, run on a stream's thread after all checks.
-void GatherRows(float* dst, const float* src, const uint32_t* index, size_t n,
-                size_t width) {
+void GatherRows(float* dst, const float* src, const uint32_t* index, size_t n, size_t width) {
   for (size_t i = 0; i < n; ++i) {
-    std::memcpy(dst + i * width, src + size_t{index[i]} * width,
-                width * sizeof(float));
+    std::memcpy(dst + i * width, src + size_t{index[i]} * width, width * sizeof(float));
   }
 }
 
-void ScatterAddRows(float* dst, const float* src, const uint32_t* index,
-                    size_t n, size_t width) {
+void ScatterAddRows(float* dst, const float* src, const uint32_t* index, size_t n, size_t width) {
   for (size_t i = 0; i < n; ++i) {
     float* row = dst + size_t{index[i]} * width;
     const float* update = src + i * width;
@@ -409,11 +399,9 @@ void ScatterAddRows(float* dst, const float* src, const uint32_t* index,
   }
 }
 
-void ScatterRows(float* dst, const float* src, const uint32_t* index, size_t n,
-                 size_t width) {
+void ScatterRows(float* dst, const float* src, const uint32_t* index, size_t n, size_t width) {
   for (size_t i = 0; i < n; ++i) {
-    std::memcpy(dst + size_t{index[i]} * width, src + i * width,
-                width * sizeof(float));
+    std::memcpy(dst + size_t{index[i]} * width, src + i * width, width * sizeof(float));
   }
 }
 
@@ -421,8 +409,7 @@ void ScatterRows(float* dst, const float* src, const uint32_t* index, size_t n,
 StatusOr<size_t> FloatBytes(const char* op, size_t n, size_t width) {
   size_t bytes;
   if (!CheckedProduct(n, width, sizeof(float), &bytes)) {
-    return InvalidArgumentError(std::string(op) + ": size " +
-                                std::to_string(n) + " x " +
+    return InvalidArgumentError(std::string(op) + ": size " + std::to_string(n) + " x " +
                                 std::to_string(width) + " floats overflows");
   }
   return bytes;
@@ -435,17 +422,14 @@ HostDevice::HostDevice(const DeviceOptions& options)
       copy_bandwidth_(options.emulated_copy_bandwidth),
       async_streams_(options.async_streams),
       async_max_delay_(options.async_max_delay),
-      table_(std::make_shared<AllocationTable>(
-          options.memory_budget,
-          options.opaque_pointers ? kOpaqueOffset : 0)) {}
+      table_(std::make_shared<AllocationTable>(options.memory_budget,
+                                               options.opaque_pointers ? kOpaqueOffset : 0)) {}
 
 HostDevice::~HostDevice() { table_->FreeAll(); }
 
 std::string HostDevice::name() const { return "host"; }
 
-StatusOr<void*> HostDevice::Allocate(size_t bytes) {
-  return table_->Allocate(bytes);
-}
+StatusOr<void*> HostDevice::Allocate(size_t bytes) { return table_->Allocate(bytes); }
 
 void HostDevice::Free(void* p) {
   if (p == nullptr || table_->Free(p)) return;
@@ -454,9 +438,7 @@ void HostDevice::Free(void* p) {
                         "allocation; ignored";
 }
 
-StatusOr<void*> HostDevice::AllocatePinned(size_t bytes) {
-  return table_->AllocatePinned(bytes);
-}
+StatusOr<void*> HostDevice::AllocatePinned(size_t bytes) { return table_->AllocatePinned(bytes); }
 
 void HostDevice::FreePinned(void* p) {
   if (p == nullptr || table_->FreePinned(p)) return;
@@ -483,8 +465,7 @@ StatusOr<std::unique_ptr<Event>> HostDevice::CreateEvent() {
   }
 }
 
-Status HostDevice::Copy(void* dst, const void* src, size_t bytes, CopyKind kind,
-                        Stream* stream) {
+Status HostDevice::Copy(void* dst, const void* src, size_t bytes, CopyKind kind, Stream* stream) {
   static constexpr char kOp[] = "Copy";
   GEEPS_ASSIGN_OR_RETURN(HostStream * host_stream, AsHostStream(stream));
   GEEPS_RETURN_IF_ERROR(CheckNotNull(kOp, "dst", dst));
@@ -535,8 +516,7 @@ Status HostDevice::Copy(void* dst, const void* src, size_t bytes, CopyKind kind,
         if (min_time.count() > 0) std::this_thread::sleep_until(start + min_time);
         return Status::OK();
       },
-      min_time.count() > 0 ? HostStream::Where::kOnStreamThread
-                           : HostStream::Where::kInlineIfIdle);
+      min_time.count() > 0 ? HostStream::Where::kOnStreamThread : HostStream::Where::kInlineIfIdle);
 }
 
 Status HostDevice::HostFunction(std::function<void()> work, Stream* stream) {
@@ -552,8 +532,7 @@ Status HostDevice::HostFunction(std::function<void()> work, Stream* stream) {
 
 Status HostDevice::EnqueueIndexed(const char* op, float* dst, const float* src,
                                   const uint32_t* index, size_t n, size_t width,
-                                  IndexedSide indexed, Stream* stream,
-                                  RowKernel kernel) {
+                                  IndexedSide indexed, Stream* stream, RowKernel kernel) {
   GEEPS_ASSIGN_OR_RETURN(HostStream * host_stream, AsHostStream(stream));
   GEEPS_RETURN_IF_ERROR(CheckNotNull(op, "dst", dst));
   GEEPS_RETURN_IF_ERROR(CheckNotNull(op, "src", src));
@@ -568,30 +547,25 @@ Status HostDevice::EnqueueIndexed(const char* op, float* dst, const float* src,
   const void* rows = src_indexed ? static_cast<const void*>(src) : dst;
   // The indexed side's extent depends on the index values, which may only be
   // read when the operation runs; until then only its start is checked.
-  auto check = [table = table_, op, dense_name, indexed_name, dense, rows,
-                index, dense_bytes, index_bytes](bool running) -> Status {
-    GEEPS_RETURN_IF_ERROR(
-        table->CheckRange(op, dense_name, dense, dense_bytes, running));
-    GEEPS_RETURN_IF_ERROR(
-        table->CheckRange(op, "index", index, index_bytes, running));
+  auto check = [table = table_, op, dense_name, indexed_name, dense, rows, index, dense_bytes,
+                index_bytes](bool running) -> Status {
+    GEEPS_RETURN_IF_ERROR(table->CheckRange(op, dense_name, dense, dense_bytes, running));
+    GEEPS_RETURN_IF_ERROR(table->CheckRange(op, "index", index, index_bytes, running));
     return table->CheckRange(op, indexed_name, rows, 0, running);
   };
   GEEPS_RETURN_IF_ERROR(check(false));
-  return host_stream->Enqueue([check, table = table_, op, indexed_name, rows,
-                               dst, src, index, n, width,
-                               kernel]() -> Status {
+  return host_stream->Enqueue([check, table = table_, op, indexed_name, rows, dst, src, index, n,
+                               width, kernel]() -> Status {
     GEEPS_RETURN_IF_ERROR(check(true));
     if (n == 0) return Status::OK();
     const uint32_t* host_index = table->ToHost(index);
     const uint32_t* max_index = std::max_element(host_index, host_index + n);
     size_t needed;
-    if (!CheckedProduct(static_cast<size_t>(*max_index) + 1, width,
-                        sizeof(float), &needed) ||
+    if (!CheckedProduct(static_cast<size_t>(*max_index) + 1, width, sizeof(float), &needed) ||
         table->Available(rows).value_or(0) < needed) {
       std::ostringstream os;
-      os << op << ": index[" << (max_index - host_index) << "] = " << *max_index
-         << " with width " << width << " reaches past the end of the "
-         << indexed_name << " allocation ("
+      os << op << ": index[" << (max_index - host_index) << "] = " << *max_index << " with width "
+         << width << " reaches past the end of the " << indexed_name << " allocation ("
          << table->Available(rows).value_or(0) << " bytes from " << rows << ")";
       return OutOfRangeError(os.str());
     }
@@ -600,27 +574,25 @@ Status HostDevice::EnqueueIndexed(const char* op, float* dst, const float* src,
   });
 }
 
-Status HostDevice::Gather(float* dst, const float* src, const uint32_t* index,
-                          size_t n, size_t width, Stream* stream) {
-  return EnqueueIndexed("Gather", dst, src, index, n, width,
-                        IndexedSide::kSource, stream, &GatherRows);
+Status HostDevice::Gather(float* dst, const float* src, const uint32_t* index, size_t n,
+                          size_t width, Stream* stream) {
+  return EnqueueIndexed("Gather", dst, src, index, n, width, IndexedSide::kSource, stream,
+                        &GatherRows);
 }
 
-Status HostDevice::ScatterAdd(float* dst, const float* src,
-                              const uint32_t* index, size_t n, size_t width,
-                              Stream* stream) {
-  return EnqueueIndexed("ScatterAdd", dst, src, index, n, width,
-                        IndexedSide::kDestination, stream, &ScatterAddRows);
+Status HostDevice::ScatterAdd(float* dst, const float* src, const uint32_t* index, size_t n,
+                              size_t width, Stream* stream) {
+  return EnqueueIndexed("ScatterAdd", dst, src, index, n, width, IndexedSide::kDestination, stream,
+                        &ScatterAddRows);
 }
 
-Status HostDevice::Scatter(float* dst, const float* src, const uint32_t* index,
-                           size_t n, size_t width, Stream* stream) {
-  return EnqueueIndexed("Scatter", dst, src, index, n, width,
-                        IndexedSide::kDestination, stream, &ScatterRows);
+Status HostDevice::Scatter(float* dst, const float* src, const uint32_t* index, size_t n,
+                           size_t width, Stream* stream) {
+  return EnqueueIndexed("Scatter", dst, src, index, n, width, IndexedSide::kDestination, stream,
+                        &ScatterRows);
 }
 
-Status HostDevice::Add(float* dst, const float* src, size_t count,
-                       Stream* stream) {
+Status HostDevice::Add(float* dst, const float* src, size_t count, Stream* stream) {
   static constexpr char kOp[] = "Add";
   GEEPS_ASSIGN_OR_RETURN(HostStream * host_stream, AsHostStream(stream));
   GEEPS_RETURN_IF_ERROR(CheckNotNull(kOp, "dst", dst));
@@ -631,8 +603,7 @@ Status HostDevice::Add(float* dst, const float* src, size_t count,
   // reject it.
   const uintptr_t dst_at = reinterpret_cast<uintptr_t>(dst);
   const uintptr_t src_at = reinterpret_cast<uintptr_t>(src);
-  if (dst_at != src_at &&
-      (dst_at < src_at ? src_at - dst_at : dst_at - src_at) < bytes) {
+  if (dst_at != src_at && (dst_at < src_at ? src_at - dst_at : dst_at - src_at) < bytes) {
     std::ostringstream os;
     os << "Add: dst " << dst << " and src " << src << " (" << count
        << " floats each) overlap partially; only dst == src or disjoint "
@@ -644,13 +615,12 @@ Status HostDevice::Add(float* dst, const float* src, size_t count,
     return table->CheckRange(kOp, "src", src, bytes, running);
   };
   GEEPS_RETURN_IF_ERROR(check(false));
-  return host_stream->Enqueue([check, host_dst = table_->ToHost(dst),
-                               host_src = table_->ToHost(src),
-                               count]() -> Status {
-    GEEPS_RETURN_IF_ERROR(check(true));
-    for (size_t i = 0; i < count; ++i) host_dst[i] += host_src[i];
-    return Status::OK();
-  });
+  return host_stream->Enqueue(
+      [check, host_dst = table_->ToHost(dst), host_src = table_->ToHost(src), count]() -> Status {
+        GEEPS_RETURN_IF_ERROR(check(true));
+        for (size_t i = 0; i < count; ++i) host_dst[i] += host_src[i];
+        return Status::OK();
+      });
 }
 
 Status HostDevice::Fill(float* dst, float value, size_t count, Stream* stream) {
@@ -659,18 +629,16 @@ Status HostDevice::Fill(float* dst, float value, size_t count, Stream* stream) {
   GEEPS_RETURN_IF_ERROR(CheckNotNull(kOp, "dst", dst));
   GEEPS_ASSIGN_OR_RETURN(size_t bytes, FloatBytes(kOp, count, 1));
   GEEPS_RETURN_IF_ERROR(table_->CheckRange(kOp, "dst", dst, bytes, false));
-  return host_stream->Enqueue(
-      [table = table_, dst, value, count, bytes]() -> Status {
-        GEEPS_RETURN_IF_ERROR(
-            table->CheckRange(kOp, "dst", dst, bytes, /*running=*/true));
-        float* host_dst = table->ToHost(dst);
-        if (value == 0.0f && !std::signbit(value)) {
-          std::memset(host_dst, 0, bytes);  // +0.0f is all zero bits
-        } else {
-          std::fill(host_dst, host_dst + count, value);
-        }
-        return Status::OK();
-      });
+  return host_stream->Enqueue([table = table_, dst, value, count, bytes]() -> Status {
+    GEEPS_RETURN_IF_ERROR(table->CheckRange(kOp, "dst", dst, bytes, /*running=*/true));
+    float* host_dst = table->ToHost(dst);
+    if (value == 0.0f && !std::signbit(value)) {
+      std::memset(host_dst, 0, bytes);  // +0.0f is all zero bits
+    } else {
+      std::fill(host_dst, host_dst + count, value);
+    }
+    return Status::OK();
+  });
 }
 
 Status HostDevice::Record(Event* event, Stream* stream) {

@@ -57,8 +57,7 @@ class HostDevice final : public Device {
   // clear: non-canonical on x86-64 (#GP, SIGSEGV). On AArch64 (user
   // addresses below 2^52, top byte ignored) bit 54 puts it outside the user
   // range. Subtracting it gives the host address back exactly.
-  static constexpr uintptr_t kOpaqueOffset =
-      (uintptr_t{1} << 62) | (uintptr_t{1} << 54);
+  static constexpr uintptr_t kOpaqueOffset = (uintptr_t{1} << 62) | (uintptr_t{1} << 54);
 
   explicit HostDevice(const DeviceOptions& options);
   ~HostDevice() override;
@@ -87,16 +86,14 @@ class HostDevice final : public Device {
   StatusOr<std::unique_ptr<Event>> CreateEvent() override;
 
   // Copies use memmove, so overlapping ranges are fine.
-  Status Copy(void* dst, const void* src, size_t bytes, CopyKind kind,
-              Stream* stream) override;
-  Status Gather(float* dst, const float* src, const uint32_t* index, size_t n,
-                size_t width, Stream* stream) override;
-  Status ScatterAdd(float* dst, const float* src, const uint32_t* index,
-                    size_t n, size_t width, Stream* stream) override;
-  Status Scatter(float* dst, const float* src, const uint32_t* index, size_t n,
-                 size_t width, Stream* stream) override;
-  Status Add(float* dst, const float* src, size_t count,
-             Stream* stream) override;
+  Status Copy(void* dst, const void* src, size_t bytes, CopyKind kind, Stream* stream) override;
+  Status Gather(float* dst, const float* src, const uint32_t* index, size_t n, size_t width,
+                Stream* stream) override;
+  Status ScatterAdd(float* dst, const float* src, const uint32_t* index, size_t n, size_t width,
+                    Stream* stream) override;
+  Status Scatter(float* dst, const float* src, const uint32_t* index, size_t n, size_t width,
+                 Stream* stream) override;
+  Status Add(float* dst, const float* src, size_t count, Stream* stream) override;
   Status Fill(float* dst, float value, size_t count, Stream* stream) override;
 
   Status HostFunction(std::function<void()> work, Stream* stream) override;
@@ -116,16 +113,15 @@ class HostDevice final : public Device {
  private:
   enum class IndexedSide { kSource, kDestination };
   // A row kernel on host addresses: (dst, src, index, n, width).
-  using RowKernel = void (*)(float*, const float*, const uint32_t*, size_t,
-                             size_t);
+  using RowKernel = void (*)(float*, const float*, const uint32_t*, size_t, size_t);
 
   // Shared by Gather, ScatterAdd and Scatter: checks the arguments, then
   // enqueues `kernel` behind a run-time check of all ranges, including the
   // indexed side (`indexed`) up to the largest index; the kernel gets the
   // pointers translated to host addresses.
-  Status EnqueueIndexed(const char* op, float* dst, const float* src,
-                        const uint32_t* index, size_t n, size_t width,
-                        IndexedSide indexed, Stream* stream, RowKernel kernel);
+  Status EnqueueIndexed(const char* op, float* dst, const float* src, const uint32_t* index,
+                        size_t n, size_t width, IndexedSide indexed, Stream* stream,
+                        RowKernel kernel);
 
   const uint64_t memory_budget_;
   const uint64_t copy_bandwidth_;  // DeviceOptions::emulated_copy_bandwidth
