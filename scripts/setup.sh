@@ -19,6 +19,7 @@ PACKAGES=(
   libopenmpi-dev                    # MPI_Allreduce, the scaling benchmark's baseline
   iproute2                          # ip, tc: scale_bench --netns (namespaces, veth, bridge, tbf)
   clang-14 libclang-rt-14-dev       # libFuzzer targets (scripts/fuzz.sh)
+  clang-format                      # scripts/check-format.sh (.ci/run's format stage)
   patchelf xz-utils                 # scripts/gpu-bundle.sh (RUNPATHs, compressed libraries)
 )
 
