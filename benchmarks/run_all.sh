@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the benchmark suite on this machine and writes, under OUT (default
-# benchmarks/results/latest): each benchmark's JSON and CSV, summary.md (the
+# <build dir>/benchmark-results, not committed): each benchmark's JSON and
+# CSV, summary.md (the
 # tables quoted in docs/performance.md) and, where gnuplot is installed,
 # scaling.png, scaling_netns.png and swap.png. About 9 minutes on 2 cores
 # (scale, its 8-worker BSP point 5 times: 1 min 45 s; scale-netns, each
@@ -14,8 +15,8 @@
 # in OUT.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out="${1:-benchmarks/results/latest}"
 build_dir="${GEEPS_BUILD_DIR:-build}"
+out="${1:-$build_dir/benchmark-results}"
 bin="$build_dir/benchmarks"
 only="${GEEPS_BENCHMARKS:-}"
 mkdir -p "$out"
