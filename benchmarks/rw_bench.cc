@@ -77,23 +77,11 @@ int IterationsFor(uint64_t bytes, double seconds) {
 
 // ---- the ceiling: plain ZeroMQ -------------------------------------------------
 
-int ZmqServer(const Options& o) {
-  zmq::context_t ctx(1);
-  zmq::socket_t s(ctx, zmq::socket_type::router);
-  s.bind(o.endpoint);
-  for (;;) {
-    zmq::message_t id, body;
-    if (!s.recv(id) || !s.recv(body)) return 1;
-    if (body.size() == 0) return 0;  // the client's stop message
-    s.send(id, zmq::send_flags::sndmore);
-    s.send(body, zmq::send_flags::none);  // V bytes back
-  }
-}
-
-// (c): adds each message into the store, then sends the store back as it
-// is. The next add waits until ZeroMQ has released the store (its free
-// callback), so no message is sent while it is being written.
-int ZmqSumServer(const Options& o) {
+// (b) sends each message back as it came. (c) with `sum`: adds each
+// message into the store, then sends the store back as it is; the next add
+// waits until ZeroMQ has released the store (its free callback), so no
+// message is sent while it is being written.
+int ZmqServer(const Options& o, bool sum) {
   std::vector<float> store;  // outlives the context, which sends from it
   std::atomic<bool> held{false};
   zmq::context_t ctx(1);
@@ -103,6 +91,11 @@ int ZmqSumServer(const Options& o) {
     zmq::message_t id, body;
     if (!s.recv(id) || !s.recv(body)) return 1;
     if (body.size() == 0) return 0;  // the client's stop message
+    s.send(id, zmq::send_flags::sndmore);
+    if (!sum) {
+      s.send(body, zmq::send_flags::none);  // V bytes back
+      continue;
+    }
     const size_t floats = body.size() / sizeof(float);
     while (held.load(std::memory_order_acquire)) std::this_thread::yield();
     if (store.size() != floats) store.assign(floats, 0.0f);
@@ -119,7 +112,6 @@ int ZmqSumServer(const Options& o) {
           static_cast<std::atomic<bool>*>(flag)->store(false, std::memory_order_release);
         },
         &held);
-    s.send(id, zmq::send_flags::sndmore);
     s.send(back, zmq::send_flags::none);
   }
 }
@@ -377,8 +369,8 @@ int main(int argc, char** argv) {
   }
   if (o.pairs < 1 || o.pairs > 8) return Usage("--pairs must be 1..8");
   if (o.rounds < 1 || o.rounds > 15) return Usage("--rounds must be 1..15");
-  if (o.child == "zmq-server") return ZmqServer(o);
-  if (o.child == "zmq-sum-server") return ZmqSumServer(o);
+  if (o.child == "zmq-server") return ZmqServer(o, false);
+  if (o.child == "zmq-sum-server") return ZmqServer(o, true);
   if (o.child == "zmq-client") return ZmqClient(o);
   if (o.child == "geeps") return GeepsChild(o);
   if (!o.child.empty()) return Usage("unknown --child");
