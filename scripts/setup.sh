@@ -20,6 +20,7 @@ PACKAGES=(
   iproute2                          # ip, tc: scale_bench --netns (namespaces, veth, bridge, tbf)
   clang-14 libclang-rt-14-dev       # libFuzzer targets (scripts/fuzz.sh)
   clang-format                      # scripts/check-format.sh (.ci/run's format stage)
+  clang-tidy                        # scripts/check-tidy.sh (.ci/run's tidy stage)
   patchelf xz-utils                 # scripts/gpu-bundle.sh (RUNPATHs, compressed libraries)
 )
 

@@ -11,7 +11,6 @@ namespace fmnist {
 namespace {
 
 using geeps::Status;
-using geeps::StatusOr;
 using Clock = std::chrono::steady_clock;
 
 Status WithRank(const Status& s, int rank) {

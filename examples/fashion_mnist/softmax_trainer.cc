@@ -16,7 +16,6 @@ namespace {
 
 using geeps::Status;
 using geeps::StatusCode;
-using geeps::StatusOr;
 using Clock = std::chrono::steady_clock;
 
 constexpr geeps::TableId kTable = 0;
