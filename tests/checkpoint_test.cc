@@ -312,7 +312,7 @@ bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
 constexpr int kTotal = 14;
 
 const std::vector<float>& Reference() {
-  static const std::vector<float> ref = [] {
+  static const std::vector<float> kRef = [] {
     TrainOptions o;
     o.total = kTotal;
     RunResult r = RunCluster(TrainConfig(3, 1, 1), o);
@@ -320,7 +320,7 @@ const std::vector<float>& Reference() {
     for (int w = 1; w < 3; ++w) EXPECT_TRUE(SameBits(r.params[0], r.params[w]));
     return r.params[0];
   }();
-  return ref;
+  return kRef;
 }
 
 TEST(CheckpointClusterTest, PeriodicCheckpointsResumeBitwiseEqual) {

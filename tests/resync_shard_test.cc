@@ -220,7 +220,7 @@ TEST(ResyncShardTest, ResyncGetsTheHeldPushExactly) {
   Rig rig(TwoColumnConfig(2), 2);
   ASSERT_OK(rig.started);
   Model model;
-  constexpr int64_t m = 3;
+  const int64_t m = 3;
   RunInStep(rig, model, m);
   const std::vector<float> push_m = model.table;
   rig.Send(0, model.Update(0, m, m));
@@ -307,7 +307,7 @@ TEST(ResyncShardTest, MalformedAcksAndResyncsAreDropped) {
   Rig rig(TwoColumnConfig(2), 2);
   ASSERT_OK(rig.started);
   Model model;
-  constexpr int64_t m = 2;
+  const int64_t m = 2;
   RunInStep(rig, model, m);
   int bad = 0;
   rig.Send(1, Control(1, MsgType::kAck, m + 1)), ++bad;
@@ -368,7 +368,7 @@ void ResyncWithoutHold(bool inproc) {
   Rig rig(c, 2, inproc);
   ASSERT_OK(rig.started);
   Model model;
-  constexpr int64_t m = 3;
+  const int64_t m = 3;
   RunInStep(rig, model, m);
   rig.Send(0, model.Update(0, m, m));
   ASSERT_TRUE(rig.Settle());

@@ -181,7 +181,7 @@ void MemoryManager::FillStats(WorkerStats* s) const {
   s->pool_bytes = pool_ ? pool_->size() : 0;
   s->pool_high_water = pool_ ? pool_->high_water_mark() : 0;
   s->memory_plan_json = plan_json_;
-  static const char* kNames[3] = {"read", "update", "local"};
+  static const char* const kNames[3] = {"read", "update", "local"};
   std::string json = "{";
   for (int kind = 0; kind < 3; ++kind) {
     const int end = kind < 2 ? first_id_[kind + 1] : num_accesses_;

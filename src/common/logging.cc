@@ -39,8 +39,8 @@ std::mutex& LogMutex() {
 }  // namespace
 
 bool LogEnabled(LogLevel level) {
-  static const LogLevel threshold = ThresholdFromEnv();
-  return static_cast<int>(level) <= static_cast<int>(threshold);
+  static const LogLevel kThreshold = ThresholdFromEnv();
+  return static_cast<int>(level) <= static_cast<int>(kThreshold);
 }
 
 void LogLine(LogLevel level, const char* file, int line, const std::string& msg) {

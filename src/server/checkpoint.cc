@@ -84,10 +84,10 @@ Status SyncDir(const std::string& dir) {
 }  // namespace
 
 uint32_t Crc32(const void* data, size_t size, uint32_t crc) {
-  static const CrcTable table;
+  static const CrcTable kTable;
   const auto* p = static_cast<const unsigned char*>(data);
   crc = ~crc;
-  for (size_t i = 0; i < size; ++i) crc = table.v[(crc ^ p[i]) & 0xFF] ^ (crc >> 8);
+  for (size_t i = 0; i < size; ++i) crc = kTable.v[(crc ^ p[i]) & 0xFF] ^ (crc >> 8);
   return ~crc;
 }
 

@@ -39,18 +39,18 @@ constexpr size_t kNumVariables = sizeof(kVariables) / sizeof(kVariables[0]);
 
 // The scratch host list of this process (one file, rewritten per input).
 const std::string& HostFilePath() {
-  static const std::string path = [] {
+  static const std::string kPath = [] {
     const char* dir = std::getenv("TMPDIR");
     std::string templ =
         std::string(dir != nullptr && *dir != '\0' ? dir : "/tmp") + "/geeps-fuzz-hosts-XXXXXX";
     const int fd = mkstemp(templ.data());
     if (fd < 0) std::abort();
     close(fd);
-    static const std::string to_remove = templ;
-    std::atexit([] { unlink(to_remove.c_str()); });
+    static const std::string kToRemove = templ;
+    std::atexit([] { unlink(kToRemove.c_str()); });
     return templ;
   }();
-  return path;
+  return kPath;
 }
 
 void CheckHostPort(const std::string& text) {

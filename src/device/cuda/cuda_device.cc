@@ -139,7 +139,7 @@ void CUDART_CB RunHostWork(void* arg) {
 }  // namespace
 
 Status CudaAvailable() {
-  static const Status* const available = [] {
+  static const Status* const kAvailable = [] {
     int count = 0;
     const cudaError_t error = Handled(cudaGetDeviceCount(&count));
     if (error != cudaSuccess) {
@@ -152,7 +152,7 @@ Status CudaAvailable() {
     }
     return new Status();
   }();
-  return *available;
+  return *kAvailable;
 }
 
 StatusOr<std::unique_ptr<Device>> CudaDevice::Create(const DeviceOptions& options) {
