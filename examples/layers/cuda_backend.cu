@@ -790,10 +790,7 @@ class CudaBackend final : public Backend {
     Launched("DropoutForward");
   }
   void DropoutBackward(const float* dy, size_t n, float rate, uint64_t seed, float* dx) override {
-    if (!ok() || n == 0) return;
-    DropoutKernel<<<Blocks(n), kThreads, 0, stream_>>>(dy, n, DropoutThreshold(rate),
-                                                       1.0f / (1.0f - rate), seed, dx);
-    Launched("DropoutBackward");
+    DropoutForward(dy, n, rate, seed, dx);  // the same mask and scale
   }
 
   void MomentumDelta(const float* grad, const float* weights, size_t n, float lr, float momentum,

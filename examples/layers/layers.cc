@@ -118,19 +118,22 @@ std::string Dropout::name() const {
   return buf;
 }
 
+float Dropout::Rate(const Backend& be) const {
+  return be.training() ? rate_ : 0.0f;  // rate 0 copies
+}
+
+uint64_t Dropout::Seed(const Backend& be) const {
+  return be.seed() ^ (salt_ * 0xD1B54A32D192ED03ull);
+}
+
 void Dropout::Forward(Backend& be, const float*, const float* x, int batch, float* y,
                       float*) const {
-  const float rate = be.training() ? rate_ : 0.0f;  // rate 0 copies
-  be.DropoutForward(x, batch * in_shape().size(), rate, be.seed() ^ (salt_ * 0xD1B54A32D192ED03ull),
-                    y);
+  be.DropoutForward(x, batch * in_shape().size(), Rate(be), Seed(be), y);
 }
 
 void Dropout::Backward(Backend& be, const float*, const float*, const float*, const float* dy,
                        int batch, float* dx, float*, float*) const {
-  if (dx == nullptr) return;
-  const float rate = be.training() ? rate_ : 0.0f;
-  be.DropoutBackward(dy, batch * in_shape().size(), rate,
-                     be.seed() ^ (salt_ * 0xD1B54A32D192ED03ull), dx);
+  if (dx != nullptr) be.DropoutBackward(dy, batch * in_shape().size(), Rate(be), Seed(be), dx);
 }
 
 // ---- MaxPool ------------------------------------------------------------------

@@ -132,6 +132,10 @@ class Dropout final : public Layer {
                 int batch, float* dx, float* dparams, float* scratch) const override;
 
  private:
+  // The rate and the mask's seed this pass uses (the same forward and back).
+  float Rate(const Backend& be) const;
+  uint64_t Seed(const Backend& be) const;
+
   float rate_;
   uint64_t salt_;
 };
