@@ -172,6 +172,13 @@ TEST(NetTrainerTest, RejectsBadOptions) {
     EXPECT_NE(s.message().find("dropout"), std::string::npos) << s;
     EXPECT_FALSE(BuildModel("cnn", rate).ok()) << rate;
   }
+  auto normed = BuildModel("cnn-gn");
+  ASSERT_TRUE(normed.ok()) << normed.status();
+  EXPECT_EQ(normed->Describe(),
+            "conv3x3x16-gn4-relu-maxpool2-conv3x3x32-gn8-relu-maxpool2-fc128-relu-fc10");
+  o = NetOptions();
+  o.model = "cnn-gn";
+  EXPECT_TRUE(ValidateNetOptions(o).ok());
   auto with_dropout = BuildModel("cnn", 0.25f);
   ASSERT_TRUE(with_dropout.ok()) << with_dropout.status();
   EXPECT_NE(with_dropout->Describe().find("relu-dropout0.25-fc10"), std::string::npos)

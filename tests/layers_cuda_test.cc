@@ -300,6 +300,41 @@ TEST_F(LayersCudaTest, Dropout) {
   }
 }
 
+// Group normalisation against the host: groups of one channel, of all
+// channels and between, planes wider than a block (the kernels' strided
+// loops), one image.
+TEST_F(LayersCudaTest, GroupNorm) {
+  struct Case {
+    int batch, channels, spatial, groups;
+  };
+  for (const Case& k :
+       {Case{3, 8, 300, 4}, Case{2, 6, 1, 6}, Case{5, 4, 49, 1}, Case{1, 16, 9, 8}}) {
+    SCOPED_TRACE(::testing::Message()
+                 << k.batch << "x" << k.channels << "x" << k.spatial << " / " << k.groups);
+    const size_t n = static_cast<size_t>(k.batch) * k.channels * k.spatial;
+    std::vector<float> x = Random(n), gamma = Random(k.channels), beta = Random(k.channels),
+                       dy = Random(n), y(n), dx(n), dgamma(k.channels), dbeta(k.channels),
+                       stats(2 * k.batch * k.groups);
+    for (float& v : x) v = 3.0f * v + 2.0f;
+    DeviceBuffer dxin(x), dg(gamma), db(beta), ddy(dy), dyout(y), ddx(dx), ddg(dgamma), ddb(dbeta),
+        dstats(stats);
+    host_->GroupNormForward(x.data(), k.batch, k.channels, k.spatial, k.groups, gamma.data(),
+                            beta.data(), y.data(), stats.data());
+    cuda_->GroupNormForward(dxin.get(), k.batch, k.channels, k.spatial, k.groups, dg.get(),
+                            db.get(), dyout.get(), dstats.get());
+    host_->GroupNormBackward(x.data(), dy.data(), k.batch, k.channels, k.spatial, k.groups,
+                             gamma.data(), dx.data(), dgamma.data(), dbeta.data(), stats.data());
+    cuda_->GroupNormBackward(dxin.get(), ddy.get(), k.batch, k.channels, k.spatial, k.groups,
+                             dg.get(), ddx.get(), ddg.get(), ddb.get(), dstats.get());
+    Done();
+    ExpectClose(y, dyout.Host(), "GroupNormForward");
+    ExpectClose(dx, ddx.Host(), "GroupNormBackward dx");
+    const size_t terms = static_cast<size_t>(k.batch) * k.spatial;
+    ExpectSumsClose(dgamma, ddg.Host(), terms, "GroupNormBackward dgamma");
+    ExpectSumsClose(dbeta, ddb.Host(), terms, "GroupNormBackward dbeta");
+  }
+}
+
 const Window kPoolWindows[] = {
     {3, 8, 8, 2, 2, 0}, {2, 7, 9, 3, 1, 0}, {2, 9, 7, 3, 2, 0}, {4, 12, 10, 2, 2, 0}};
 
@@ -466,7 +501,7 @@ TEST_F(LayersCudaTest, MomentumDelta) {
 // Every layer of a small CNN, forward and backward, on both backends.
 TEST_F(LayersCudaTest, LayersMatchHost) {
   Network net(Shape{2, 10, 10});
-  net.Conv(4, 3, 1).Relu().MaxPool(2, 2).Conv(3, 3, 0).FullyConnected(5);
+  net.Conv(4, 3, 1).GroupNorm(2).Relu().MaxPool(2, 2).Conv(3, 3, 0).FullyConnected(5);
   const int batch = 4;
   std::mt19937_64 init(7);
   for (int i = 0; i < net.size(); ++i) {

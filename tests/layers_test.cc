@@ -289,6 +289,66 @@ TEST(LayersTest, DropoutGradientForAFixedSeed) {
   ExpectGradientMatches(&x, dx, loss, "dropout dx");
 }
 
+TEST(LayersTest, GroupNormGradient) {
+  GroupNorm gn(Shape{4, 2, 3}, 2);  // 2 groups of 2 channels x 6 positions
+  EXPECT_EQ(gn.num_params(), 8u);
+  CheckLayer(gn, 3, Random(3 * 24, 4, -2, 2));
+  CheckLayer(GroupNorm(Shape{3, 2, 2}, 1), 2, Random(2 * 12, 5));  // one group: layer norm
+  CheckLayer(GroupNorm(Shape{3, 3, 1}, 3), 2, Random(2 * 9, 6));   // a group per channel
+}
+
+// With its initial parameters (gamma 1, beta 0) every image's group comes
+// out with mean 0 and variance var / (var + epsilon), whatever its offset
+// and scale; gamma and beta then scale and shift each channel; and an
+// image's output depends on that image alone, not on the rest of the batch
+// (the same function in training and evaluation).
+TEST(LayersTest, GroupNormNormalisesEachImagesGroups) {
+  const Shape shape{6, 3, 2};
+  const int groups = 3, batch = 4, per_group = 2 * 6;
+  GroupNorm gn(shape, groups);
+  EXPECT_EQ(gn.name(), "gn3");
+  std::vector<float> x = Random(batch * shape.size(), 8);
+  for (size_t i = 0; i < x.size(); ++i) {  // a different offset and scale per group
+    const size_t bg = i / per_group;
+    x[i] = 3.0f * static_cast<float>(bg) - 5.0f + (1.0f + static_cast<float>(bg % 5)) * x[i];
+  }
+  std::mt19937_64 rng(1);
+  std::vector<float> params(gn.num_params());
+  gn.InitParams(rng, params.data());
+  EXPECT_EQ(params, (std::vector<float>{1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}));
+  std::unique_ptr<Backend> be = MakeHostBackend();
+  std::vector<float> y(x.size()), scratch(gn.ScratchFloats(batch));
+  gn.Forward(*be, params.data(), x.data(), batch, y.data(), scratch.data());
+  for (int bg = 0; bg < batch * groups; ++bg) {
+    double sum = 0, squares = 0, var_x = 0, mean_x = 0;
+    for (int i = 0; i < per_group; ++i) mean_x += x[bg * per_group + i] / double{per_group};
+    for (int i = 0; i < per_group; ++i) {
+      const double v = y[bg * per_group + i];
+      sum += v;
+      squares += v * v;
+      var_x += (x[bg * per_group + i] - mean_x) * (x[bg * per_group + i] - mean_x) / per_group;
+    }
+    EXPECT_NEAR(sum / per_group, 0.0, 1e-5) << "group " << bg;
+    EXPECT_NEAR(squares / per_group, var_x / (var_x + kGroupNormEpsilon), 1e-5) << "group " << bg;
+  }
+  // gamma = c + 1, beta = 0.5 - c: y2 = gamma * y + beta, channel by channel.
+  for (int c = 0; c < shape.channels; ++c) {
+    params[c] = static_cast<float>(c + 1);
+    params[shape.channels + c] = 0.5f - static_cast<float>(c);
+  }
+  std::vector<float> y2(x.size());
+  gn.Forward(*be, params.data(), x.data(), batch, y2.data(), scratch.data());
+  for (size_t i = 0; i < x.size(); ++i) {
+    const int c = static_cast<int>(i / 6 % shape.channels);
+    EXPECT_NEAR(y2[i], static_cast<float>(c + 1) * y[i] + 0.5f - static_cast<float>(c), 1e-4) << i;
+  }
+  // Image 2 alone gives what it gave in the batch.
+  std::vector<float> alone(shape.size());
+  gn.Forward(*be, params.data(), x.data() + 2 * shape.size(), 1, alone.data(), scratch.data());
+  EXPECT_EQ(alone,
+            std::vector<float>(y2.begin() + 2 * shape.size(), y2.begin() + 3 * shape.size()));
+}
+
 TEST(LayersTest, SoftmaxCrossEntropyGradientAndValue) {
   std::unique_ptr<Backend> be = MakeHostBackend();
   const int batch = 3, classes = 5;
@@ -348,6 +408,12 @@ TEST(LayersTest, NetworkShapesAndNames) {
   EXPECT_EQ(net.layer(6).in_shape().size(), 32u * 7 * 7);
   EXPECT_EQ(net.Describe(), "conv3x3x16-relu-maxpool2-conv3x3x32-relu-maxpool2-fc10");
   EXPECT_EQ(net.num_params(), (16u * 9 + 16) + (32u * 16 * 9 + 32) + (10u * 32 * 49 + 10));
+
+  Network normed(Shape{1, 28, 28});
+  normed.Conv(8, 3, 1).GroupNorm(4).Relu();
+  EXPECT_EQ(normed.Describe(), "conv3x3x8-gn4-relu");
+  EXPECT_EQ(normed.layer(1).out_shape().size(), 8u * 28 * 28);
+  EXPECT_EQ(normed.num_params(), (8u * 9 + 8) + 2 * 8);
 }
 
 }  // namespace

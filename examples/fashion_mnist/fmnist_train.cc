@@ -63,7 +63,7 @@ int ParseFlags(int argc, char** argv, Flags* flags) {
   desc.add_options()
       ("help,h", "print this help and exit")
       ("model", po::value(&n.model)->default_value(n.model),
-       "mlp, cnn, cnn-wide or big-mlp (net_trainer.h)")
+       "mlp, cnn, cnn-gn, cnn-wide or big-mlp (net_trainer.h)")
       ("workers", po::value(&n.workers)->default_value(n.workers),
        "workers of the embedded cluster (one thread each)")
       ("processes", po::bool_switch(&flags->processes),

@@ -163,8 +163,9 @@ Status Iteration(geeps::Step& s, const NetOptions& opt, const nn::Network& net, 
 
 Status ValidateNetOptions(const NetOptions& o) {
   auto bad = [](const std::string& what) { return Status(StatusCode::kInvalidArgument, what); };
-  if (o.model != "mlp" && o.model != "cnn" && o.model != "cnn-wide" && o.model != "big-mlp") {
-    return bad("unknown model '" + o.model + "' (mlp, cnn, cnn-wide or big-mlp)");
+  if (o.model != "mlp" && o.model != "cnn" && o.model != "cnn-gn" && o.model != "cnn-wide" &&
+      o.model != "big-mlp") {
+    return bad("unknown model '" + o.model + "' (mlp, cnn, cnn-gn, cnn-wide or big-mlp)");
   }
   if (o.workers < 1) return bad("workers must be >= 1");
   if (o.shards < 1) return bad("shards must be >= 1");
@@ -227,6 +228,11 @@ StatusOr<nn::Network> BuildModel(const std::string& name, float dropout) {
     net.Conv(32, 3, 1).Relu().MaxPool(2, 2);
     net.FullyConnected(128).Relu();
     head();
+  } else if (name == "cnn-gn") {
+    net.Conv(16, 3, 1).GroupNorm(4).Relu().MaxPool(2, 2);
+    net.Conv(32, 3, 1).GroupNorm(8).Relu().MaxPool(2, 2);
+    net.FullyConnected(128).Relu();
+    head();
   } else if (name == "cnn-wide") {
     net.Conv(32, 3, 1).Relu().MaxPool(2, 2);
     net.Conv(64, 3, 1).Relu().MaxPool(2, 2);
@@ -237,7 +243,7 @@ StatusOr<nn::Network> BuildModel(const std::string& name, float dropout) {
     net.FullyConnected(kClasses);
   } else {
     return Status(StatusCode::kInvalidArgument,
-                  "unknown model '" + name + "' (mlp, cnn, cnn-wide or big-mlp)");
+                  "unknown model '" + name + "' (mlp, cnn, cnn-gn, cnn-wide or big-mlp)");
   }
   return net;
 }

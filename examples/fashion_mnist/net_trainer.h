@@ -39,7 +39,7 @@
 namespace fmnist {
 
 struct NetOptions {
-  std::string model = "cnn";  // "mlp", "cnn", "cnn-wide" or "big-mlp" (BuildModel)
+  std::string model = "cnn";  // "mlp", "cnn", "cnn-gn", "cnn-wide" or "big-mlp" (BuildModel)
   int workers = 2;
   int shards = 1;
   int channels = 1;
@@ -97,6 +97,8 @@ void Augment(const float* in, std::mt19937_64& rng, bool flip, int shift, float*
 // Builds the named model for 28x28 grey images and 10 classes:
 //   mlp: fc256-relu-fc128-relu-fc10
 //   cnn: conv3x3x16-relu-maxpool2-conv3x3x32-relu-maxpool2-fc128-relu-fc10
+//   cnn-gn: cnn with group normalisation after each convolution:
+//           conv3x3x16-gn4-relu-maxpool2-conv3x3x32-gn8-relu-maxpool2-fc128-relu-fc10
 //   cnn-wide: conv3x3x32-relu-maxpool2-conv3x3x64-relu-maxpool2-fc256-relu-fc10
 //   big-mlp: 12 x (fc512-relu), then fc10 (for big_net: its activations,
 //            gradients and momentum outgrow a small device budget)

@@ -30,6 +30,9 @@
 
 namespace nn {
 
+// The epsilon GroupNormForward adds to each group's variance.
+inline constexpr float kGroupNormEpsilon = 1e-5f;
+
 // Geometry of a square-kernel 2-d window (convolution or pooling) over a
 // channels x height x width image.
 struct Window {
@@ -144,6 +147,25 @@ class Backend {
   // with the same seed. Rate 0 copies. In-place allowed.
   virtual void DropoutForward(const float* x, size_t n, float rate, uint64_t seed, float* y) = 0;
   virtual void DropoutBackward(const float* dy, size_t n, float rate, uint64_t seed, float* dx) = 0;
+
+  // Group normalisation of `batch` images of `channels` planes of `spatial`
+  // values (NCHW), the channels in `groups` equal consecutive groups
+  // (REQUIRES: groups divides channels). Per image and group, with mean and
+  // biased variance var over its channels / groups * spatial values:
+  //   y = gamma[c] * (x - mean) * rstd + beta[c],
+  //   rstd = 1 / sqrt(var + kGroupNormEpsilon).
+  // stats: 2 * batch * groups backend floats of scratch (each image and
+  // group's mean and rstd; contents not needed afterwards).
+  virtual void GroupNormForward(const float* x, int batch, int channels, int spatial, int groups,
+                                const float* gamma, const float* beta, float* y, float* stats) = 0;
+  // Given dy = dLoss/dy: dgamma and dbeta (channels each, summed over the
+  // batch, overwritten) and, unless dx is null, dx = dLoss/dx (overwritten),
+  // with xhat = (x - mean) * rstd and g = dy * gamma[c]:
+  //   dx = rstd * (g - mean over the group of g - xhat * mean of g * xhat).
+  // Recomputes the statistics from x (into `stats`, as above).
+  virtual void GroupNormBackward(const float* x, const float* dy, int batch, int channels,
+                                 int spatial, int groups, const float* gamma, float* dx,
+                                 float* dgamma, float* dbeta, float* stats) = 0;
 
   // SGD with momentum and L2 weight decay, as a delta for an add-only
   // parameter server:

@@ -236,6 +236,110 @@ __global__ void SoftmaxKernel(const float* __restrict__ logits, const int32_t* _
   }
 }
 
+// The sum of every thread's v over the block (blockDim.x == kThreads, a power
+// of 2), returned to every thread; `partial` is kThreads doubles of shared
+// memory, free again when it returns.
+__device__ double BlockSum(double v, double* partial) {
+  partial[threadIdx.x] = v;
+  __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s /= 2) {
+    if (static_cast<int>(threadIdx.x) < s) partial[threadIdx.x] += partial[threadIdx.x + s];
+    __syncthreads();
+  }
+  const double total = partial[0];
+  __syncthreads();
+  return total;
+}
+
+// One block per image and group (its `count` values are consecutive): the
+// group's mean and 1 / sqrt(variance + epsilon) into stats, as the host
+// backend computes them (two passes, in double).
+__global__ void GroupStatsKernel(const float* __restrict__ x, size_t count,
+                                 float* __restrict__ stats) {
+  __shared__ double partial[kThreads];
+  const float* v = x + blockIdx.x * count;
+  double sum = 0;
+  for (size_t i = threadIdx.x; i < count; i += blockDim.x) sum += v[i];
+  const double mean = BlockSum(sum, partial) / static_cast<double>(count);
+  double squares = 0;
+  for (size_t i = threadIdx.x; i < count; i += blockDim.x) {
+    squares += (v[i] - mean) * (v[i] - mean);
+  }
+  const double var = BlockSum(squares, partial) / static_cast<double>(count);
+  if (threadIdx.x == 0) {
+    stats[2 * blockIdx.x] = static_cast<float>(mean);
+    stats[2 * blockIdx.x + 1] = static_cast<float>(1.0 / sqrt(var + kGroupNormEpsilon));
+  }
+}
+
+__global__ void GroupNormForwardKernel(const float* __restrict__ x, size_t total, int channels,
+                                       int spatial, int groups, const float* __restrict__ gamma,
+                                       const float* __restrict__ beta,
+                                       const float* __restrict__ stats, float* __restrict__ y) {
+  const int per_group = channels / groups;
+  GRID_LOOP(i, total) {
+    const size_t plane = i / spatial;
+    const int c = static_cast<int>(plane % channels);
+    const size_t b = plane / channels;
+    const float* st = stats + 2 * (b * groups + c / per_group);
+    const float scale = gamma[c] * st[1];
+    const float shift = beta[c] - st[0] * scale;
+    y[i] = x[i] * scale + shift;
+  }
+}
+
+// One block per channel: dgamma[c] = sum of dy * xhat, dbeta[c] = sum of dy
+// over the batch's planes of channel c.
+__global__ void GroupNormParamGradKernel(const float* __restrict__ x, const float* __restrict__ dy,
+                                         int batch, int channels, int spatial, int groups,
+                                         const float* __restrict__ stats,
+                                         float* __restrict__ dgamma, float* __restrict__ dbeta) {
+  __shared__ double partial[kThreads];
+  const int c = blockIdx.x;
+  const int g = c / (channels / groups);
+  double sum_dyx = 0, sum_dy = 0;
+  const size_t total = static_cast<size_t>(batch) * spatial;
+  for (size_t j = threadIdx.x; j < total; j += blockDim.x) {
+    const size_t b = j / spatial, i = j % spatial;
+    const size_t at = (b * channels + c) * spatial + i;
+    const float* st = stats + 2 * (b * groups + g);
+    sum_dyx += dy[at] * ((static_cast<double>(x[at]) - st[0]) * st[1]);
+    sum_dy += dy[at];
+  }
+  sum_dyx = BlockSum(sum_dyx, partial);
+  sum_dy = BlockSum(sum_dy, partial);
+  if (threadIdx.x == 0) {
+    dgamma[c] = static_cast<float>(sum_dyx);
+    dbeta[c] = static_cast<float>(sum_dy);
+  }
+}
+
+// One block per image and group: dx of its values (backend.h).
+__global__ void GroupNormDxKernel(const float* __restrict__ x, const float* __restrict__ dy,
+                                  int channels, int spatial, int groups,
+                                  const float* __restrict__ gamma, const float* __restrict__ stats,
+                                  float* __restrict__ dx) {
+  __shared__ double partial[kThreads];
+  const int per_group = channels / groups;
+  const size_t count = static_cast<size_t>(per_group) * spatial;
+  const size_t first = blockIdx.x * count;  // a group's planes are consecutive
+  const int first_channel = static_cast<int>(blockIdx.x % groups) * per_group;
+  const double mean = stats[2 * blockIdx.x], rstd = stats[2 * blockIdx.x + 1];
+  double sum_g = 0, sum_gx = 0;
+  for (size_t i = threadIdx.x; i < count; i += blockDim.x) {
+    const double g = static_cast<double>(dy[first + i]) * gamma[first_channel + i / spatial];
+    sum_g += g;
+    sum_gx += g * ((x[first + i] - mean) * rstd);
+  }
+  const double mean_g = BlockSum(sum_g, partial) / static_cast<double>(count);
+  const double mean_gx = BlockSum(sum_gx, partial) / static_cast<double>(count);
+  for (size_t i = threadIdx.x; i < count; i += blockDim.x) {
+    const double xhat = (x[first + i] - mean) * rstd;
+    const double g = static_cast<double>(dy[first + i]) * gamma[first_channel + i / spatial];
+    dx[first + i] = static_cast<float>(rstd * (g - mean_g - xhat * mean_gx));
+  }
+}
+
 // Inverted dropout; also its backward pass (the same mask and scale).
 __global__ void DropoutKernel(const float* x, size_t n, uint32_t threshold, float scale,
                               uint64_t seed, float* y) {
@@ -781,6 +885,38 @@ class CudaBackend final : public Backend {
     double loss = 0;  // in row order, as the host sums
     for (double l : host_losses_) loss += l;
     return loss;
+  }
+
+  void GroupNormForward(const float* x, int batch, int channels, int spatial, int groups,
+                        const float* gamma, const float* beta, float* y, float* stats) override {
+    if (!ok() || batch == 0) return;
+    const size_t count = static_cast<size_t>(channels / groups) * spatial;
+    GroupStatsKernel<<<batch * groups, kThreads, 0, stream_>>>(x, count, stats);
+    if (!Launched("GroupNormForward (statistics)")) return;
+    const size_t total = static_cast<size_t>(batch) * channels * spatial;
+    GroupNormForwardKernel<<<Blocks(total), kThreads, 0, stream_>>>(x, total, channels, spatial,
+                                                                    groups, gamma, beta, stats, y);
+    Launched("GroupNormForward");
+  }
+
+  void GroupNormBackward(const float* x, const float* dy, int batch, int channels, int spatial,
+                         int groups, const float* gamma, float* dx, float* dgamma, float* dbeta,
+                         float* stats) override {
+    if (!ok()) return;
+    if (batch == 0) {
+      Zero(dgamma, channels);
+      Zero(dbeta, channels);
+      return;
+    }
+    const size_t count = static_cast<size_t>(channels / groups) * spatial;
+    GroupStatsKernel<<<batch * groups, kThreads, 0, stream_>>>(x, count, stats);
+    if (!Launched("GroupNormBackward (statistics)")) return;
+    GroupNormParamGradKernel<<<channels, kThreads, 0, stream_>>>(x, dy, batch, channels, spatial,
+                                                                 groups, stats, dgamma, dbeta);
+    if (!Launched("GroupNormBackward (parameters)") || dx == nullptr) return;
+    GroupNormDxKernel<<<batch * groups, kThreads, 0, stream_>>>(x, dy, channels, spatial, groups,
+                                                                gamma, stats, dx);
+    Launched("GroupNormBackward");
   }
 
   void DropoutForward(const float* x, size_t n, float rate, uint64_t seed, float* y) override {

@@ -29,6 +29,23 @@ Span InsideColumns(const Window& w, int kx, int ow) {
   return s;
 }
 
+// stats[2 * (b * groups + g)] = the mean of image b's group g, and the next
+// float 1 / sqrt(variance + kGroupNormEpsilon) (two passes, in double).
+void GroupStats(const float* x, int batch, int channels, int spatial, int groups, float* stats) {
+  const size_t count = static_cast<size_t>(channels / groups) * spatial;
+  for (size_t bg = 0; bg < static_cast<size_t>(batch) * groups; ++bg) {
+    const float* v = x + bg * count;  // a group's channels are consecutive planes
+    double sum = 0;
+    for (size_t i = 0; i < count; ++i) sum += v[i];
+    const double mean = sum / static_cast<double>(count);
+    double squares = 0;
+    for (size_t i = 0; i < count; ++i) squares += (v[i] - mean) * (v[i] - mean);
+    stats[2 * bg] = static_cast<float>(mean);
+    stats[2 * bg + 1] = static_cast<float>(
+        1.0 / std::sqrt(squares / static_cast<double>(count) + kGroupNormEpsilon));
+  }
+}
+
 class HostBackend final : public Backend {
  public:
   void Gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
@@ -150,6 +167,62 @@ class HostBackend final : public Backend {
   }
   void DropoutBackward(const float* dy, size_t n, float rate, uint64_t seed, float* dx) override {
     DropoutForward(dy, n, rate, seed, dx);  // the same mask and scale
+  }
+
+  void GroupNormForward(const float* x, int batch, int channels, int spatial, int groups,
+                        const float* gamma, const float* beta, float* y, float* stats) override {
+    const int per_group = channels / groups;
+    GroupStats(x, batch, channels, spatial, groups, stats);
+    for (int b = 0; b < batch; ++b) {
+      for (int c = 0; c < channels; ++c) {
+        const float* st = stats + 2 * (static_cast<size_t>(b) * groups + c / per_group);
+        const float scale = gamma[c] * st[1];
+        const float shift = beta[c] - st[0] * scale;
+        const size_t plane = (static_cast<size_t>(b) * channels + c) * spatial;
+        for (int i = 0; i < spatial; ++i) y[plane + i] = x[plane + i] * scale + shift;
+      }
+    }
+  }
+
+  void GroupNormBackward(const float* x, const float* dy, int batch, int channels, int spatial,
+                         int groups, const float* gamma, float* dx, float* dgamma, float* dbeta,
+                         float* stats) override {
+    const int per_group = channels / groups;
+    GroupStats(x, batch, channels, spatial, groups, stats);
+    std::fill(dgamma, dgamma + channels, 0.0f);
+    std::fill(dbeta, dbeta + channels, 0.0f);
+    for (int b = 0; b < batch; ++b) {
+      for (int g = 0; g < groups; ++g) {
+        const float mean = stats[2 * (static_cast<size_t>(b) * groups + g)];
+        const float rstd = stats[2 * (static_cast<size_t>(b) * groups + g) + 1];
+        // Sums over the group of dy * gamma and of dy * gamma * xhat.
+        double sum_g = 0, sum_gx = 0;
+        for (int c = g * per_group; c < (g + 1) * per_group; ++c) {
+          const size_t plane = (static_cast<size_t>(b) * channels + c) * spatial;
+          double dgamma_c = 0, dbeta_c = 0;
+          for (int i = 0; i < spatial; ++i) {
+            const double xhat = (double{x[plane + i]} - mean) * rstd;
+            dgamma_c += dy[plane + i] * xhat;
+            dbeta_c += dy[plane + i];
+          }
+          dgamma[c] += static_cast<float>(dgamma_c);
+          dbeta[c] += static_cast<float>(dbeta_c);
+          sum_g += gamma[c] * dbeta_c;
+          sum_gx += gamma[c] * dgamma_c;
+        }
+        if (dx == nullptr) continue;
+        const double count = static_cast<double>(per_group) * spatial;
+        const double mean_g = sum_g / count, mean_gx = sum_gx / count;
+        for (int c = g * per_group; c < (g + 1) * per_group; ++c) {
+          const size_t plane = (static_cast<size_t>(b) * channels + c) * spatial;
+          for (int i = 0; i < spatial; ++i) {
+            const double xhat = (double{x[plane + i]} - mean) * rstd;
+            dx[plane + i] =
+                static_cast<float>(rstd * (dy[plane + i] * gamma[c] - mean_g - xhat * mean_gx));
+          }
+        }
+      }
+    }
   }
 
   void MaxPoolForward(const float* x, int batch, const Window& w, float* y) override {

@@ -1,5 +1,6 @@
 #include "layers.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -154,6 +155,37 @@ void MaxPool::Backward(Backend& be, const float*, const float* x, const float* y
   if (dx != nullptr) be.MaxPoolBackward(x, y, dy, batch, window_, dx);
 }
 
+// ---- GroupNorm -----------------------------------------------------------------
+
+GroupNorm::GroupNorm(Shape in, int groups) : Layer(in, in), groups_(groups) {}
+
+std::string GroupNorm::name() const { return "gn" + std::to_string(groups_); }
+size_t GroupNorm::num_weights() const { return in_shape().channels; }
+size_t GroupNorm::num_biases() const { return in_shape().channels; }
+size_t GroupNorm::ScratchFloats(int batch) const {
+  return 2 * static_cast<size_t>(batch) * groups_;
+}
+
+void GroupNorm::InitParams(std::mt19937_64& /*rng*/, float* params) const {
+  std::fill(params, params + num_weights(), 1.0f);
+  std::fill(params + num_weights(), params + num_params(), 0.0f);
+}
+
+void GroupNorm::Forward(Backend& be, const float* params, const float* x, int batch, float* y,
+                        float* scratch) const {
+  const Shape s = in_shape();
+  be.GroupNormForward(x, batch, s.channels, s.height * s.width, groups_, params,
+                      params + num_weights(), y, scratch);
+}
+
+void GroupNorm::Backward(Backend& be, const float* params, const float* x, const float* /*y*/,
+                         const float* dy, int batch, float* dx, float* dparams,
+                         float* scratch) const {
+  const Shape s = in_shape();
+  be.GroupNormBackward(x, dy, batch, s.channels, s.height * s.width, groups_, params, dx, dparams,
+                       dparams + num_weights(), scratch);
+}
+
 // ---- Network ------------------------------------------------------------------
 
 Network& Network::FullyConnected(int outputs) {
@@ -176,6 +208,11 @@ Network& Network::MaxPool(int kernel, int stride) {
 Network& Network::Dropout(float rate) {
   layers_.push_back(
       std::make_unique<nn::Dropout>(output_shape(), rate, static_cast<uint64_t>(layers_.size())));
+  return *this;
+}
+
+Network& Network::GroupNorm(int groups) {
+  layers_.push_back(std::make_unique<nn::GroupNorm>(output_shape(), groups));
   return *this;
 }
 

@@ -1,8 +1,8 @@
-// The layers of the example networks: fully connected, convolution, ReLU and
-// max pooling, each a forward and a backward pass over a mini-batch, written
-// against Backend (backend.h) so that the same layer runs on any backend.
-// The softmax cross-entropy loss is Backend::SoftmaxCrossEntropy and SGD with
-// momentum Backend::MomentumDelta.
+// The layers of the example networks: fully connected, convolution, ReLU,
+// max pooling, dropout and group normalisation, each a forward and a backward pass over a
+// mini-batch, written against Backend (backend.h) so that the same layer runs on any backend. The
+// softmax cross-entropy loss is Backend::SoftmaxCrossEntropy and SGD with momentum
+// Backend::MomentumDelta.
 //
 // A layer owns no memory: its parameters, inputs, outputs, gradients and
 // scratch space are buffers its caller passes in (in the trainers, Read
@@ -115,6 +115,31 @@ class Relu final : public Layer {
                 int batch, float* dx, float* dparams, float* scratch) const override;
 };
 
+// Group normalisation (Wu and He, 2018) of conv activations: the channels of
+// each image are split into `groups` equal consecutive groups, and each
+// group is normalised over its channels and positions, then scaled and
+// shifted per channel: y = gamma[c] * (x - mean) / sqrt(var + eps) + beta[c].
+// Unlike batch normalisation it needs no running statistics: training and
+// evaluation compute the same function of one image, so a layer still owns
+// no memory. Parameters: gamma (channels, initially 1) then beta
+// (channels, initially 0). REQUIRES: groups divides the channel count.
+class GroupNorm final : public Layer {
+ public:
+  GroupNorm(Shape in, int groups);
+  std::string name() const override;  // "gn<groups>"
+  size_t num_weights() const override;
+  size_t num_biases() const override;
+  size_t ScratchFloats(int batch) const override;
+  void InitParams(std::mt19937_64& rng, float* params) const override;
+  void Forward(Backend& be, const float* params, const float* x, int batch, float* y,
+               float* scratch) const override;
+  void Backward(Backend& be, const float* params, const float* x, const float* y, const float* dy,
+                int batch, float* dx, float* dparams, float* scratch) const override;
+
+ private:
+  int groups_;
+};
+
 // Inverted dropout at `rate` (in [0, 1)) while the backend is training
 // (Backend::SetTraining): each value is zeroed with probability rate, the
 // others scaled by 1 / (1 - rate); the identity otherwise (evaluation). The
@@ -166,7 +191,8 @@ class Network {
   Network& Conv(int out_channels, int kernel, int pad);
   Network& Relu();
   Network& MaxPool(int kernel, int stride);
-  Network& Dropout(float rate);  // REQUIRES: 0 <= rate < 1
+  Network& Dropout(float rate);    // REQUIRES: 0 <= rate < 1
+  Network& GroupNorm(int groups);  // REQUIRES: groups divides the channels
 
   int size() const { return static_cast<int>(layers_.size()); }
   const Layer& layer(int i) const { return *layers_[i]; }

@@ -101,6 +101,21 @@ class QueuedBackend final : public Backend {
     TakeInnerError();
     return loss;
   }
+  void GroupNormForward(const float* x, int batch, int channels, int spatial, int groups,
+                        const float* gamma, const float* beta, float* y, float* stats) override {
+    Run([in = inner_.get(), x, batch, channels, spatial, groups, gamma, beta, y, stats] {
+      in->GroupNormForward(x, batch, channels, spatial, groups, gamma, beta, y, stats);
+    });
+  }
+  void GroupNormBackward(const float* x, const float* dy, int batch, int channels, int spatial,
+                         int groups, const float* gamma, float* dx, float* dgamma, float* dbeta,
+                         float* stats) override {
+    Run([in = inner_.get(), x, dy, batch, channels, spatial, groups, gamma, dx, dgamma, dbeta,
+         stats] {
+      in->GroupNormBackward(x, dy, batch, channels, spatial, groups, gamma, dx, dgamma, dbeta,
+                            stats);
+    });
+  }
   void DropoutForward(const float* x, size_t n, float rate, uint64_t seed, float* y) override {
     Run([in = inner_.get(), x, n, rate, seed, y] { in->DropoutForward(x, n, rate, seed, y); });
   }
