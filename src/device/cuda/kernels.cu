@@ -10,46 +10,26 @@ namespace geeps::device::cuda {
 
 namespace {
 
-// One element (a float or a float4) of a row operation.
-template <RowOp Op, typename V>
-__device__ __forceinline__ void RowElement(V* dst, const V* src, size_t d, size_t s);
-
-template <>
-__device__ __forceinline__ void RowElement<RowOp::kGather, float>(float* dst, const float* src,
-                                                                  size_t d, size_t s) {
-  dst[d] = src[s];
-}
-template <>
-__device__ __forceinline__ void RowElement<RowOp::kScatter, float>(float* dst, const float* src,
-                                                                   size_t d, size_t s) {
-  dst[d] = src[s];
-}
-template <>
-__device__ __forceinline__ void RowElement<RowOp::kScatterAdd, float>(float* dst, const float* src,
-                                                                      size_t d, size_t s) {
-  dst[d] += src[s];
-}
-template <>
-__device__ __forceinline__ void RowElement<RowOp::kGather, float4>(float4* dst, const float4* src,
-                                                                   size_t d, size_t s) {
-  dst[d] = src[s];
-}
-template <>
-__device__ __forceinline__ void RowElement<RowOp::kScatter, float4>(float4* dst, const float4* src,
-                                                                    size_t d, size_t s) {
-  dst[d] = src[s];
-}
-template <>
-__device__ __forceinline__ void RowElement<RowOp::kScatterAdd, float4>(float4* dst,
-                                                                       const float4* src, size_t d,
-                                                                       size_t s) {
-  float4 a = dst[d];
-  const float4 b = src[s];
+// a += b, per component.
+__device__ __forceinline__ void AddTo(float& a, float b) { a += b; }
+__device__ __forceinline__ void AddTo(float4& a, const float4& b) {
   a.x += b.x;
   a.y += b.y;
   a.z += b.z;
   a.w += b.w;
-  dst[d] = a;
+}
+
+// One element (a float or a float4) of a row operation: a copy for kGather
+// and kScatter, an add for kScatterAdd.
+template <RowOp Op, typename V>
+__device__ __forceinline__ void RowElement(V* dst, const V* src, size_t d, size_t s) {
+  if constexpr (Op == RowOp::kScatterAdd) {
+    V a = dst[d];
+    AddTo(a, src[s]);
+    dst[d] = a;
+  } else {
+    dst[d] = src[s];
+  }
 }
 
 // Flat grid-stride loop over n * width elements (width in units of V). The

@@ -1,0 +1,130 @@
+#include "device/host/allocation_table.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <new>
+#include <sstream>
+#include <string>
+
+#include "device/host/host_device.h"
+
+namespace geeps::device::host {
+namespace {
+
+std::string Describe(const char* op, const char* arg, const void* p, size_t bytes) {
+  std::ostringstream os;
+  os << op << ": " << arg << " " << p << " (" << bytes << " bytes)";
+  return os.str();
+}
+
+}  // namespace
+
+StatusOr<void*> AllocationTable::Allocate(size_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (budget_ != 0 && (bytes > budget_ || in_use_ > budget_ - bytes)) {
+    std::ostringstream os;
+    os << "host device: Allocate(" << bytes
+       << " bytes) exceeds the device memory budget: requested " << bytes << " bytes, in use "
+       << in_use_ << " bytes, budget " << budget_ << " bytes";
+    return ResourceExhaustedError(os.str());
+  }
+  GEEPS_ASSIGN_OR_RETURN(void* p, AlignedAlloc(bytes));
+  void* device_address = ToDevice(p);
+  try {
+    device_.emplace(static_cast<const char*>(device_address), bytes);
+  } catch (const std::bad_alloc&) {
+    std::free(p);
+    return ResourceExhaustedError("host device: out of host memory");
+  }
+  in_use_ += bytes;
+  return device_address;
+}
+
+bool AllocationTable::Free(void* p) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = device_.find(static_cast<const char*>(p));
+  if (it == device_.end()) return false;
+  in_use_ -= it->second;
+  device_.erase(it);
+  std::free(ToHost(p));
+  return true;
+}
+
+StatusOr<void*> AllocationTable::AllocatePinned(size_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  GEEPS_ASSIGN_OR_RETURN(void* p, AlignedAlloc(bytes));
+  try {
+    pinned_.insert(p);
+  } catch (const std::bad_alloc&) {
+    std::free(p);
+    return ResourceExhaustedError("host device: out of host memory");
+  }
+  return p;
+}
+
+bool AllocationTable::FreePinned(void* p) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (pinned_.erase(p) == 0) return false;
+  std::free(p);
+  return true;
+}
+
+void AllocationTable::FreeAll() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [block, bytes] : device_) {
+    std::free(ToHost(const_cast<char*>(block)));
+  }
+  for (void* p : pinned_) std::free(p);
+  device_.clear();
+  pinned_.clear();
+  in_use_ = 0;
+}
+
+uint64_t AllocationTable::in_use() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return in_use_;
+}
+
+std::optional<size_t> AllocationTable::Available(const void* p) const {
+  const char* address = static_cast<const char*>(p);
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = device_.upper_bound(address);
+  if (it == device_.begin()) return std::nullopt;
+  --it;
+  const char* end = it->first + it->second;
+  if (std::greater<>()(address, end)) return std::nullopt;
+  return static_cast<size_t>(end - address);
+}
+
+Status AllocationTable::CheckRange(const char* op, const char* arg, const void* p, size_t bytes,
+                                   bool running) const {
+  std::optional<size_t> available = Available(p);
+  if (available && *available >= bytes) return Status::OK();
+  if (running) {
+    return DeviceError(Describe(op, arg, p, bytes) +
+                       " is no longer inside a live device allocation "
+                       "(freed while the operation was queued?)");
+  }
+  return InvalidArgumentError(Describe(op, arg, p, bytes) +
+                              " is not inside a live device allocation of "
+                              "this device");
+}
+
+StatusOr<void*> AllocationTable::AlignedAlloc(size_t bytes) {
+  constexpr size_t kAlign = HostDevice::kAlignment;
+  if (bytes > SIZE_MAX - kAlign) {
+    return ResourceExhaustedError("host device: cannot allocate " + std::to_string(bytes) +
+                                  " bytes");
+  }
+  const size_t rounded = (std::max<size_t>(bytes, 1) + kAlign - 1) & ~(kAlign - 1);
+  void* p = std::aligned_alloc(kAlign, rounded);
+  if (p == nullptr) {
+    return ResourceExhaustedError(
+        "host device: out of host memory "
+        "allocating " +
+        std::to_string(bytes) + " bytes");
+  }
+  return p;
+}
+
+}  // namespace geeps::device::host

@@ -1,0 +1,127 @@
+#include "device/host/host_stream.h"
+
+#include <algorithm>
+#include <exception>
+#include <new>
+#include <string>
+#include <system_error>
+#include <utility>
+
+#include "common/logging.h"
+
+namespace geeps::device::host {
+
+StatusOr<std::unique_ptr<HostStream>> HostStream::Create(bool async,
+                                                       std::chrono::microseconds max_delay) {
+  std::unique_ptr<HostStream> stream;
+  try {
+    stream.reset(new HostStream(async, max_delay));
+    stream->thread_ = std::thread([s = stream.get()] { s->Run(); });
+  } catch (const std::bad_alloc&) {
+    return ResourceExhaustedError("host device: out of memory");
+  } catch (const std::system_error& e) {
+    return ResourceExhaustedError(std::string("host device: cannot start a stream thread: ") +
+                                  e.what());
+  }
+  return stream;
+}
+
+HostStream::~HostStream() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  work_cv_.notify_one();
+  if (thread_.joinable()) thread_.join();
+  if (!first_error_.ok()) {
+    GEEPS_LOG(Warning) << "host device: stream destroyed with an "
+                          "unreported error: "
+                       << first_error_;
+  }
+}
+
+Status HostStream::Enqueue(Task task, Where where) {
+  std::unique_lock<std::mutex> lock(mu_);
+  try {
+    queue_.push_back(std::move(task));
+  } catch (const std::bad_alloc&) {
+    return ResourceExhaustedError("host device: out of memory enqueuing");
+  }
+  ++enqueued_;
+  if (!async_ && where == Where::kInlineIfIdle && !running_ && queue_.size() == 1) {
+    RunFront(lock);  // errors are kept for Synchronize(), as on the thread
+    return Status::OK();
+  }
+  lock.unlock();
+  work_cv_.notify_one();
+  return Status::OK();
+}
+
+Status HostStream::Synchronize() {
+  std::unique_lock<std::mutex> lock(mu_);
+  const uint64_t target = enqueued_;
+  while (completed_ < target) {
+    if (!async_ && !running_ && !queue_.empty()) {
+      RunFront(lock);
+      continue;
+    }
+    done_cv_.wait(lock);
+  }
+  Status first = std::move(first_error_);
+  first_error_ = Status::OK();
+  return first;
+}
+
+HostStream::HostStream(bool async, std::chrono::microseconds max_delay)
+    : async_(async),
+      max_delay_us_(std::max<int64_t>(0, max_delay.count())),
+      random_(
+          static_cast<uint32_t>(reinterpret_cast<uintptr_t>(this) >> 4) ^
+          static_cast<uint32_t>(std::chrono::steady_clock::now().time_since_epoch().count())) {}
+
+void HostStream::Run() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    work_cv_.wait(lock, [&] { return !running_ && (stopping_ || !queue_.empty()); });
+    if (queue_.empty()) return;  // stopping_ and drained
+    if (async_ && max_delay_us_ > 0) {
+      // Only this thread runs tasks in the asynchronous mode, so the
+      // queue is still non-empty after the delay.
+      const int64_t delay = static_cast<int64_t>(random_() % (max_delay_us_ + 1));
+      lock.unlock();
+      std::this_thread::sleep_for(std::chrono::microseconds(delay));
+      lock.lock();
+    }
+    RunFront(lock);
+  }
+}
+
+void HostStream::RunFront(std::unique_lock<std::mutex>& lock) {
+  Task task = std::move(queue_.front());
+  queue_.pop_front();
+  running_ = true;
+  lock.unlock();
+  Status status = RunTask(task);
+  task = nullptr;  // drop captures outside the lock
+  lock.lock();
+  running_ = false;
+  if (!status.ok() && first_error_.ok()) first_error_ = std::move(status);
+  ++completed_;
+  done_cv_.notify_all();
+  // Wake the stream thread only if it has something to do (a task run
+  // by a caller would otherwise wake it for nothing, a thread switch per
+  // operation).
+  if (!queue_.empty() || stopping_) work_cv_.notify_one();
+}
+
+Status HostStream::RunTask(const Task& task) {
+  try {
+    return task();
+  } catch (const std::exception& e) {
+    return InternalError(std::string("host device: operation threw: ") + e.what());
+  } catch (...) {
+    return InternalError("host device: operation threw");
+  }
+}
+
+}  // namespace geeps::device::host

@@ -1,0 +1,98 @@
+// The host device's streams and events. A HostStream is a thread that runs
+// queued tasks in order (or, in the default synchronous mode, lets an idle
+// caller run them itself: docs/architecture.md, "Threads of the data path");
+// a HostEvent counts records and completions, shared with the markers and
+// waits queued on streams.
+#ifndef GEEPS_DEVICE_HOST_HOST_STREAM_H_
+#define GEEPS_DEVICE_HOST_HOST_STREAM_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "device/device.h"
+#include "geeps/status.h"
+
+namespace geeps::device::host {
+
+// A worker thread running queued tasks in order.
+class HostStream final : public Stream {
+ public:
+  using Task = std::function<Status()>;
+
+  // `async`: the asynchronous host mode (DeviceOptions::async_streams):
+  // each task runs on the stream's thread after a random delay of up to
+  // `max_delay`, and Synchronize() never runs tasks inline.
+  static StatusOr<std::unique_ptr<HostStream>> Create(bool async,
+                                                      std::chrono::microseconds max_delay);
+
+  // Runs what is still queued, then joins the thread.
+  ~HostStream() override;
+
+  // How a task may run: kInlineIfIdle lets the caller run it at once when
+  // the stream is idle in the default (synchronous) mode, which is the
+  // same order and costs no thread hand-off; kOnStreamThread is for tasks
+  // that may block (event waits, emulated copy times) or run the user's
+  // code (host functions), which must not run inside the caller.
+  enum class Where { kInlineIfIdle, kOnStreamThread };
+
+  Status Enqueue(Task task, Where where = Where::kInlineIfIdle);
+
+  // Waits until everything enqueued so far has run. The caller would only
+  // block, so it runs queued tasks itself while the stream thread is not
+  // running one (tasks still run one at a time, in order): enqueue-then-
+  // synchronize costs no thread hand-off.
+  Status Synchronize();
+
+ private:
+  HostStream(bool async, std::chrono::microseconds max_delay);
+
+  void Run();
+  // Runs the task at the front of the queue with mu_ released. REQUIRES:
+  // lock holds mu_, !running_, the queue is not empty.
+  void RunFront(std::unique_lock<std::mutex>& lock);
+  static Status RunTask(const Task& task);
+
+  const bool async_;
+  const int64_t max_delay_us_;
+  std::minstd_rand random_;  // the stream thread's only
+  std::mutex mu_;
+  std::condition_variable work_cv_;  // queue_ non-empty or stopping_
+  std::condition_variable done_cv_;  // completed_ advanced
+  std::deque<Task> queue_;           // GUARDED_BY(mu_)
+  uint64_t enqueued_ = 0;            // GUARDED_BY(mu_)
+  uint64_t completed_ = 0;           // GUARDED_BY(mu_)
+  bool stopping_ = false;            // GUARDED_BY(mu_)
+  bool running_ = false;             // a task is running; GUARDED_BY(mu_)
+  Status first_error_;               // GUARDED_BY(mu_)
+  std::thread thread_;
+};
+
+// Records count up; the event is complete when the marker of its latest
+// record has run. Shared with queued markers and waits, so an event may be
+// destroyed while they are queued.
+struct EventState {
+  std::mutex mu;
+  std::condition_variable cv;  // completed advanced
+  uint64_t recorded = 0;       // GUARDED_BY(mu)
+  uint64_t completed = 0;      // GUARDED_BY(mu)
+};
+
+class HostEvent final : public Event {
+ public:
+  HostEvent() : state_(std::make_shared<EventState>()) {}
+  const std::shared_ptr<EventState>& state() const { return state_; }
+
+ private:
+  const std::shared_ptr<EventState> state_;
+};
+
+}  // namespace geeps::device::host
+
+#endif  // GEEPS_DEVICE_HOST_HOST_STREAM_H_
