@@ -13,31 +13,37 @@
 #include <mpi.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "flags.h"
+
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  unsigned long long params = 2000000;
+  uint64_t params = 2000000;
   int tables = 4, iterations = 20;
   double compute_ms = 200;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string a = argv[i], v = argv[i + 1];
-    if (a == "--params")
-      params = std::stoull(v);
-    else if (a == "--tables")
-      tables = std::stoi(v);
-    else if (a == "--compute-ms")
-      compute_ms = std::stod(v);
-    else if (a == "--iterations")
-      iterations = std::stoi(v);
-    // --slack and others from scale_bench's common arguments are ignored.
+  geeps::bench::Flags flags("allreduce_bench");
+  flags.Add("--params", &params, "parameters (floats) of the model")
+      .Add("--tables", &tables, "tables the parameters are split over")
+      .Add("--compute-ms", &compute_ms, "emulated compute per iteration")
+      .Add("--iterations", &iterations, "timed iterations")
+      .IgnoreUnknown();  // scale_bench's other common arguments (--slack, ...)
+  if (const int status = flags.Parse(argc, argv); status >= 0) {
+    MPI_Finalize();
+    return status;
+  }
+  if (tables < 1 || iterations < 1 || compute_ms < 0) {
+    const int status = flags.Fail("--tables and --iterations must be >= 1, --compute-ms >= 0");
+    MPI_Finalize();
+    return status;
   }
   constexpr unsigned long long kWidth = 1024;  // as scale_bench: whole rows
   unsigned long long rows = params / tables / kWidth;

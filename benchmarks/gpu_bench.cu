@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "device/device.h"
+#include "flags.h"
 
 namespace {
 
@@ -107,24 +108,13 @@ int main(int argc, char** argv) {
   bool check = false;
   double min_indexed_ratio = 0.5;
   double min_overlap = 0.8;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--out") == 0 && i + 1 < argc) {
-      out_path = argv[++i];
-    } else if (std::strcmp(argv[i], "--quick") == 0) {
-      quick = true;
-    } else if (std::strcmp(argv[i], "--check") == 0) {
-      check = true;
-    } else if (std::strcmp(argv[i], "--min-indexed-ratio") == 0 && i + 1 < argc) {
-      min_indexed_ratio = std::atof(argv[++i]);
-    } else if (std::strcmp(argv[i], "--min-overlap") == 0 && i + 1 < argc) {
-      min_overlap = std::atof(argv[++i]);
-    } else {
-      std::fprintf(stderr,
-                   "usage: gpu_bench [--out file.json] [--quick] [--check] "
-                   "[--min-indexed-ratio R] [--min-overlap F]\n");
-      return 2;
-    }
-  }
+  geeps::bench::Flags flags("gpu_bench");
+  flags.Add("--out", &out_path, "JSON results")
+      .Add("--quick", &quick, "5 repetitions instead of 20")
+      .Add("--check", &check, "exit 1 unless the ratios below are met")
+      .Add("--min-indexed-ratio", &min_indexed_ratio, "--check: indexed copies / plain copies")
+      .Add("--min-overlap", &min_overlap, "--check: the overlap of copies and compute");
+  if (const int status = flags.Parse(argc, argv); status >= 0) return status;
   std::unique_ptr<Device> dev = Take(geeps::device::CreateDevice(DeviceKind::kCuda, {}));
   std::unique_ptr<Stream> stream_a = Take(dev->CreateStream());
   std::unique_ptr<Stream> stream_b = Take(dev->CreateStream());

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "../tests/process_util.h"
+#include "flags.h"
 #include "geeps/process.h"
 
 namespace {
@@ -46,35 +47,19 @@ double CpuFraction(double seconds) {
   return (CpuSeconds() - c0) / wall;
 }
 
-int Usage(const char* why) {
-  std::fprintf(stderr,
-               "idle_bench: %s\nusage: idle_bench [--connections N] [--seconds S] "
-               "[--out FILE]\n",
-               why);
-  return 2;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   int connections = 1000;
   double seconds = 3;
   std::string out = "idle_bench.json";
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (i + 1 >= argc) return Usage(("missing value of " + a).c_str());
-    const std::string v = argv[++i];
-    if (a == "--connections")
-      connections = std::stoi(v);
-    else if (a == "--seconds")
-      seconds = std::stod(v);
-    else if (a == "--out")
-      out = v;
-    else
-      return Usage(("unknown option " + a).c_str());
-  }
-  if (connections < 1 || connections > 5000) return Usage("--connections must be 1..5000");
-  if (seconds <= 0 || seconds > 60) return Usage("--seconds must be in (0, 60]");
+  geeps::bench::Flags flags("idle_bench");
+  flags.Add("--connections", &connections, "idle TCP connections to open (1..5000)")
+      .Add("--seconds", &seconds, "how long to measure (0..60]")
+      .Add("--out", &out, "JSON results");
+  if (const int status = flags.Parse(argc, argv); status >= 0) return status;
+  if (connections < 1 || connections > 5000) return flags.Fail("--connections must be 1..5000");
+  if (seconds <= 0 || seconds > 60) return flags.Fail("--seconds must be in (0, 60]");
   // Each connection is two descriptors here (ours and the accepted one).
   rlimit lim{};
   getrlimit(RLIMIT_NOFILE, &lim);

@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "flags.h"
 #include "geeps/embedded_cluster.h"
 
 namespace {
@@ -125,27 +126,18 @@ Status RunOne(const Options& o, double factor, Result* r) {
 
 int main(int argc, char** argv) {
   Options o;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string f = argv[i];
-    const char* v = argv[i + 1];
-    if (f == "--out")
-      o.out = v;
-    else if (f == "--csv")
-      o.csv = v;
-    else if (f == "--layers")
-      o.layers = std::atoi(v);
-    else if (f == "--layer-mb")
-      o.layer_mb = std::atof(v);
-    else if (f == "--compute-ms")
-      o.compute_ms = std::atof(v);
-    else if (f == "--iterations")
-      o.iterations = std::atoi(v);
-    else if (f == "--bandwidth-gbs")
-      o.bandwidth_gbs = std::atof(v);
-    else {
-      std::fprintf(stderr, "memory_bench: unknown flag %s\n", f.c_str());
-      return 2;
-    }
+  geeps::bench::Flags flags("memory_bench");
+  flags.Add("--out", &o.out, "JSON results")
+      .Add("--csv", &o.csv, "CSV results (oversubscription,relative_throughput,stall_fraction)")
+      .Add("--layers", &o.layers, "layers of the emulated network")
+      .Add("--layer-mb", &o.layer_mb, "MB of parameters per layer")
+      .Add("--compute-ms", &o.compute_ms, "emulated compute per layer pass")
+      .Add("--iterations", &o.iterations, "timed iterations per budget")
+      .Add("--bandwidth-gbs", &o.bandwidth_gbs, "emulated host<->device bandwidth, GB/s");
+  if (const int status = flags.Parse(argc, argv); status >= 0) return status;
+  if (o.layers < 1 || o.iterations < 1 || !(o.layer_mb > 0) || o.compute_ms < 0 ||
+      !(o.bandwidth_gbs > 0)) {
+    return flags.Fail("--layers, --iterations, --layer-mb and --bandwidth-gbs must be > 0");
   }
   std::vector<Result> results;
   for (double factor : {0.0, 1.0, 2.0, 4.0, 8.0}) {

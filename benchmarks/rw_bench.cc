@@ -35,6 +35,7 @@
 #include <zmq.hpp>
 
 #include "bench_util.h"
+#include "flags.h"
 #include "geeps/process.h"
 #include "server/row_ops.h"
 
@@ -59,14 +60,6 @@ struct Options {
   std::string endpoint;
   uint64_t bytes = 0;
 };
-
-uint64_t ParseSize(const std::string& s) {
-  char* end = nullptr;
-  uint64_t v = std::strtoull(s.c_str(), &end, 10);
-  if (*end == 'K') v <<= 10;
-  if (*end == 'M') v <<= 20;
-  return v;
-}
 
 // Iterations to time for a size: about `seconds` at a rough 1 GB/s, at
 // least 20, and a fifth as many untimed first.
@@ -327,53 +320,28 @@ double RunGeeps(const Options& o, uint64_t bytes, Passes* passes) {
   return t;
 }
 
-int Usage(const char* why) {
-  std::fprintf(stderr,
-               "rw_bench: %s\nusage: rw_bench [--out F.json] [--csv F.csv] [--sizes 4K,64K,1M,16M] "
-               "[--seconds S] [--pairs 1|2] [--rounds N]\n",
-               why);
-  return 2;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (i + 1 >= argc) return Usage(("missing value of " + a).c_str());
-    const std::string v = argv[++i];
-    if (a == "--out")
-      o.out = v;
-    else if (a == "--csv")
-      o.csv = v;
-    else if (a == "--seconds")
-      o.seconds = std::stod(v);
-    else if (a == "--pairs")
-      o.pairs = std::stoi(v);
-    else if (a == "--rounds")
-      o.rounds = std::stoi(v);
-    else if (a == "--child")
-      o.child = v;
-    else if (a == "--endpoint")
-      o.endpoint = v;
-    else if (a == "--bytes")
-      o.bytes = ParseSize(v);
-    else if (a == "--sizes") {
-      o.sizes.clear();
-      std::stringstream in(v);
-      for (std::string s; std::getline(in, s, ',');) o.sizes.push_back(ParseSize(s));
-    } else {
-      return Usage(("unknown flag " + a).c_str());
-    }
-  }
-  if (o.pairs < 1 || o.pairs > 8) return Usage("--pairs must be 1..8");
-  if (o.rounds < 1 || o.rounds > 15) return Usage("--rounds must be 1..15");
+  geeps::bench::Flags flags("rw_bench");
+  flags.Add("--out", &o.out, "JSON results")
+      .Add("--csv", &o.csv, "CSV results")
+      .AddSizes("--sizes", &o.sizes, "bytes read and updated per iteration (4K,64K,1M,16M)")
+      .Add("--seconds", &o.seconds, "about this long per size and program")
+      .Add("--pairs", &o.pairs, "1: one worker and one server; 2: two of each (1..8)")
+      .Add("--rounds", &o.rounds, "rounds per size, the median reported (1..15)")
+      .Add("--child", &o.child, "internal: zmq-server, zmq-sum-server, zmq-client or geeps")
+      .Add("--endpoint", &o.endpoint, "internal: the child's endpoint")
+      .AddSize("--bytes", &o.bytes, "internal: the child's message size");
+  if (const int status = flags.Parse(argc, argv); status >= 0) return status;
+  if (o.pairs < 1 || o.pairs > 8) return flags.Fail("--pairs must be 1..8");
+  if (o.rounds < 1 || o.rounds > 15) return flags.Fail("--rounds must be 1..15");
   if (o.child == "zmq-server") return ZmqServer(o, false);
   if (o.child == "zmq-sum-server") return ZmqServer(o, true);
   if (o.child == "zmq-client") return ZmqClient(o);
   if (o.child == "geeps") return GeepsChild(o);
-  if (!o.child.empty()) return Usage("unknown --child");
+  if (!o.child.empty()) return flags.Fail("unknown --child " + o.child);
 
   std::ofstream json(o.out), csv(o.csv);
   json << "{\"benchmark\":\"rw_bench\",\"pairs\":" << o.pairs << ",\"rounds\":" << o.rounds

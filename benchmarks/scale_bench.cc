@@ -62,6 +62,7 @@
 #include <vector>
 
 #include "bench_util.h"
+#include "flags.h"
 #include "geeps/process.h"
 #include "netns.h"
 
@@ -96,13 +97,6 @@ struct Options {
   std::string probe_host;
   uint64_t probe_bytes = 0;
 };
-
-std::vector<int> ParseList(const std::string& v) {
-  std::vector<int> out;
-  std::stringstream in(v);
-  for (std::string s; std::getline(in, s, ',');) out.push_back(std::stoi(s));
-  return out;
-}
 
 uint64_t RowsPerTable(const Options& o) {
   return std::max<uint64_t>(1, o.params / o.tables / kWidth);
@@ -268,74 +262,52 @@ std::string Num(double v) {
   return s.str();
 }
 
-int Usage(const char* why) {
-  std::fprintf(
-      stderr,
-      "scale_bench: %s\nusage: scale_bench [--out F.json] [--csv F.csv] "
-      "[--workers 1,2,4,8] [--params N] [--tables T] [--compute-ms MS] "
-      "[--iterations I] [--slacks 0,1] [--repeat R] [--allreduce PATH|none] [--pipeline B] "
-      "[--netns [--rate 1gbit]]\n",
-      why);
-  return 2;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc >= 2 && std::strcmp(argv[1], "--rsh-agent") == 0)
     return geeps::bench::RunRshAgent(argc, argv);
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--child" || a == "--netns") {
-      (a == "--child" ? o.child : o.netns) = true;
-      continue;
-    }
-    if (i + 1 >= argc) return Usage(("missing value of " + a).c_str());
-    const std::string v = argv[++i];
-    if (a == "--out")
-      o.out = v, o.out_set = true;
-    else if (a == "--csv")
-      o.csv = v, o.csv_set = true;
-    else if (a == "--workers")
-      o.workers = ParseList(v);
-    else if (a == "--slacks")
-      o.slacks = ParseList(v);
-    else if (a == "--slack")
-      o.slack = std::stoi(v);
-    else if (a == "--params")
-      o.params = std::stoull(v);
-    else if (a == "--tables")
-      o.tables = std::stoi(v);
-    else if (a == "--pipeline")
-      o.pipeline = std::stoull(v);
-    else if (a == "--compute-ms")
-      o.compute_ms = std::stod(v);
-    else if (a == "--iterations")
-      o.iterations = std::stoi(v);
-    else if (a == "--repeat")
-      o.repeat = std::stoi(v);
-    else if (a == "--allreduce")
-      o.allreduce = v;
-    else if (a == "--rate")
-      o.rate = v;
-    else if (a == "--probe")
-      o.probe = v;
-    else if (a == "--probe-host")
-      o.probe_host = v;
-    else if (a == "--probe-bytes")
-      o.probe_bytes = std::stoull(v);
-    else
-      return Usage(("unknown flag " + a).c_str());
-  }
+  geeps::bench::Flags flags("scale_bench");
+  flags
+      .AddParser("--out", "FILE", "JSON results (scale_bench[_netns].json)",
+                 [&o](const std::string& v) {
+                   o.out = v;
+                   o.out_set = true;
+                   return true;
+                 })
+      .AddParser("--csv", "FILE", "CSV results (scale_bench[_netns].csv)",
+                 [&o](const std::string& v) {
+                   o.csv = v;
+                   o.csv_set = true;
+                   return true;
+                 })
+      .Add("--workers", &o.workers, "worker counts to run (1,2,4,8)")
+      .Add("--slacks", &o.slacks, "slacks to run (0,1; 0 = BSP)")
+      .Add("--params", &o.params, "parameters (floats) of the model")
+      .Add("--tables", &o.tables, "tables the parameters are split over")
+      .Add("--compute-ms", &o.compute_ms, "emulated compute per iteration")
+      .Add("--iterations", &o.iterations, "timed iterations per point")
+      .Add("--repeat", &o.repeat, "repetitions of the 8-worker BSP point")
+      .Add("--pipeline", &o.pipeline, "Config::pipeline_part_bytes (0 = off)")
+      .Add("--allreduce", &o.allreduce, "path of allreduce_bench, or none")
+      .Add("--netns", &o.netns, "each process in its own network namespace, rate-limited")
+      .Add("--rate", &o.rate, "the namespaces' rate (1gbit)")
+      .Add("--child", &o.child, "internal: run one worker or server")
+      .Add("--slack", &o.slack, "internal: the child's slack")
+      .Add("--probe", &o.probe, "internal: recv or send, a link-rate probe")
+      .Add("--probe-host", &o.probe_host, "internal: the probe's peer")
+      .Add("--probe-bytes", &o.probe_bytes, "internal: the probe's bytes");
+  if (const int status = flags.Parse(argc, argv); status >= 0) return status;
   if (!o.probe.empty()) return geeps::bench::RunLinkProbe(o.probe, o.probe_host, o.probe_bytes);
   if (o.tables < 1 || o.iterations < 1 || o.compute_ms < 0 || o.params < 1 || o.repeat < 1)
-    return Usage("--tables, --iterations, --params and --repeat must be >= 1, --compute-ms >= 0");
-  if (o.workers.empty() || o.slacks.empty()) return Usage("--workers and --slacks are lists");
+    return flags.Fail(
+        "--tables, --iterations, --params and --repeat must be >= 1, --compute-ms >= 0");
+  if (o.workers.empty() || o.slacks.empty()) return flags.Fail("--workers and --slacks are lists");
   if (o.child) return RunChild(o);
   const double rate_bps = geeps::bench::ParseRate(o.rate);
   if (o.netns && rate_bps <= 0)
-    return Usage("--rate: a number and bit, kbit, mbit, gbit or tbit (e.g. 1gbit)");
+    return flags.Fail("--rate: a number and bit, kbit, mbit, gbit or tbit (e.g. 1gbit)");
   if (o.netns && !o.out_set) o.out = "scale_bench_netns.json";
   if (o.netns && !o.csv_set) o.csv = "scale_bench_netns.csv";
   if (o.allreduce.empty()) {
