@@ -12,7 +12,7 @@
 namespace geeps::device::host {
 
 StatusOr<std::unique_ptr<HostStream>> HostStream::Create(bool async,
-                                                       std::chrono::microseconds max_delay) {
+                                                         std::chrono::microseconds max_delay) {
   std::unique_ptr<HostStream> stream;
   try {
     stream.reset(new HostStream(async, max_delay));
@@ -75,9 +75,8 @@ Status HostStream::Synchronize() {
 HostStream::HostStream(bool async, std::chrono::microseconds max_delay)
     : async_(async),
       max_delay_us_(std::max<int64_t>(0, max_delay.count())),
-      random_(
-          static_cast<uint32_t>(reinterpret_cast<uintptr_t>(this) >> 4) ^
-          static_cast<uint32_t>(std::chrono::steady_clock::now().time_since_epoch().count())) {}
+      random_(static_cast<uint32_t>(reinterpret_cast<uintptr_t>(this) >> 4) ^
+              static_cast<uint32_t>(std::chrono::steady_clock::now().time_since_epoch().count())) {}
 
 void HostStream::Run() {
   std::unique_lock<std::mutex> lock(mu_);
