@@ -174,10 +174,17 @@ class Flags {
     int shift = 0;
     std::string digits = s;
     switch (s.back()) {
-      case 'K': shift = 10; break;
-      case 'M': shift = 20; break;
-      case 'G': shift = 30; break;
-      default: break;
+      case 'K':
+        shift = 10;
+        break;
+      case 'M':
+        shift = 20;
+        break;
+      case 'G':
+        shift = 30;
+        break;
+      default:
+        break;
     }
     if (shift != 0) digits.pop_back();
     uint64_t v;
@@ -198,8 +205,8 @@ class Flags {
  private:
   struct Flag {
     std::string name, metavar, help;
-    Parser parse;   // null for a switch
-    bool* is_set;   // a switch's variable
+    Parser parse;  // null for a switch
+    bool* is_set;  // a switch's variable
   };
 
   static bool ParseInt64(const std::string& s, int64_t* out) {

@@ -184,6 +184,31 @@ TEST(KeyFileTest, WriteThenReadRoundTrips) {
 
 // A key file replaced by a FIFO (before: open() blocked for good), a
 // symlink to /dev/zero, a directory or a huge file: an error naming it.
+// The public call geeps_keygen makes: a fresh pair each time, readable back
+// with the public key it returned; an existing file is kept unless
+// `overwrite`.
+TEST(KeyFileTest, WriteNewCurveKeyFileIsThePublicKeygen) {
+  TempDir dir;
+  const std::string path = dir.File("job.key");
+  geeps::StatusOr<std::string> first = geeps::WriteNewCurveKeyFile(path, false);
+  ASSERT_OK(first.status());
+  geeps::StatusOr<CurveKeys> read = geeps::transport::ReadCurveKeyFile(path);
+  ASSERT_OK(read.status());
+  EXPECT_EQ(read->public_key, *first);
+  struct stat st {};
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  geeps::StatusOr<std::string> again = geeps::WriteNewCurveKeyFile(path, false);
+  EXPECT_EQ(again.status().code(), geeps::StatusCode::kFailedPrecondition);
+  EXPECT_NE(again.status().message().find(path), std::string::npos) << again.status();
+  geeps::StatusOr<std::string> replaced = geeps::WriteNewCurveKeyFile(path, true);
+  ASSERT_OK(replaced.status());
+  EXPECT_NE(*replaced, *first);
+  read = geeps::transport::ReadCurveKeyFile(path);
+  ASSERT_OK(read.status());
+  EXPECT_EQ(read->public_key, *replaced);
+}
+
 TEST(KeyFileTest, FilesThatAreNotAKeyFileAreRefusedWithoutReadingThem) {
   TempDir dir;
   const std::string path = dir.File("job.key");

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "geeps/export.h"
 #include "geeps/status.h"
 
 namespace geeps {
@@ -159,7 +160,7 @@ struct Config {
 };
 
 // Checks a config; returns kInvalidArgument naming the first bad field.
-Status ValidateConfig(const Config& config);
+GEEPS_EXPORT Status ValidateConfig(const Config& config);
 
 // Overrides fields of `config` from GEEPS_* environment variables
 // (GEEPS_NUM_WORKERS, GEEPS_NUM_SHARDS, GEEPS_NUM_CHANNELS,
@@ -174,10 +175,10 @@ Status ValidateConfig(const Config& config);
 // program that wants these overrides calls this on its config first. (The test modes
 // GEEPS_ASYNC_HOST_STREAMS and GEEPS_HOST_OPAQUE_POINTERS are the exception: every worker reads
 // them.)
-Status ApplyEnvironment(Config* config);
+GEEPS_EXPORT Status ApplyEnvironment(Config* config);
 
 // Rows first, first+1, ..., first+count-1.
-std::vector<RowIndex> RowRange(RowIndex first, RowIndex count);
+GEEPS_EXPORT std::vector<RowIndex> RowRange(RowIndex first, RowIndex count);
 
 // Rows needed to hold `num_floats` floats in rows of `row_width`.
 inline uint64_t RowsFor(uint64_t num_floats, uint32_t row_width) {

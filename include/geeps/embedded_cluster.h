@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "geeps/config.h"
+#include "geeps/export.h"
 #include "geeps/geeps.h"
 #include "geeps/stats.h"
 #include "geeps/status.h"
@@ -16,7 +17,7 @@ namespace internal {
 class EmbeddedClusterAccess;  // tests' access (src/cluster/embedded_cluster_testing.h)
 }  // namespace internal
 
-class EmbeddedCluster {
+class GEEPS_EXPORT EmbeddedCluster {
  public:
   // Validates `config`, starts the shards' threads and makes the workers.
   static StatusOr<std::unique_ptr<EmbeddedCluster>> Start(const Config& config);

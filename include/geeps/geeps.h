@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "geeps/config.h"
+#include "geeps/export.h"
 #include "geeps/stats.h"
 #include "geeps/status.h"
 
@@ -49,7 +50,7 @@ namespace geeps {
 //   cuda() is kFailedPrecondition.
 // * Before FinishVirtualIteration has made the device, kind() is
 //   Config::device as given (maybe kAuto) and cuda() is kFailedPrecondition.
-class ComputeStream {
+class GEEPS_EXPORT ComputeStream {
  public:
   ComputeStream() = default;
   ComputeStream(DeviceKind kind, void* handle) : kind_(kind), handle_(handle) {}
@@ -90,7 +91,7 @@ namespace internal {
 class GeePSAccess;  // the library's own factory (src/client/geeps_access.h)
 }  // namespace internal
 
-class GeePS {
+class GEEPS_EXPORT GeePS {
  public:
   // Instances are made only by a cluster or a process: get one from
   // EmbeddedCluster::worker() or Process::worker(); they own it.

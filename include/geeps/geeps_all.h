@@ -4,6 +4,7 @@
 
 #include "geeps/config.h"
 #include "geeps/embedded_cluster.h"
+#include "geeps/export.h"
 #include "geeps/geeps.h"
 #include "geeps/stats.h"
 #include "geeps/status.h"

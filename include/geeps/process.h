@@ -20,6 +20,7 @@
 #include <string>
 
 #include "geeps/config.h"
+#include "geeps/export.h"
 #include "geeps/geeps.h"
 #include "geeps/stats.h"
 #include "geeps/status.h"
@@ -69,9 +70,15 @@ struct ProcessOptions {
 // variable. Not applied by Process::Join (which reads only GEEPS_CURVE_KEYS
 // when curve_key_file is empty, and the launcher's rank variables): call it
 // on the options first to let the environment choose.
-Status ApplyEnvironment(ProcessOptions* options);
+GEEPS_EXPORT Status ApplyEnvironment(ProcessOptions* options);
 
-class Process {
+// Writes a new CURVE key pair for a job to `path` (mode 0600; what
+// ProcessOptions::curve_key_file reads; geeps_keygen is this call) and
+// returns its public key (Z85). kFailedPrecondition if the file exists and
+// not `overwrite`; errors name the path.
+GEEPS_EXPORT StatusOr<std::string> WriteNewCurveKeyFile(const std::string& path, bool overwrite);
+
+class GEEPS_EXPORT Process {
  public:
   // Joins the job: finds rank and world size, binds this process's shard
   // sockets, meets every other process at the coordinator (rank 0 binds it)

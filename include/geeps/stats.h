@@ -5,12 +5,14 @@
 #include <cstdint>
 #include <string>
 
+#include "geeps/export.h"
+
 namespace geeps {
 
 // Bytes each stage of a worker's data path moved (docs/architecture.md,
 // "Passes over the bytes"). Divided by the bytes of the rows read (or
 // updated) per clock, each is that stage's number of passes over them.
-struct DataPathBytes {
+struct GEEPS_EXPORT DataPathBytes {
   int64_t gather = 0;       // Read: cache rows -> the read buffer
   int64_t zero = 0;         // PreUpdate buffers and oplogs set to zero
   int64_t scatter_add = 0;  // Update: buffer -> oplog (and cache, read-my-writes)
@@ -23,7 +25,7 @@ struct DataPathBytes {
   std::string ToJson() const;
 };
 
-struct WorkerStats {
+struct GEEPS_EXPORT WorkerStats {
   int rank = 0;
   int64_t clock = 0;             // clocks completed (the prologue is clock 0)
   int64_t iterations = 0;        // repeated iterations completed
@@ -76,7 +78,7 @@ struct WorkerStats {
   std::string ToJson() const;
 };
 
-struct ShardStats {
+struct GEEPS_EXPORT ShardStats {
   int shard = 0;                // which shard (Process: -1 when the process has none)
   int64_t updates_applied = 0;  // update messages applied
   int64_t rows_applied = 0;

@@ -10,6 +10,8 @@
 #include <string>
 #include <utility>
 
+#include "geeps/export.h"
+
 namespace geeps {
 
 // Error codes say whose fault an error is (after NCCL's taxonomy).
@@ -29,9 +31,9 @@ enum class StatusCode : int {
 };
 
 // The code's name without its k ("InvalidArgument"), as ToString writes it.
-const char* StatusCodeName(StatusCode code);
+GEEPS_EXPORT const char* StatusCodeName(StatusCode code);
 
-class [[nodiscard]] Status {
+class [[nodiscard]] GEEPS_EXPORT Status {
  public:
   Status() = default;  // OK
   Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
@@ -53,17 +55,17 @@ class [[nodiscard]] Status {
 inline std::ostream& operator<<(std::ostream& os, const Status& s) { return os << s.ToString(); }
 
 // A Status of each error code with `message` (what failed and why).
-Status InvalidArgumentError(std::string message);
-Status FailedPreconditionError(std::string message);
-Status OutOfRangeError(std::string message);
-Status NotFoundError(std::string message);
-Status ResourceExhaustedError(std::string message);
-Status UnavailableError(std::string message);
-Status DeadlineExceededError(std::string message);
-Status CancelledError(std::string message);
-Status DeviceError(std::string message);
-Status InternalError(std::string message);
-Status DataLossError(std::string message);
+GEEPS_EXPORT Status InvalidArgumentError(std::string message);
+GEEPS_EXPORT Status FailedPreconditionError(std::string message);
+GEEPS_EXPORT Status OutOfRangeError(std::string message);
+GEEPS_EXPORT Status NotFoundError(std::string message);
+GEEPS_EXPORT Status ResourceExhaustedError(std::string message);
+GEEPS_EXPORT Status UnavailableError(std::string message);
+GEEPS_EXPORT Status DeadlineExceededError(std::string message);
+GEEPS_EXPORT Status CancelledError(std::string message);
+GEEPS_EXPORT Status DeviceError(std::string message);
+GEEPS_EXPORT Status InternalError(std::string message);
+GEEPS_EXPORT Status DataLossError(std::string message);
 
 // Either a value of type T or a non-OK Status.
 template <typename T>

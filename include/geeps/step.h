@@ -49,6 +49,7 @@
 #include <vector>
 
 #include "geeps/config.h"
+#include "geeps/export.h"
 #include "geeps/geeps.h"
 #include "geeps/status.h"
 
@@ -83,7 +84,7 @@ struct MutableRows {
   size_t floats() const { return rows * width; }
 };
 
-class Step {
+class GEEPS_EXPORT Step {
  public:
   // A prologue or an iteration: makes its accesses on the Step, in order.
   using Body = std::function<Status(Step&)>;

@@ -11,7 +11,7 @@
 #include <cstring>
 #include <string>
 
-#include "transport/security.h"
+#include "geeps/process.h"
 
 namespace {
 
@@ -51,13 +51,9 @@ int main(int argc, char** argv) {
     Usage(stderr);
     return 2;
   }
-  auto keys = geeps::transport::NewCurveKeys();
-  if (!keys.ok()) {
-    std::fprintf(stderr, "geeps_keygen: %s\n", keys.status().message().c_str());
-    return 1;
-  }
-  const geeps::Status st = geeps::transport::WriteCurveKeyFile(path, *keys, force);
-  if (!st.ok()) {
+  const geeps::StatusOr<std::string> public_key = geeps::WriteNewCurveKeyFile(path, force);
+  if (!public_key.ok()) {
+    const geeps::Status& st = public_key.status();
     std::fprintf(stderr, "geeps_keygen: %s%s\n", st.message().c_str(),
                  st.code() == geeps::StatusCode::kFailedPrecondition && !force
                      ? " (pass --force to replace it)"
@@ -65,6 +61,6 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::printf("geeps_keygen: wrote a new CURVE job key to %s (mode 0600); public key %s\n",
-              path.c_str(), keys->public_key.c_str());
+              path.c_str(), public_key->c_str());
   return 0;
 }

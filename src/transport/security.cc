@@ -12,6 +12,7 @@
 
 #include "common/file_util.h"
 #include "common/logging.h"
+#include "geeps/process.h"
 #include "transport/socket_util.h"
 
 namespace geeps::transport {
@@ -400,3 +401,13 @@ std::string RejectionHint(const SecurityConfig* security) {
 }
 
 }  // namespace geeps::transport
+
+namespace geeps {
+
+StatusOr<std::string> WriteNewCurveKeyFile(const std::string& path, bool overwrite) {
+  GEEPS_ASSIGN_OR_RETURN(transport::CurveKeys keys, transport::NewCurveKeys());
+  GEEPS_RETURN_IF_ERROR(transport::WriteCurveKeyFile(path, keys, overwrite));
+  return keys.public_key;
+}
+
+}  // namespace geeps
