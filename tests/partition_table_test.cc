@@ -443,6 +443,41 @@ TEST(PartitionTableTest, RowsBelowTheFrontierLeaveEarlyAndStayIntact) {
     EXPECT_EQ(std::vector<float>(h.data, h.data + h.sent.size()), h.sent);
 }
 
+// A worker that resyncs after early parts of the next push went to its
+// group (they may be lost) gets no more early parts of it, and the push
+// whole, alone, at the advance.
+TEST(PartitionTableTest, AWorkerThatResyncsAfterEarlyPartsGetsThePushWhole) {
+  Rig rig(Opts(2, false, /*part_bytes=*/4, /*holds=*/true), 8, 1);
+  const std::vector<uint64_t> all = {0, 1, 2, 3, 4, 5, 6, 7};
+  rig.Subscribe(0, all);
+  rig.Subscribe(1, all);
+  rig.Update(0, 0, all, std::vector<float>(8, 1.0f));
+  rig.Update(1, 0, all, std::vector<float>(8, 1.0f));
+  rig.Ack(0, 1);
+  rig.Ack(1, 1);
+  EXPECT_FALSE(rig.table().held());
+  const uint32_t more = transport::kFlagMore;
+  rig.Update(0, 1, {0, 1, 2, 3}, {1, 1, 1, 1}, 0, more, 1);
+  ASSERT_EQ(rig.Update(1, 1, {0, 1}, {1, 1}, 0, more, 1).pushes.size(), 1u);  // rows 0-1 early
+  // Worker 1's connection came back: it has push 1, maybe not the early part.
+  const TableOutcome resync = rig.Ack(1, 1, MsgType::kResync);
+  EXPECT_TRUE(resync.pushes.empty());
+  EXPECT_FALSE(resync.unheld_resync);
+  const TableOutcome early = rig.Update(1, 1, {2, 3, 4, 5, 6, 7}, {1, 1, 1, 1, 1, 1}, 2, 0, 1);
+  ASSERT_EQ(early.pushes.size(), 1u);
+  EXPECT_EQ(early.pushes[0].workers, std::vector<int>{0});
+  const TableOutcome last = rig.Update(0, 1, {4, 5, 6, 7}, {1, 1, 1, 1}, 4, 0, 1);
+  ASSERT_EQ(last.pushes.size(), 2u);
+  EXPECT_EQ(last.pushes[0].workers, std::vector<int>{0});
+  EXPECT_EQ(last.pushes[0].from, 4u);
+  EXPECT_EQ(last.pushes[1].workers, std::vector<int>{1});
+  EXPECT_EQ(last.pushes[1].from, 0u);
+  EXPECT_EQ(last.pushes[1].to, 8u);
+  EXPECT_TRUE(last.pushes[1].final_part);
+  EXPECT_EQ(rig.got(0)[2].values, std::vector<float>(8, 4.0f));
+  EXPECT_EQ(rig.got(0)[2].parts, 3);
+}
+
 // Frames that do not fit the table's state are dropped, with the reason;
 // repeats are skipped and counted, and a restarted message in parts applies
 // only the rows past what was applied.
