@@ -116,7 +116,7 @@ void BM_EncodeHeader(benchmark::State& state) {
 
 // A shard applying one clock's update of `rows` rows from one worker: each
 // row added into the clock's accumulator, then the accumulator folded into
-// the table (the two passes of ShardChannel::HandleUpdate).
+// the table (the two passes of PartitionTable::Update).
 void BM_ShardApplyUpdate(benchmark::State& state) {
   const size_t rows = state.range(0), width = 1024;
   std::vector<float> data(rows * width, 0.0f), acc(rows * width, 0.0f);

@@ -1,5 +1,6 @@
 // Fuzz target: a checkpoint file's bytes (src/server/checkpoint.h), as
-// ShardChannel::Restore meets them after ReadCheckpointFile.
+// a restarting partition meets them after ReadCheckpointFile
+// (CheckpointWriter::Read, for ShardChannel::Restore).
 //
 // Each input is decoded twice: as it is (the CRC-32 almost always rejects
 // it), and "repaired": the header's file-size field set to the input's size
