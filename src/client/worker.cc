@@ -12,7 +12,6 @@
 #include <thread>
 
 #include "common/logging.h"
-#include "common/partition.h"
 #include "transport/socket_util.h"
 
 namespace geeps::client {
@@ -35,36 +34,6 @@ bool WaitReleased(const std::atomic<int>& refs, SteadyClock::time_point deadline
     } else {
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
-  }
-  return true;
-}
-
-// Position of each of `rows` in the sorted `cached` rows.
-std::vector<uint32_t> Positions(const std::vector<uint64_t>& cached,
-                                const std::vector<RowIndex>& rows) {
-  std::vector<uint32_t> pos(rows.size());
-  for (size_t i = 0; i < rows.size(); ++i) {
-    pos[i] = static_cast<uint32_t>(std::lower_bound(cached.begin(), cached.end(), rows[i]) -
-                                   cached.begin());
-  }
-  return pos;
-}
-
-// The first cached position of `rows` (an access's rows: all cached) if
-// they lie at consecutive cached positions in ascending order; -1 otherwise.
-int64_t ConsecutivePositions(const std::vector<uint64_t>& cached,
-                             const std::vector<RowIndex>& rows) {
-  const std::vector<uint32_t> pos = Positions(cached, rows);
-  if (pos.empty()) return -1;
-  for (size_t i = 1; i < pos.size(); ++i) {
-    if (pos[i] != pos[0] + i) return -1;
-  }
-  return pos[0];
-}
-
-bool Consecutive(const std::vector<RowIndex>& rows) {
-  for (size_t i = 1; i < rows.size(); ++i) {
-    if (rows[i] != rows[0] + i) return false;
   }
   return true;
 }
@@ -204,7 +173,7 @@ uint64_t Worker::FixedDeviceBytes() const {
     for (const RecordedAccess& a : *list) bytes += a.rows.size() * sizeof(uint32_t);
   }
   for (const RecordedAccess& a : seq_.locals()) {
-    if (Consecutive(a.rows)) continue;
+    if (ConsecutiveRows(a.rows)) continue;
     bytes += a.rows.size() * (sizeof(uint32_t) + config_.tables[a.table].row_width * sizeof(float));
   }
   return bytes;
@@ -229,42 +198,17 @@ StatusOr<uint32_t*> Worker::UploadIndex(const std::vector<uint32_t>& index) {
 }
 
 Status Worker::BuildTables() {
-  const int num_partitions = config_.num_shards * config_.num_channels;
+  plan_ = std::make_unique<IterationPlan>(config_, seq_);
   tables_.resize(config_.tables.size());
   local_tables_.assign(config_.tables.size(), nullptr);
   for (TableId id = 0; id < config_.tables.size(); ++id) {
-    const TableSpec& spec = config_.tables[id];
-    if (spec.local) continue;
+    const TablePlan& plan = plan_->table(id);
+    if (!plan.shared) continue;
     auto t = std::make_unique<TableCache>();
     t->id = id;
-    t->width = spec.row_width;
-    std::vector<uint64_t> updated;
-    for (const RecordedAccess& a : seq_.reads())
-      if (a.table == id) t->rows.insert(t->rows.end(), a.rows.begin(), a.rows.end());
-    for (const RecordedAccess& a : seq_.updates())
-      if (a.table == id) updated.insert(updated.end(), a.rows.begin(), a.rows.end());
-    t->rows.insert(t->rows.end(), updated.begin(), updated.end());
-    for (auto* v : {&t->rows, &updated}) {
-      std::sort(v->begin(), v->end());
-      v->erase(std::unique(v->begin(), v->end()), v->end());
-    }
-    for (int p = 0; p < num_partitions; ++p) {
-      common::RowSpan span = common::PartitionRows(spec.num_rows, p, num_partitions);
-      if (span.size() == 0) continue;
-      PartitionSlice s;
-      s.partition = p;
-      s.row_begin = span.begin;
-      s.row_end = span.end;
-      auto lo = std::lower_bound(t->rows.begin(), t->rows.end(), span.begin);
-      auto hi = std::lower_bound(t->rows.begin(), t->rows.end(), span.end);
-      s.cache_begin = static_cast<uint32_t>(lo - t->rows.begin());
-      s.cache_count = static_cast<uint32_t>(hi - lo);
-      auto ulo = std::lower_bound(updated.begin(), updated.end(), span.begin);
-      auto uhi = std::lower_bound(updated.begin(), updated.end(), span.end);
-      s.update_rows.assign(ulo, uhi);
-      s.update_pos = Positions(t->rows, s.update_rows);
-      t->slices.push_back(std::move(s));
-    }
+    t->width = config_.tables[id].row_width;
+    t->rows = plan.rows;
+    t->slices = plan.slices;
     tables_[id] = std::move(t);
   }
   return Status::OK();
@@ -322,7 +266,7 @@ Status Worker::AllocateTables() {
 Status Worker::BuildCacheAccess(const RecordedAccess& a, const TableCache& t, AccessBuffers& b) {
   // Each requested row's side and index there, from its cached position.
   std::vector<uint32_t> device_index;
-  const std::vector<uint32_t> pos = Positions(t.rows, a.rows);
+  const std::vector<uint32_t> pos = CachedPositions(t.rows, a.rows);
   for (uint32_t i = 0; i < pos.size(); ++i) {
     const CacheRun where = t.Locate(pos[i]);
     std::vector<uint32_t>& index = where.on_device ? device_index : b.host_index;
@@ -417,12 +361,6 @@ Status Worker::BuildAccesses() {
       GEEPS_ASSIGN_OR_RETURN(b.buffer, AllocFloats(a.rows.size() * t.width));
     }
     GEEPS_RETURN_IF_ERROR(BuildCacheAccess(a, t, b));
-    for (size_t si = 0; si < t.slices.size(); ++si) {
-      const PartitionSlice& s = t.slices[si];
-      if (std::any_of(a.rows.begin(), a.rows.end(),
-                      [&](RowIndex r) { return r >= s.row_begin && r < s.row_end; }))
-        b.slices.push_back(static_cast<int>(si));
-    }
   }
   update_bufs_.resize(seq_.updates().size());
   for (size_t i = 0; i < seq_.updates().size(); ++i) {
@@ -444,7 +382,7 @@ Status Worker::BuildAccesses() {
       // In host memory: a pool buffer while open, filled from / written back
       // to the rows in place (consecutive) or through a pinned staging buffer.
       b.pooled = true;
-      if (Consecutive(a.rows)) {
+      if (ConsecutiveRows(a.rows)) {
         b.host_rows = local_tables_[a.table] + a.rows[0] * width;
       } else {
         GEEPS_ASSIGN_OR_RETURN(void* staging,
@@ -454,7 +392,7 @@ Status Worker::BuildAccesses() {
       }
       continue;
     }
-    if (Consecutive(a.rows)) {
+    if (ConsecutiveRows(a.rows)) {
       b.contiguous = true;
       b.direct = local_tables_[a.table] + a.rows[0] * width;
       continue;
@@ -501,92 +439,20 @@ Status Worker::BuildSwapEngine() {
   return Status::OK();
 }
 
-void Worker::BuildClockPlan() {
-  for (int s = 0; s < 2; ++s) {
-    const std::vector<Op>& ops = seq_.ops(static_cast<Section>(s));
-    advance_after_[s].assign(ops.size(), {});
-    std::vector<int64_t> last_update(config_.tables.size(), -1);
-    for (size_t i = 0; i < ops.size(); ++i) {
-      if (ops[i].type == OpType::kUpdate)
-        last_update[seq_.updates()[ops[i].handle].table] = static_cast<int64_t>(i);
-    }
-    for (TableId id = 0; id < config_.tables.size(); ++id) {
-      if (config_.tables[id].local) continue;
-      if (last_update[id] >= 0) {
-        advance_after_[s][last_update[id]].push_back(id);
-      } else if (s == kRepeated) {
-        advance_after_[s][ops.size() - 1].push_back(id);  // at Clock()
-      } else {
-        prologue_end_tables_.push_back(id);
-      }
-    }
+void Worker::PlanDirectPaths() {
+  std::vector<bool> cache_on_device(config_.tables.size(), false);
+  for (const auto& t : tables_) {
+    if (t) cache_on_device[t->id] = t->host_rows == 0;
   }
-}
-
-void Worker::PlanDirectUpdates() {
-  const size_t n = seq_.updates().size();
-  direct_update_.assign(n, !config_.read_my_writes);
-  direct_first_pos_.assign(n, 0);
-  std::vector<bool> seen(n, false);
-  for (int s = 0; s < 2; ++s) {
-    std::vector<int> updates_of(config_.tables.size(), 0);
-    for (const Op& op : seq_.ops(static_cast<Section>(s))) {
-      if (op.type == OpType::kUpdate) ++updates_of[seq_.updates()[op.handle].table];
-    }
-    for (const Op& op : seq_.ops(static_cast<Section>(s))) {
-      if (op.type != OpType::kUpdate) continue;
-      seen[op.handle] = true;
-      if (updates_of[seq_.updates()[op.handle].table] != 1) direct_update_[op.handle] = false;
-    }
-  }
-  for (size_t h = 0; h < n; ++h) {
-    if (!seen[h] || !direct_update_[h]) {
-      direct_update_[h] = false;
-      continue;
-    }
-    const RecordedAccess& a = seq_.updates()[h];
-    const TableCache& t = *tables_[a.table];
-    const AccessBuffers& b = update_bufs_[h];
-    size_t updated = 0;
-    for (const PartitionSlice& sl : t.slices) updated += sl.update_rows.size();
-    const bool shape_ok = t.host_rows == 0 && b.host_count == 0 && a.rows.size() == updated;
-    const int64_t first = shape_ok ? ConsecutivePositions(t.rows, a.rows) : -1;
-    direct_update_[h] = first >= 0;
-    direct_first_pos_[h] = first >= 0 ? static_cast<uint32_t>(first) : 0;
-    // Sent in place: a buffer of its own (not the pool's, which another
-    // access may take while ZeroMQ still reads it) that the host can read.
-    if (direct_update_[h] && !b.pooled && b.buffer != nullptr &&
+  plan_->PlaceCaches(cache_on_device);
+  for (size_t h = 0; h < update_bufs_.size(); ++h) {
+    // A direct update is sent in place from a buffer of its own (not the
+    // pool's, which another access may take while ZeroMQ still reads it)
+    // that the host can read.
+    AccessBuffers& b = update_bufs_[h];
+    if (plan_->direct_update(static_cast<int32_t>(h)) && !b.pooled && b.buffer != nullptr &&
         device_->HostAlias(b.buffer) != nullptr)
-      update_bufs_[h].send_refs = std::make_shared<std::atomic<int>>(0);
-  }
-}
-
-void Worker::PlanInPlaceReads() {
-  const size_t n = seq_.reads().size();
-  read_in_place_.assign(n, false);
-  read_first_pos_.assign(n, 0);
-  if (config_.read_my_writes) return;
-  const std::vector<Op>& ops = seq_.ops(kRepeated);
-  std::vector<int64_t> open_at(n, -1), close_at(n, -1);
-  for (size_t i = 0; i < ops.size(); ++i) {
-    if (ops[i].type == OpType::kRead) open_at[ops[i].handle] = static_cast<int64_t>(i);
-    if (ops[i].type == OpType::kPostRead) close_at[ops[i].handle] = static_cast<int64_t>(i);
-  }
-  for (size_t h = 0; h < n; ++h) {
-    const RecordedAccess& a = seq_.reads()[h];
-    if (a.slack != 0 || open_at[h] < 0 || close_at[h] < open_at[h]) continue;
-    const TableCache& t = *tables_[a.table];
-    if (t.host_rows != 0 || t.runs.size() != 1 || !t.runs[0].on_device) continue;
-    bool advances = false;
-    for (int64_t p = open_at[h]; p < close_at[h] && !advances; ++p) {
-      const std::vector<TableId>& at = advance_after_[kRepeated][p];
-      advances = std::find(at.begin(), at.end(), a.table) != at.end();
-    }
-    if (advances) continue;
-    const int64_t first = ConsecutivePositions(t.rows, a.rows);
-    if (first < 0) continue;
-    read_in_place_[h] = true;
-    read_first_pos_[h] = static_cast<uint32_t>(first);
+      b.send_refs = std::make_shared<std::atomic<int>>(0);
   }
 }
 
@@ -632,9 +498,7 @@ Status Worker::FinishVirtualIteration() {
   if (st.ok()) st = BuildAccesses();
   if (st.ok()) st = BuildSwapEngine();
   if (!st.ok()) return fail(st);
-  BuildClockPlan();
-  PlanDirectUpdates();
-  PlanInPlaceReads();
+  PlanDirectPaths();
 
   ClientContext ctx;
   ctx.config = &config_;
@@ -781,7 +645,7 @@ Status Worker::AdvanceTable(TableId id) {
       const AccessBuffers& ub = update_bufs_[direct_handle_];
       GEEPS_RETURN_IF_ERROR(device_->Synchronize(stream_.get()));
       slot->send_from = static_cast<const float*>(device_->HostAlias(ub.buffer));
-      slot->send_first_pos = direct_first_pos_[direct_handle_];
+      slot->send_first_pos = plan_->direct_first_pos(direct_handle_);
       slot->send_refs = ub.send_refs.get();
       update_bufs_[direct_handle_].zeroing = AccessBuffers::Zeroing::kPending;
     } else if (direct != nullptr) {
@@ -789,7 +653,7 @@ Status Worker::AdvanceTable(TableId id) {
       // in device memory (PlanDirectUpdates); the oplog stays clean.
       const size_t w = t.width;
       GEEPS_RETURN_IF_ERROR(device_->Copy(
-          slot->host + static_cast<size_t>(direct_first_pos_[direct_handle_]) * w,
+          slot->host + static_cast<size_t>(plan_->direct_first_pos(direct_handle_)) * w,
           update_bufs_[direct_handle_].buffer, direct->rows.size() * w * sizeof(float),
           device::CopyKind::kDeviceToHost, stream_.get()));
       GEEPS_RETURN_IF_ERROR(device_->Synchronize(stream_.get()));
@@ -828,7 +692,7 @@ Status Worker::AdvanceTable(TableId id) {
 
 Status Worker::EndPrologue() {
   if (resume_clock_ == 0) {
-    for (TableId id : prologue_end_tables_) GEEPS_RETURN_IF_ERROR(AdvanceTable(id));
+    for (TableId id : plan_->prologue_end_tables()) GEEPS_RETURN_IF_ERROR(AdvanceTable(id));
   }
   clock_.store(resume_clock_ > 0 ? resume_clock_ : 1);
   section_ = kRepeated;
@@ -839,7 +703,7 @@ Status Worker::EndPrologue() {
 Status Worker::Advance() {
   const std::vector<Op>& ops = seq_.ops(section_);
   const Op op = ops[pos_];
-  for (TableId id : advance_after_[section_][pos_]) GEEPS_RETURN_IF_ERROR(AdvanceTable(id));
+  for (TableId id : plan_->advance_after(section_, pos_)) GEEPS_RETURN_IF_ERROR(AdvanceTable(id));
   ++pos_;
   if (section_ == kRepeated && op.type == OpType::kClock) {
     clock_.fetch_add(1);
@@ -911,7 +775,7 @@ StatusOr<const float*> Worker::Read(ReadHandle h) {
   {
     std::unique_lock<std::mutex> lock(t.mu);
     auto fresh = [&] {
-      for (int si : b.slices)
+      for (int si : plan_->read_slices(h.id))
         if (t.slices[si].age < required || t.slices[si].installing) return false;
       return true;
     };
@@ -930,7 +794,7 @@ StatusOr<const float*> Worker::Read(ReadHandle h) {
       if (!ok) {
         int64_t lowest = required;
         int lowest_partition = -1;
-        for (int si : b.slices) {
+        for (int si : plan_->read_slices(h.id)) {
           if (t.slices[si].age < lowest) {
             lowest = t.slices[si].age;
             lowest_partition = t.slices[si].partition;
@@ -940,7 +804,7 @@ StatusOr<const float*> Worker::Read(ReadHandle h) {
                                  std::to_string(a.table) + " ('" + config_.tables[a.table].name +
                                  "')";
         if (lowest_partition < 0) {
-          for (int si : b.slices)
+          for (int si : plan_->read_slices(h.id))
             if (t.slices[si].installing) lowest_partition = t.slices[si].partition;
           return DeadlineExceededError(
               what + " waited " + std::to_string(config_.timeout.count()) +
@@ -960,9 +824,9 @@ StatusOr<const float*> Worker::Read(ReadHandle h) {
                           : loss));
       }
     }
-    if (section_ == kRepeated && read_in_place_[h.id]) {
+    if (section_ == kRepeated && plan_->read_in_place(h.id)) {
       // The cache rows themselves (PlanInPlaceReads): nothing to gather.
-      const float* rows = t.cache + static_cast<size_t>(read_first_pos_[h.id]) * t.width;
+      const float* rows = t.cache + static_cast<size_t>(plan_->read_first_pos(h.id)) * t.width;
       reads_in_place_.fetch_add(1);
       ++t.open_in_place_reads;
       b.open_in_place = true;
@@ -1085,7 +949,7 @@ Status Worker::Update(UpdateHandle h) {
   const RecordedAccess& a = seq_.updates()[h.id];
   AccessBuffers& b = update_bufs_[h.id];
   TableCache& t = *tables_[a.table];
-  if (direct_update_[h.id]) {
+  if (plan_->direct_update(h.id)) {
     // The buffer is the table's whole clock of deltas: Advance (which
     // advances this table now) sends it from there.
     direct_handle_ = h.id;

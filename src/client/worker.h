@@ -20,6 +20,7 @@
 #include <zmq.hpp>
 
 #include "client/comm_channel.h"
+#include "client/iteration_plan.h"
 #include "client/memory_manager.h"
 #include "client/op_sequence.h"
 #include "client/swap_engine.h"
@@ -112,7 +113,6 @@ class Worker {
     uint32_t* index = nullptr;  // device: positions in the cache / local table
     bool contiguous = false;    // local access over consecutive rows
     float* direct = nullptr;    // contiguous local access: pointer into the table
-    std::vector<int> slices;    // reads: indexes into the table's slices
     // Memory manager: `buffer` comes from the pool while the access is open
     // (reads, updates, local data in host memory).
     bool pooled = false;
@@ -156,10 +156,9 @@ class Worker {
   Status Expect(OpType type, int32_t handle, size_t count, const char* call);
   Status Advance();  // after an op: advance table clocks, move the cursor
   Status AdvanceTable(TableId table);
-  // Marks the updates that may skip the oplog (see direct_update_) and the
-  // reads that may return the cache in place (read_in_place_).
-  void PlanDirectUpdates();
-  void PlanInPlaceReads();
+  // After the tables are placed: the plan's direct paths (IterationPlan::
+  // PlaceCaches), and the direct updates sent in place from their buffers.
+  void PlanDirectPaths();
   Status ClearOplog(TableCache& t);  // zeroes both sides; under t.mu
   // After Shutdown: waits (at most 2 s) until ZeroMQ has released the
   // update buffers it sends from; returns those it still holds (not to be
@@ -177,7 +176,7 @@ class Worker {
   Status FreeKeptBuffer(AccessBuffers& b, TableCache& t, size_t floats);
   void EmulateCompute() const;  // Config::emulated_compute_per_access
   Status EndPrologue();
-  Status BuildTables();     // plans cached rows and slices, no memory
+  Status BuildTables();     // plans the iterations (plan_), no memory
   Status AllocateTables();  // cache, oplog, local tables
   Status BuildAccesses();
   // Index and runs of a read or update access over the cached rows.
@@ -186,7 +185,6 @@ class Worker {
   // buffer into the oplog (and the cache, with read-my-writes). Under t.mu.
   Status GatherFromCache(TableCache& t, AccessBuffers& b, int handle);
   Status ScatterToCache(TableCache& t, AccessBuffers& b, int handle);
-  void BuildClockPlan();
   StatusOr<uint32_t*> UploadIndex(const std::vector<uint32_t>& index);
   StatusOr<float*> AllocFloats(size_t count);
   // Device bytes outside the memory manager's plan: cache, oplogs, indexes,
@@ -245,29 +243,11 @@ class Worker {
   std::unique_ptr<SwapEngine> swap_;                 // null: swaps on the app thread
   Status BuildSwapEngine();
   std::vector<AccessBuffers> read_bufs_, update_bufs_, local_bufs_;
-  // advance_after_[section][pos]: tables whose clock advances after that op.
-  std::vector<std::vector<TableId>> advance_after_[2];
-  std::vector<TableId> prologue_end_tables_;
-  // Per update handle: the update is the only one of its table in every
-  // section it occurs in, its rows are exactly the rows the worker updates
-  // in that table, at consecutive cached positions in order, all in device
-  // memory, and read-my-writes is off. Then its buffer holds the table's
-  // whole clock of deltas in slot order: Update copies it straight into the
-  // oplog slot (no scatter-add into the oplog, no copy-out, no zeroing).
-  std::vector<bool> direct_update_;
-  std::vector<uint32_t> direct_first_pos_;  // its first cached position
+  std::unique_ptr<IterationPlan> plan_;  // built at FinishVirtualIteration
   // Set by a direct Update for the AdvanceTable call it triggers: that
   // update's handle (its buffer holds the deltas); -1 otherwise.
   int32_t direct_handle_ = -1;
   std::atomic<int64_t> updates_direct_{0};
-  // Per read handle: in the repeated section, a BSP read (slack 0) without
-  // read-my-writes over consecutive cached rows in order, the whole table
-  // cache in device memory, and no advance of its table between the Read
-  // and its PostRead. No push of the table can then be installed while the
-  // read is open (the next one needs this worker's update of the current
-  // clock), so Read returns the cache rows themselves, with no gather.
-  std::vector<bool> read_in_place_;
-  std::vector<uint32_t> read_first_pos_;  // its first cached position
   std::atomic<int64_t> reads_in_place_{0};
 
   ClientCounters counters_;
