@@ -19,25 +19,6 @@ namespace {
 
 using SteadyClock = std::chrono::steady_clock;
 
-// How long a stopped worker waits for ZeroMQ to release the memory it sends
-// from: its sockets' linger time (1 s), and a little more.
-constexpr std::chrono::milliseconds kReleaseWait{2000};
-
-// Waits until ZeroMQ has released every message counted by `refs` (its free
-// functions decrement, with release order), or `deadline`; returns whether
-// it has.
-bool WaitReleased(const std::atomic<int>& refs, SteadyClock::time_point deadline) {
-  for (int spin = 0; refs.load(std::memory_order_acquire) > 0; ++spin) {
-    if (SteadyClock::now() >= deadline) return false;
-    if (spin < 64) {
-      std::this_thread::yield();
-    } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
-  }
-  return true;
-}
-
 }  // namespace
 
 Worker::Worker(const Config& config, int rank, zmq::context_t* zmq_context,
@@ -67,11 +48,9 @@ Worker::~Worker() {
   }
   if (device_) {
     for (void* p : allocations_) device_->Free(p);
-    std::vector<void*> still_sending = SlotsStillSending();
-    for (void* p : pinned_allocations_) {
-      if (std::find(still_sending.begin(), still_sending.end(), p) == still_sending.end())
-        device_->FreePinned(p);
-    }
+    for (void* p : pinned_allocations_) device_->FreePinned(p);
+    // Slots ZeroMQ still holds are leaked with a warning.
+    if (oplog_) oplog_->FreeSlots(tables_, kReleaseWait);
   }
   stream_.reset();
   device_.reset();
@@ -85,25 +64,6 @@ bool Worker::UpdateBuffersStillSending() const {
     if (b.alt_refs && !WaitReleased(*b.alt_refs, deadline)) return true;
   }
   return false;
-}
-
-std::vector<void*> Worker::SlotsStillSending() const {
-  // The channels' sockets are closed; ZeroMQ sends what they queued within
-  // their linger time (1 s) or drops it, and releases each zero-copy
-  // message then. Wait a little longer than that.
-  const auto deadline = SteadyClock::now() + kReleaseWait;
-  std::vector<void*> busy;
-  for (const auto& t : tables_) {
-    if (!t) continue;
-    for (const auto& slot : t->slots) {
-      if (!WaitReleased(slot->zmq_refs, deadline)) busy.push_back(slot->host);
-    }
-  }
-  if (!busy.empty()) {
-    GEEPS_LOG(Warning) << "worker " << rank_ << ": " << busy.size()
-                       << " update buffer(s) still held by ZeroMQ at shutdown; not freed";
-  }
-  return busy;
 }
 
 // ---- Phase 1 ----------------------------------------------------------------
@@ -500,6 +460,11 @@ Status Worker::FinishVirtualIteration() {
   if (!st.ok()) return fail(st);
   PlanDirectPaths();
 
+  oplog_ =
+      std::make_unique<Oplog>(&config_, rank_, device_.get(), stream_.get(), &counters_,
+                              [this](int channel, TableId table, OplogSlot* slot) {
+                                return channels_[channel]->Send({CommTask::kSend, table, slot});
+                              });
   ClientContext ctx;
   ctx.config = &config_;
   ctx.rank = rank_;
@@ -585,114 +550,32 @@ void Worker::EmulateCompute() const {
     std::this_thread::sleep_for(config_.emulated_compute_per_access);
 }
 
-Status Worker::ClearOplog(TableCache& t) {
-  const size_t w = t.width;
-  ClientCounters::Count(counters_.zero_bytes, (t.device_rows + t.host_rows) * w * sizeof(float));
-  if (t.device_rows > 0)
-    GEEPS_RETURN_IF_ERROR(device_->Fill(t.oplog, 0.0f, t.device_rows * w, stream_.get()));
-  if (t.host_rows > 0) std::memset(t.host_oplog, 0, t.host_rows * w * sizeof(float));
-  return device_->Synchronize(stream_.get());
-}
-
-Status Worker::AdvanceTable(TableId id) {
+Status Worker::AdvanceTable(TableId id, int32_t direct_update) {
   TableCache& t = *tables_[id];
+  // resumed: the servers already hold the prologue
+  if (DiscardingPrologue()) return oplog_->Discard(t);
   // A direct Update of this table: its buffer holds the clock's deltas.
-  const RecordedAccess* direct = direct_handle_ >= 0 && seq_.updates()[direct_handle_].table == id
-                                     ? &seq_.updates()[direct_handle_]
-                                     : nullptr;
-  if (DiscardingPrologue()) {  // resumed: the servers already hold the prologue
-    std::lock_guard<std::mutex> lock(t.mu);
-    if (t.oplog_dirty) {
-      GEEPS_RETURN_IF_ERROR(ClearOplog(t));
-      t.oplog_dirty = false;
-    }
-    return Status::OK();
+  DirectUpdate direct;
+  const bool is_direct = direct_update >= 0 && seq_.updates()[direct_update].table == id;
+  AccessBuffers* ub = is_direct ? &update_bufs_[direct_update] : nullptr;
+  if (is_direct) {
+    direct.buffer = ub->buffer;
+    direct.floats = seq_.updates()[direct_update].rows.size() * t.width;
+    direct.first_pos = plan_->direct_first_pos(direct_update);
+    direct.send_refs = ub->send_refs.get();
   }
-  OplogSlot* slot = nullptr;
-  int senders = 0;
-  {
-    std::lock_guard<std::mutex> lock(t.mu);
-    for (auto& s : t.slots) {
-      // A slot ZeroMQ still sends from (zero-copy) waits.
-      if (!s->in_use && s->zmq_refs.load(std::memory_order_acquire) == 0) {
-        slot = s.get();
-        break;
-      }
-    }
-    if (slot == nullptr) {
-      auto fresh = std::make_unique<OplogSlot>();
-      if (t.floats() > 0) {
-        GEEPS_ASSIGN_OR_RETURN(void* host, device_->AllocatePinned(t.floats() * sizeof(float)));
-        pinned_allocations_.push_back(host);
-        fresh->host = static_cast<float*>(host);
-      }
-      t.slots.push_back(std::move(fresh));
-      slot = t.slots.back().get();
-    }
-    std::vector<bool> has_channel(config_.num_channels, false);
-    for (const PartitionSlice& s : t.slices) has_channel[s.partition % config_.num_channels] = true;
-    senders = static_cast<int>(std::count(has_channel.begin(), has_channel.end(), true));
-    slot->in_use = true;
-    slot->clock = clock_.load();
-    slot->checkpoint = slot->clock == checkpoint_flag_clock_;
-    slot->dirty = t.oplog_dirty || direct != nullptr;
-    slot->pending_sends = senders;
-    slot->send_from = nullptr;
-    slot->send_refs = nullptr;
-    if (direct != nullptr && update_bufs_[direct_handle_].send_refs) {
-      // Host-readable device memory: the channels send the update from the
-      // buffer itself once the application's writes to it are done.
-      const AccessBuffers& ub = update_bufs_[direct_handle_];
-      GEEPS_RETURN_IF_ERROR(device_->Synchronize(stream_.get()));
-      slot->send_from = static_cast<const float*>(device_->HostAlias(ub.buffer));
-      slot->send_first_pos = plan_->direct_first_pos(direct_handle_);
-      slot->send_refs = ub.send_refs.get();
-      update_bufs_[direct_handle_].zeroing = AccessBuffers::Zeroing::kPending;
-    } else if (direct != nullptr) {
-      // The update's rows are the slot's positions first..first+n-1, all
-      // in device memory (PlanDirectUpdates); the oplog stays clean.
-      const size_t w = t.width;
-      GEEPS_RETURN_IF_ERROR(device_->Copy(
-          slot->host + static_cast<size_t>(plan_->direct_first_pos(direct_handle_)) * w,
-          update_bufs_[direct_handle_].buffer, direct->rows.size() * w * sizeof(float),
-          device::CopyKind::kDeviceToHost, stream_.get()));
-      GEEPS_RETURN_IF_ERROR(device_->Synchronize(stream_.get()));
-      ClientCounters::Count(counters_.to_slot_bytes, direct->rows.size() * w * sizeof(float));
-    } else if (t.oplog_dirty) {
-      // The slot holds the deltas by cached position, whichever side.
-      const size_t w = t.width;
-      ClientCounters::Count(counters_.to_slot_bytes, t.floats() * sizeof(float));
-      for (const CacheRun& r : t.runs) {
-        if (r.on_device) {
-          GEEPS_RETURN_IF_ERROR(device_->Copy(slot->host + r.begin * w, t.oplog + r.at * w,
-                                              r.count * w * sizeof(float),
-                                              device::CopyKind::kDeviceToHost, stream_.get()));
-        } else {
-          std::memcpy(slot->host + r.begin * w, t.host_oplog + r.at * w,
-                      r.count * w * sizeof(float));
-        }
-      }
-      GEEPS_RETURN_IF_ERROR(ClearOplog(t));
-      t.oplog_dirty = false;
-      if (config_.read_my_writes) {
-        slot->retained = true;
-        t.retained.push_back(slot);
-      }
-    }
-  }
-  std::vector<bool> sent(config_.num_channels, false);
-  for (const PartitionSlice& s : t.slices) {
-    const int k = s.partition % config_.num_channels;
-    if (sent[k]) continue;
-    sent[k] = true;
-    GEEPS_RETURN_IF_ERROR(channels_[k]->Send({CommTask::kSend, id, slot}));
-  }
-  return Status::OK();
+  const int64_t clock = clock_.load();
+  GEEPS_ASSIGN_OR_RETURN(
+      OplogSlot * slot,
+      oplog_->Snapshot(t, clock, clock == checkpoint_flag_clock_, is_direct ? &direct : nullptr));
+  // Sent in place: zeroed once ZeroMQ has released it.
+  if (is_direct && ub->send_refs) ub->zeroing = AccessBuffers::Zeroing::kPending;
+  return oplog_->Send(t, slot);
 }
 
 Status Worker::EndPrologue() {
   if (resume_clock_ == 0) {
-    for (TableId id : plan_->prologue_end_tables()) GEEPS_RETURN_IF_ERROR(AdvanceTable(id));
+    for (TableId id : plan_->prologue_end_tables()) GEEPS_RETURN_IF_ERROR(AdvanceTable(id, -1));
   }
   clock_.store(resume_clock_ > 0 ? resume_clock_ : 1);
   section_ = kRepeated;
@@ -700,10 +583,11 @@ Status Worker::EndPrologue() {
   return Status::OK();
 }
 
-Status Worker::Advance() {
+Status Worker::Advance(int32_t direct_update) {
   const std::vector<Op>& ops = seq_.ops(section_);
   const Op op = ops[pos_];
-  for (TableId id : plan_->advance_after(section_, pos_)) GEEPS_RETURN_IF_ERROR(AdvanceTable(id));
+  for (TableId id : plan_->advance_after(section_, pos_))
+    GEEPS_RETURN_IF_ERROR(AdvanceTable(id, direct_update));
   ++pos_;
   if (section_ == kRepeated && op.type == OpType::kClock) {
     clock_.fetch_add(1);
@@ -904,16 +788,9 @@ StatusOr<float*> Worker::PreUpdate(UpdateHandle h) {
   return b.buffer;
 }
 
-bool Worker::KeptForResend(const TableCache& t, const std::atomic<int>* refs) {
-  for (const auto& slot : t.slots) {
-    if (slot->in_use && slot->send_from != nullptr && slot->send_refs == refs) return true;
-  }
-  return false;
-}
-
 Status Worker::FreeKeptBuffer(AccessBuffers& b, TableCache& t, size_t floats) {
   std::lock_guard<std::mutex> lock(t.mu);
-  if (!KeptForResend(t, b.send_refs.get())) return Status::OK();
+  if (!Oplog::Names(t, b.send_refs.get())) return Status::OK();
   if (b.alt == nullptr && memory_ == nullptr) {
     GEEPS_ASSIGN_OR_RETURN(b.alt, AllocFloats(floats));
     if (device_->HostAlias(b.alt) == nullptr)
@@ -921,7 +798,7 @@ Status Worker::FreeKeptBuffer(AccessBuffers& b, TableCache& t, size_t floats) {
     b.alt_refs = std::make_shared<std::atomic<int>>(0);
     b.alt_zeroing = AccessBuffers::Zeroing::kNone;
   }
-  if (b.alt != nullptr && !KeptForResend(t, b.alt_refs.get())) {
+  if (b.alt != nullptr && !Oplog::Names(t, b.alt_refs.get())) {
     std::swap(b.buffer, b.alt);
     std::swap(b.send_refs, b.alt_refs);
     std::swap(b.zeroing, b.alt_zeroing);
@@ -929,16 +806,8 @@ Status Worker::FreeKeptBuffer(AccessBuffers& b, TableCache& t, size_t floats) {
   }
   // Both are kept (more clocks in flight than two, under SSP): the slots
   // take a copy of this one's update.
-  const float* from = static_cast<const float*>(device_->HostAlias(b.buffer));
-  for (const auto& slot : t.slots) {
-    if (!slot->in_use || slot->send_from == nullptr || slot->send_refs != b.send_refs.get())
-      continue;
-    std::memcpy(slot->host + static_cast<size_t>(slot->send_first_pos) * t.width, from,
-                floats * sizeof(float));
-    ClientCounters::Count(counters_.to_slot_bytes, floats * sizeof(float));
-    slot->send_from = nullptr;
-    slot->send_refs = nullptr;  // its own zmq_refs from now on
-  }
+  oplog_->CopyIn(t, b.send_refs.get(), static_cast<const float*>(device_->HostAlias(b.buffer)),
+                 floats);
   return Status::OK();
 }
 
@@ -952,9 +821,7 @@ Status Worker::Update(UpdateHandle h) {
   if (plan_->direct_update(h.id)) {
     // The buffer is the table's whole clock of deltas: Advance (which
     // advances this table now) sends it from there.
-    direct_handle_ = h.id;
-    Status st = Advance();
-    direct_handle_ = -1;
+    Status st = Advance(h.id);
     if (st.ok()) updates_direct_.fetch_add(1);
     Status released = ReleaseBuffer(b);
     return st.ok() ? released : st;
@@ -1312,7 +1179,7 @@ bool Worker::ZeroReleasedUpdateBuffers() {
         // Kept for resending until a push acknowledges it: that push is
         // what this thread waits for, so no need to look again sooner.
         std::lock_guard<std::mutex> lock(t.mu);
-        if (KeptForResend(t, side.refs)) continue;
+        if (Oplog::Names(t, side.refs)) continue;
       }
       // On an error PreUpdate zeroes it again, and reports the error then.
       *side.zeroing = ZeroBuffer(side.buffer, floats).ok() ? AccessBuffers::Zeroing::kDone

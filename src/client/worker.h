@@ -23,6 +23,7 @@
 #include "client/iteration_plan.h"
 #include "client/memory_manager.h"
 #include "client/op_sequence.h"
+#include "client/oplog.h"
 #include "client/swap_engine.h"
 #include "client/table_cache.h"
 #include "device/device.h"
@@ -154,22 +155,19 @@ class Worker {
   Status CheckDeviceReady(const char* call) const;
   Status CopyBuffer(const char* call, void* dst, const void* src, size_t floats, bool to_host);
   Status Expect(OpType type, int32_t handle, size_t count, const char* call);
-  Status Advance();  // after an op: advance table clocks, move the cursor
-  Status AdvanceTable(TableId table);
+  // After an op: advances the table clocks the plan names, moves the
+  // cursor. `direct_update`: the handle of the direct Update this op is
+  // (IterationPlan::direct_update; its buffer holds its table's deltas), or
+  // -1.
+  Status Advance(int32_t direct_update = -1);
+  Status AdvanceTable(TableId table, int32_t direct_update);
   // After the tables are placed: the plan's direct paths (IterationPlan::
   // PlaceCaches), and the direct updates sent in place from their buffers.
   void PlanDirectPaths();
-  Status ClearOplog(TableCache& t);  // zeroes both sides; under t.mu
-  // After Shutdown: waits (at most 2 s) until ZeroMQ has released the
-  // update buffers it sends from; returns those it still holds (not to be
-  // freed).
-  std::vector<void*> SlotsStillSending() const;
-  // The same for updates sent in place from their device buffers
-  // (AccessBuffers::send_refs): whether ZeroMQ still holds one.
+  // After Shutdown: waits (at most kReleaseWait) until ZeroMQ has released
+  // the updates sent in place from their device buffers
+  // (AccessBuffers::send_refs); whether it still holds one.
   bool UpdateBuffersStillSending() const;
-  // Whether an update kept for resending is sent from the buffer whose
-  // ZeroMQ count is `refs` (an OplogSlot in use names it). REQUIRES: t.mu.
-  static bool KeptForResend(const TableCache& t, const std::atomic<int>* refs);
   // PreUpdate of a buffer whose last update is kept for resending: hands
   // out the other buffer (AccessBuffers::alt), or, where there is none,
   // copies the kept update into its slot so the buffer is free again.
@@ -244,13 +242,11 @@ class Worker {
   Status BuildSwapEngine();
   std::vector<AccessBuffers> read_bufs_, update_bufs_, local_bufs_;
   std::unique_ptr<IterationPlan> plan_;  // built at FinishVirtualIteration
-  // Set by a direct Update for the AdvanceTable call it triggers: that
-  // update's handle (its buffer holds the deltas); -1 otherwise.
-  int32_t direct_handle_ = -1;
   std::atomic<int64_t> updates_direct_{0};
   std::atomic<int64_t> reads_in_place_{0};
 
   ClientCounters counters_;
+  std::unique_ptr<Oplog> oplog_;  // built at FinishVirtualIteration
   std::vector<std::unique_ptr<CommChannel>> channels_;
 
   // The real-phase cursor.
