@@ -1,5 +1,9 @@
-// The implementation behind geeps::GeePS: one worker's recorder, device
-// memory, parameter cache, oplogs and communication channels.
+// The implementation behind geeps::GeePS: one worker's recorder, the cursor
+// over the recorded operations, and the calls. What it runs on is built at
+// FinishVirtualIteration: the plan of its iterations (iteration_plan.h), its
+// device tables and data path (data_path.h), its oplog's slots (oplog.h) and
+// its communication channels (comm_channel.h). Its waits for pushes are in
+// worker_wait.cc.
 //
 // Threads: the application thread makes every call but Shutdown() and
 // GetStats() (any thread). api_mu_ serialises the application's calls
@@ -20,11 +24,10 @@
 #include <zmq.hpp>
 
 #include "client/comm_channel.h"
+#include "client/data_path.h"
 #include "client/iteration_plan.h"
-#include "client/memory_manager.h"
 #include "client/op_sequence.h"
 #include "client/oplog.h"
-#include "client/swap_engine.h"
 #include "client/table_cache.h"
 #include "device/device.h"
 #include "geeps/config.h"
@@ -98,56 +101,6 @@ class Worker {
  private:
   enum class Phase { kRecording, kFinished, kRunning, kShutDown };
 
-  // A run of an access's rows (in request order) whose cached rows live on
-  // one side: rows [out, out + count) of the buffer; device rows gather from /
-  // scatter to the device cache through index[index_at ..], host rows through
-  // host_index[index_at ..] and staging[index_at * width ..].
-  struct AccessRun {
-    uint32_t out = 0, count = 0;
-    bool on_device = true;
-    uint32_t index_at = 0;
-  };
-
-  // Device memory of one recorded access.
-  struct AccessBuffers {
-    float* buffer = nullptr;    // rows.size() * width
-    uint32_t* index = nullptr;  // device: positions in the cache / local table
-    bool contiguous = false;    // local access over consecutive rows
-    float* direct = nullptr;    // contiguous local access: pointer into the table
-    // Memory manager: `buffer` comes from the pool while the access is open
-    // (reads, updates, local data in host memory).
-    bool pooled = false;
-    float* host_rows = nullptr;  // local data in host memory: contiguous rows there
-    float* staging = nullptr;    // ... or a pinned buffer to gather/scatter through
-    // Reads and updates: the runs of rows by side (one device run when the
-    // whole cache is on the device), and the host positions of host rows.
-    std::vector<AccessRun> runs;
-    std::vector<uint32_t> host_index;
-    uint32_t host_count = 0;  // rows in host memory
-    // Direct updates on a device whose memory the host can read: the update
-    // is sent from `buffer` itself (no copy into the slot); this counts the
-    // ZeroMQ messages still reading it, which PreUpdate waits out before
-    // zeroing it again.
-    std::shared_ptr<std::atomic<int>> send_refs;
-    // A buffer sent in place is zeroed by a Read that waits for pushes once
-    // ZeroMQ has released it (kPending until then); PreUpdate skips a
-    // buffer that is kDone.
-    enum class Zeroing { kNone, kPending, kDone };
-    Zeroing zeroing = Zeroing::kNone;
-    // Resend after a connection loss (TableCache::retain_until_acked): the
-    // update of the last clock stays in `buffer` until a push acknowledges
-    // it, so PreUpdate hands out this second buffer meanwhile (the two are
-    // swapped with their refs and zeroing states); allocated when first
-    // needed, never with a memory budget (the update is then copied into
-    // its slot instead).
-    float* alt = nullptr;
-    std::shared_ptr<std::atomic<int>> alt_refs;
-    Zeroing alt_zeroing = Zeroing::kNone;
-    // A read returned in place and not yet PostRead (counted in the table's
-    // open_in_place_reads).
-    bool open_in_place = false;
-  };
-
   Status CheckRecording(const char* call) const;
   // LocalAccess / LocalRead: `read_only` must match the recording.
   StatusOr<float*> OpenLocal(LocalHandle h, bool read_only);
@@ -161,38 +114,8 @@ class Worker {
   // -1.
   Status Advance(int32_t direct_update = -1);
   Status AdvanceTable(TableId table, int32_t direct_update);
-  // After the tables are placed: the plan's direct paths (IterationPlan::
-  // PlaceCaches), and the direct updates sent in place from their buffers.
-  void PlanDirectPaths();
-  // After Shutdown: waits (at most kReleaseWait) until ZeroMQ has released
-  // the updates sent in place from their device buffers
-  // (AccessBuffers::send_refs); whether it still holds one.
-  bool UpdateBuffersStillSending() const;
-  // PreUpdate of a buffer whose last update is kept for resending: hands
-  // out the other buffer (AccessBuffers::alt), or, where there is none,
-  // copies the kept update into its slot so the buffer is free again.
-  Status FreeKeptBuffer(AccessBuffers& b, TableCache& t, size_t floats);
   void EmulateCompute() const;  // Config::emulated_compute_per_access
   Status EndPrologue();
-  Status BuildTables();     // plans the iterations (plan_), no memory
-  Status AllocateTables();  // cache, oplog, local tables
-  Status BuildAccesses();
-  // Index and runs of a read or update access over the cached rows.
-  Status BuildCacheAccess(const RecordedAccess& a, const TableCache& t, AccessBuffers& b);
-  // Moves a read's rows from the cache into its buffer / adds an update's
-  // buffer into the oplog (and the cache, with read-my-writes). Under t.mu.
-  Status GatherFromCache(TableCache& t, AccessBuffers& b, int handle);
-  Status ScatterToCache(TableCache& t, AccessBuffers& b, int handle);
-  StatusOr<uint32_t*> UploadIndex(const std::vector<uint32_t>& index);
-  StatusOr<float*> AllocFloats(size_t count);
-  // Device bytes outside the memory manager's plan: cache, oplogs, indexes,
-  // buffers of scattered local accesses.
-  uint64_t FixedDeviceBytes() const;
-  // Takes / returns the pool buffer of a managed access.
-  Status AcquireBuffer(AccessBuffers& b, uint64_t bytes, MemoryManager::AccessRef who);
-  Status ReleaseBuffer(AccessBuffers& b);
-  // Copies a managed local access between host memory and its pool buffer.
-  Status SwapLocal(const RecordedAccess& a, const AccessBuffers& b, bool to_device, int handle);
   int64_t RequiredAge(int slack) const;
 
   const Config config_;
@@ -207,10 +130,14 @@ class Worker {
   mutable std::mutex failure_mu_;
   Status peer_failure_;  // guarded by failure_mu_
   Status PeerFailure() const;
+  // A Read of `read` that waited config_.timeout for rows of clock
+  // `required` of `t`: which partition it waited for, and why it may lag.
+  // REQUIRES: t.mu held.
+  Status ReadTimeout(int32_t read, const TableCache& t, int64_t required) const;
   // For a Read's timeout: "; the connection from this worker to it was lost
   // N time(s), the last ... ago: ..." when it was, else "".
   std::string LossNote(int partition) const;
-  std::atomic<bool> tables_ready_{false};  // tables_ built (FinishVirtualIteration)
+  std::atomic<bool> tables_ready_{false};  // data_ built (FinishVirtualIteration)
   void WakeWaiters();                      // notifies every table's waiters; any thread
   // Waits until done() (called with `lock` held) or the deadline, receiving
   // and installing pushes on this thread meanwhile (comm_channel.h).
@@ -218,13 +145,6 @@ class Worker {
   bool WaitForPushes(std::unique_lock<std::mutex>& lock,
                      std::chrono::steady_clock::time_point deadline,
                      const std::function<bool()>& done);
-  // Zeroes the update buffers sent in place that ZeroMQ has released, while
-  // the application thread would only wait (WaitForPushes); returns whether
-  // one is still held.
-  bool ZeroReleasedUpdateBuffers();
-  // Fills `floats` floats of device memory with zeros on stream_ and waits
-  // (counted as zero_bytes).
-  Status ZeroBuffer(float* buffer, size_t floats);
   WaitState wait_;
   std::vector<pollfd> wait_fds_;  // wait_.wake_fd, then every channel's poll_fds()
   Phase phase_ = Phase::kRecording;
@@ -232,21 +152,15 @@ class Worker {
 
   std::unique_ptr<device::Device> device_;
   std::unique_ptr<device::Stream> stream_;  // the application thread's
-  std::vector<void*> allocations_;          // device memory to free
-  std::vector<void*> pinned_allocations_;
-  std::vector<std::unique_ptr<TableCache>> tables_;  // shared tables; null if local
-  std::vector<float*> local_tables_;                 // local tables; null if unused
-  std::vector<bool> local_on_host_;                  // local table in pinned host memory
-  std::unique_ptr<MemoryManager> memory_;            // null without a budget
-  std::unique_ptr<SwapEngine> swap_;                 // null: swaps on the app thread
-  Status BuildSwapEngine();
-  std::vector<AccessBuffers> read_bufs_, update_bufs_, local_bufs_;
-  std::unique_ptr<IterationPlan> plan_;  // built at FinishVirtualIteration
+  // Built at FinishVirtualIteration: what the recording plans, the device
+  // tables and buffers, the oplog's slots.
+  std::unique_ptr<IterationPlan> plan_;
+  std::unique_ptr<DataPath> data_;
   std::atomic<int64_t> updates_direct_{0};
   std::atomic<int64_t> reads_in_place_{0};
 
   ClientCounters counters_;
-  std::unique_ptr<Oplog> oplog_;  // built at FinishVirtualIteration
+  std::unique_ptr<Oplog> oplog_;
   std::vector<std::unique_ptr<CommChannel>> channels_;
 
   // The real-phase cursor.
