@@ -29,27 +29,7 @@ constexpr int kPollSafetyMs = 200;
 void ReleaseZeroCopy(void* /*data*/, void* hint) {
   static_cast<std::atomic<int>*>(hint)->fetch_sub(1, std::memory_order_release);
 }
-
-bool AllIncluded(const TableCache& t, int64_t clock) {
-  for (const PartitionSlice& s : t.slices) {
-    if (s.cache_count > 0 && s.included <= clock) return false;
-  }
-  return true;
-}
 }  // namespace
-
-void ReleaseSlots(TableCache& t, bool read_my_writes) {
-  for (auto& slot : t.slots) {
-    if (!slot->in_use || slot->pending_sends > 0) continue;
-    if (t.retain_until_acked && !AllIncluded(t, slot->clock)) continue;
-    if (slot->retained) {
-      if (!read_my_writes || !AllIncluded(t, slot->clock)) continue;
-      slot->retained = false;
-      t.retained.erase(std::find(t.retained.begin(), t.retained.end(), slot.get()));
-    }
-    slot->in_use = false;
-  }
-}
 
 int64_t WaitState::NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -310,7 +290,7 @@ void CommChannel::RunTask(const CommTask& task) {
   if (task.kind == CommTask::kSend) {
     std::lock_guard<std::mutex> lock(t.mu);
     --task.slot->pending_sends;
-    ReleaseSlots(t, ctx_.config->read_my_writes);
+    Oplog::Release(t, ctx_.config->read_my_writes);
   }
 }
 
@@ -587,7 +567,7 @@ void CommChannel::FinishInstall(TableCache& t, PartitionSlice& s, int64_t clock,
   s.included = included;
   s.installing = false;
   s.push_installed = true;
-  ReleaseSlots(t, rmw);
+  Oplog::Release(t, rmw);
 }
 
 }  // namespace geeps::client

@@ -84,10 +84,6 @@ struct WaitState {
   void Wake() const;  // writes wake_fd; never fails
 };
 
-// Frees the table's slots that are sent and (with read-my-writes) included
-// in every partition's last push. REQUIRES: t.mu held.
-void ReleaseSlots(TableCache& t, bool read_my_writes);
-
 class CommChannel {
  public:
   // How long the channel thread leaves the sockets to an application thread

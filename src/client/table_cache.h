@@ -12,7 +12,8 @@
 //    worker reads or updates), as of the last push of each partition, plus,
 //    with read-my-writes, this worker's deltas the servers had not included.
 //  - oplog holds this worker's deltas of the current clock not yet handed to
-//    the communication threads (zero where none).
+//    the communication threads (zero where none); its slots are the Oplog's
+//    (oplog.h).
 //  - slices[i].age only grows.
 //  - a push in parts is written into the cache part by part only while no
 //    in-place read is open, and a Read waits while a slice it covers is
@@ -29,6 +30,7 @@
 #include <mutex>
 #include <vector>
 
+#include "client/oplog.h"
 #include "geeps/config.h"
 
 namespace geeps::client {
@@ -50,28 +52,6 @@ struct PartitionSlice {
   // A push has been installed: the partition has this worker's subscription
   // (else a resend after a connection loss sends the subscription again).
   bool push_installed = false;
-};
-
-// One clock's deltas of a table, copied to host memory for sending.
-struct OplogSlot {
-  float* host = nullptr;  // pinned, rows.size() * width floats
-  int64_t clock = 0;
-  bool dirty = false;       // any delta at all
-  bool checkpoint = false;  // asks the partitions to checkpoint at clock + 1
-  int pending_sends = 0;    // communication threads yet to send it
-  bool retained = false;    // kept for read-my-writes re-application
-  bool in_use = false;
-  // ZeroMQ messages that send straight from `host` and that ZeroMQ has not
-  // released yet (its I/O thread decrements, with release order). The slot
-  // is reused, and its memory freed, only at 0.
-  std::atomic<int> zmq_refs{0};
-  // Set when this clock's update is sent from the update buffer itself
-  // instead of `host` (host backend, Worker::AdvanceTable): the buffer's
-  // host address, the cached position of its first row, and the count of
-  // ZeroMQ messages still reading it (the buffer's own).
-  const float* send_from = nullptr;
-  uint32_t send_first_pos = 0;
-  std::atomic<int>* send_refs = nullptr;
 };
 
 // Consecutive cached positions [begin, begin + count) on one side.

@@ -1,5 +1,9 @@
-// The implementation behind geeps::GeePS: one worker's recorder, device
-// memory, parameter cache, oplogs and communication channels.
+// The implementation behind geeps::GeePS: one worker's recorder, the cursor
+// over the recorded operations, and the calls. What it runs on is built at
+// FinishVirtualIteration: the plan of its iterations (iteration_plan.h), its
+// device tables and data path (data_path.h), its oplog's slots (oplog.h) and
+// its communication channels (comm_channel.h). Its waits for pushes are in
+// worker_wait.cc.
 //
 // Threads: the application thread makes every call but Shutdown() and
 // GetStats() (any thread). api_mu_ serialises the application's calls
@@ -20,9 +24,10 @@
 #include <zmq.hpp>
 
 #include "client/comm_channel.h"
-#include "client/memory_manager.h"
+#include "client/data_path.h"
+#include "client/iteration_plan.h"
 #include "client/op_sequence.h"
-#include "client/swap_engine.h"
+#include "client/oplog.h"
 #include "client/table_cache.h"
 #include "device/device.h"
 #include "geeps/config.h"
@@ -96,57 +101,6 @@ class Worker {
  private:
   enum class Phase { kRecording, kFinished, kRunning, kShutDown };
 
-  // A run of an access's rows (in request order) whose cached rows live on
-  // one side: rows [out, out + count) of the buffer; device rows gather from /
-  // scatter to the device cache through index[index_at ..], host rows through
-  // host_index[index_at ..] and staging[index_at * width ..].
-  struct AccessRun {
-    uint32_t out = 0, count = 0;
-    bool on_device = true;
-    uint32_t index_at = 0;
-  };
-
-  // Device memory of one recorded access.
-  struct AccessBuffers {
-    float* buffer = nullptr;    // rows.size() * width
-    uint32_t* index = nullptr;  // device: positions in the cache / local table
-    bool contiguous = false;    // local access over consecutive rows
-    float* direct = nullptr;    // contiguous local access: pointer into the table
-    std::vector<int> slices;    // reads: indexes into the table's slices
-    // Memory manager: `buffer` comes from the pool while the access is open
-    // (reads, updates, local data in host memory).
-    bool pooled = false;
-    float* host_rows = nullptr;  // local data in host memory: contiguous rows there
-    float* staging = nullptr;    // ... or a pinned buffer to gather/scatter through
-    // Reads and updates: the runs of rows by side (one device run when the
-    // whole cache is on the device), and the host positions of host rows.
-    std::vector<AccessRun> runs;
-    std::vector<uint32_t> host_index;
-    uint32_t host_count = 0;  // rows in host memory
-    // Direct updates on a device whose memory the host can read: the update
-    // is sent from `buffer` itself (no copy into the slot); this counts the
-    // ZeroMQ messages still reading it, which PreUpdate waits out before
-    // zeroing it again.
-    std::shared_ptr<std::atomic<int>> send_refs;
-    // A buffer sent in place is zeroed by a Read that waits for pushes once
-    // ZeroMQ has released it (kPending until then); PreUpdate skips a
-    // buffer that is kDone.
-    enum class Zeroing { kNone, kPending, kDone };
-    Zeroing zeroing = Zeroing::kNone;
-    // Resend after a connection loss (TableCache::retain_until_acked): the
-    // update of the last clock stays in `buffer` until a push acknowledges
-    // it, so PreUpdate hands out this second buffer meanwhile (the two are
-    // swapped with their refs and zeroing states); allocated when first
-    // needed, never with a memory budget (the update is then copied into
-    // its slot instead).
-    float* alt = nullptr;
-    std::shared_ptr<std::atomic<int>> alt_refs;
-    Zeroing alt_zeroing = Zeroing::kNone;
-    // A read returned in place and not yet PostRead (counted in the table's
-    // open_in_place_reads).
-    bool open_in_place = false;
-  };
-
   Status CheckRecording(const char* call) const;
   // LocalAccess / LocalRead: `read_only` must match the recording.
   StatusOr<float*> OpenLocal(LocalHandle h, bool read_only);
@@ -154,49 +108,14 @@ class Worker {
   Status CheckDeviceReady(const char* call) const;
   Status CopyBuffer(const char* call, void* dst, const void* src, size_t floats, bool to_host);
   Status Expect(OpType type, int32_t handle, size_t count, const char* call);
-  Status Advance();  // after an op: advance table clocks, move the cursor
-  Status AdvanceTable(TableId table);
-  // Marks the updates that may skip the oplog (see direct_update_) and the
-  // reads that may return the cache in place (read_in_place_).
-  void PlanDirectUpdates();
-  void PlanInPlaceReads();
-  Status ClearOplog(TableCache& t);  // zeroes both sides; under t.mu
-  // After Shutdown: waits (at most 2 s) until ZeroMQ has released the
-  // update buffers it sends from; returns those it still holds (not to be
-  // freed).
-  std::vector<void*> SlotsStillSending() const;
-  // The same for updates sent in place from their device buffers
-  // (AccessBuffers::send_refs): whether ZeroMQ still holds one.
-  bool UpdateBuffersStillSending() const;
-  // Whether an update kept for resending is sent from the buffer whose
-  // ZeroMQ count is `refs` (an OplogSlot in use names it). REQUIRES: t.mu.
-  static bool KeptForResend(const TableCache& t, const std::atomic<int>* refs);
-  // PreUpdate of a buffer whose last update is kept for resending: hands
-  // out the other buffer (AccessBuffers::alt), or, where there is none,
-  // copies the kept update into its slot so the buffer is free again.
-  Status FreeKeptBuffer(AccessBuffers& b, TableCache& t, size_t floats);
+  // After an op: advances the table clocks the plan names, moves the
+  // cursor. `direct_update`: the handle of the direct Update this op is
+  // (IterationPlan::direct_update; its buffer holds its table's deltas), or
+  // -1.
+  Status Advance(int32_t direct_update = -1);
+  Status AdvanceTable(TableId table, int32_t direct_update);
   void EmulateCompute() const;  // Config::emulated_compute_per_access
   Status EndPrologue();
-  Status BuildTables();     // plans cached rows and slices, no memory
-  Status AllocateTables();  // cache, oplog, local tables
-  Status BuildAccesses();
-  // Index and runs of a read or update access over the cached rows.
-  Status BuildCacheAccess(const RecordedAccess& a, const TableCache& t, AccessBuffers& b);
-  // Moves a read's rows from the cache into its buffer / adds an update's
-  // buffer into the oplog (and the cache, with read-my-writes). Under t.mu.
-  Status GatherFromCache(TableCache& t, AccessBuffers& b, int handle);
-  Status ScatterToCache(TableCache& t, AccessBuffers& b, int handle);
-  void BuildClockPlan();
-  StatusOr<uint32_t*> UploadIndex(const std::vector<uint32_t>& index);
-  StatusOr<float*> AllocFloats(size_t count);
-  // Device bytes outside the memory manager's plan: cache, oplogs, indexes,
-  // buffers of scattered local accesses.
-  uint64_t FixedDeviceBytes() const;
-  // Takes / returns the pool buffer of a managed access.
-  Status AcquireBuffer(AccessBuffers& b, uint64_t bytes, MemoryManager::AccessRef who);
-  Status ReleaseBuffer(AccessBuffers& b);
-  // Copies a managed local access between host memory and its pool buffer.
-  Status SwapLocal(const RecordedAccess& a, const AccessBuffers& b, bool to_device, int handle);
   int64_t RequiredAge(int slack) const;
 
   const Config config_;
@@ -211,10 +130,14 @@ class Worker {
   mutable std::mutex failure_mu_;
   Status peer_failure_;  // guarded by failure_mu_
   Status PeerFailure() const;
+  // A Read of `read` that waited config_.timeout for rows of clock
+  // `required` of `t`: which partition it waited for, and why it may lag.
+  // REQUIRES: t.mu held.
+  Status ReadTimeout(int32_t read, const TableCache& t, int64_t required) const;
   // For a Read's timeout: "; the connection from this worker to it was lost
   // N time(s), the last ... ago: ..." when it was, else "".
   std::string LossNote(int partition) const;
-  std::atomic<bool> tables_ready_{false};  // tables_ built (FinishVirtualIteration)
+  std::atomic<bool> tables_ready_{false};  // data_ built (FinishVirtualIteration)
   void WakeWaiters();                      // notifies every table's waiters; any thread
   // Waits until done() (called with `lock` held) or the deadline, receiving
   // and installing pushes on this thread meanwhile (comm_channel.h).
@@ -222,13 +145,6 @@ class Worker {
   bool WaitForPushes(std::unique_lock<std::mutex>& lock,
                      std::chrono::steady_clock::time_point deadline,
                      const std::function<bool()>& done);
-  // Zeroes the update buffers sent in place that ZeroMQ has released, while
-  // the application thread would only wait (WaitForPushes); returns whether
-  // one is still held.
-  bool ZeroReleasedUpdateBuffers();
-  // Fills `floats` floats of device memory with zeros on stream_ and waits
-  // (counted as zero_bytes).
-  Status ZeroBuffer(float* buffer, size_t floats);
   WaitState wait_;
   std::vector<pollfd> wait_fds_;  // wait_.wake_fd, then every channel's poll_fds()
   Phase phase_ = Phase::kRecording;
@@ -236,41 +152,15 @@ class Worker {
 
   std::unique_ptr<device::Device> device_;
   std::unique_ptr<device::Stream> stream_;  // the application thread's
-  std::vector<void*> allocations_;          // device memory to free
-  std::vector<void*> pinned_allocations_;
-  std::vector<std::unique_ptr<TableCache>> tables_;  // shared tables; null if local
-  std::vector<float*> local_tables_;                 // local tables; null if unused
-  std::vector<bool> local_on_host_;                  // local table in pinned host memory
-  std::unique_ptr<MemoryManager> memory_;            // null without a budget
-  std::unique_ptr<SwapEngine> swap_;                 // null: swaps on the app thread
-  Status BuildSwapEngine();
-  std::vector<AccessBuffers> read_bufs_, update_bufs_, local_bufs_;
-  // advance_after_[section][pos]: tables whose clock advances after that op.
-  std::vector<std::vector<TableId>> advance_after_[2];
-  std::vector<TableId> prologue_end_tables_;
-  // Per update handle: the update is the only one of its table in every
-  // section it occurs in, its rows are exactly the rows the worker updates
-  // in that table, at consecutive cached positions in order, all in device
-  // memory, and read-my-writes is off. Then its buffer holds the table's
-  // whole clock of deltas in slot order: Update copies it straight into the
-  // oplog slot (no scatter-add into the oplog, no copy-out, no zeroing).
-  std::vector<bool> direct_update_;
-  std::vector<uint32_t> direct_first_pos_;  // its first cached position
-  // Set by a direct Update for the AdvanceTable call it triggers: that
-  // update's handle (its buffer holds the deltas); -1 otherwise.
-  int32_t direct_handle_ = -1;
+  // Built at FinishVirtualIteration: what the recording plans, the device
+  // tables and buffers, the oplog's slots.
+  std::unique_ptr<IterationPlan> plan_;
+  std::unique_ptr<DataPath> data_;
   std::atomic<int64_t> updates_direct_{0};
-  // Per read handle: in the repeated section, a BSP read (slack 0) without
-  // read-my-writes over consecutive cached rows in order, the whole table
-  // cache in device memory, and no advance of its table between the Read
-  // and its PostRead. No push of the table can then be installed while the
-  // read is open (the next one needs this worker's update of the current
-  // clock), so Read returns the cache rows themselves, with no gather.
-  std::vector<bool> read_in_place_;
-  std::vector<uint32_t> read_first_pos_;  // its first cached position
   std::atomic<int64_t> reads_in_place_{0};
 
   ClientCounters counters_;
+  std::unique_ptr<Oplog> oplog_;
   std::vector<std::unique_ptr<CommChannel>> channels_;
 
   // The real-phase cursor.

@@ -1,0 +1,141 @@
+// The worker's waits: a Read or Sync that waits for pushes receives them on
+// the application thread (WaitForPushes), the wake-ups of those waits
+// (WakeWaiters, FailPeers) and the errors a wait ends with (docs/
+// architecture.md, "Threads of the data path").
+#include <poll.h>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+
+#include "client/worker.h"
+#include "transport/socket_util.h"
+
+namespace geeps::client {
+
+using SteadyClock = std::chrono::steady_clock;
+
+Status Worker::ReadTimeout(int32_t read, const TableCache& t, int64_t required) const {
+  const RecordedAccess& a = seq_.reads()[read];
+  int64_t lowest = required;
+  int lowest_partition = -1;
+  for (int si : plan_->read_slices(read)) {
+    if (t.slices[si].age < lowest) {
+      lowest = t.slices[si].age;
+      lowest_partition = t.slices[si].partition;
+    }
+  }
+  const std::string what = "Read(read#" + std::to_string(read) + ") of table " +
+                           std::to_string(a.table) + " ('" + config_.tables[a.table].name + "')";
+  if (lowest_partition < 0) {
+    for (int si : plan_->read_slices(read))
+      if (t.slices[si].installing) lowest_partition = t.slices[si].partition;
+    return DeadlineExceededError(
+        what + " waited " + std::to_string(config_.timeout.count()) +
+        " ms for the rest of a push in parts from server partition " +
+        std::to_string(lowest_partition) + LossNote(lowest_partition) +
+        " (its parts stopped coming, or one was dropped: the worker's log says which)");
+  }
+  const std::string loss = LossNote(lowest_partition);
+  return DeadlineExceededError(
+      what + " at clock " + std::to_string(clock_.load()) + " waited " +
+      std::to_string(config_.timeout.count()) +
+      " ms for rows of clock >= " + std::to_string(required) + "; server partition " +
+      std::to_string(lowest_partition) + " is still at clock " + std::to_string(lowest) +
+      (loss.empty() ? " (some worker's update of that clock has not reached it: a worker "
+                      "is stuck, failed or shut down, or the update was lost on the way; "
+                      "the shard logs which workers it waits for)"
+                    : loss));
+}
+
+std::string Worker::LossNote(int partition) const {
+  if (partition < 0) return "";
+  const int channels = config_.num_channels;
+  const size_t ch = static_cast<size_t>(partition % channels);
+  if (ch >= channels_.size() || !channels_[ch]) return "";
+  int64_t last_ns = 0;
+  const int64_t n = channels_[ch]->ConnectionLosses(partition / channels, &last_ns);
+  if (n == 0) return "";
+  const double ago = static_cast<double>(WaitState::NowNs() - last_ns) / 1e9;
+  char when[32];
+  std::snprintf(when, sizeof(when), "%.1f", ago);
+  return "; the connection from this worker to that partition was lost " + std::to_string(n) +
+         " time(s), the last " + when + " s ago" +
+         (config_.resend_after_connection_loss
+              ? std::string(" (what it had not acknowledged was sent again after each loss)")
+              : std::string(": an update or push in flight then was lost with it, and "
+                            "resend_after_connection_loss is off")) +
+         " (docs/reliability.md, \"A connection that resets mid-job\")";
+}
+
+Status Worker::PeerFailure() const {
+  std::lock_guard<std::mutex> lock(failure_mu_);
+  return peer_failure_;
+}
+
+void Worker::FailPeers(const Status& reason) {
+  {
+    std::lock_guard<std::mutex> lock(failure_mu_);
+    if (!peer_failure_.ok()) return;
+    peer_failure_ = reason.ok() ? InternalError("FailPeers with an OK status") : reason;
+  }
+  peers_failed_.store(true);
+  WakeWaiters();
+}
+
+bool Worker::WaitForPushes(std::unique_lock<std::mutex>& lock, SteadyClock::time_point deadline,
+                           const std::function<bool()>& done) {
+  if (done()) return true;
+  // This thread receives the pushes while it waits; the channel threads
+  // leave the sockets to it (CommChannel::Run).
+  wait_.last_wait_ns.store(WaitState::NowNs());
+  wait_.app_waiting.store(true);
+  // app_waiting is set under the table's mutex, which installing a push of
+  // this table takes too: a channel thread that installs one after the
+  // check above sees it and writes wake_fd. Every thread that uses a
+  // channel's sockets ends by draining them (CommChannel::PumpLocked), so
+  // any other push that arrives from now on makes a descriptor readable:
+  // poll first, then receive.
+  bool result = false;
+  for (;;) {
+    const auto now = SteadyClock::now();
+    if (now >= deadline) break;
+    const int64_t left_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1;
+    lock.unlock();
+    // Idle until a push comes: zero the update buffers ZeroMQ has released
+    // (PreUpdate then skips them); while one is still held, look again in
+    // 1 ms.
+    const bool held = data_->ZeroReleasedUpdateBuffers();
+    for (pollfd& f : wait_fds_) f.revents = 0;
+    // Readable: a push may have arrived, a channel thread installed one,
+    // or the worker is shutting down (wake_fd).
+    const int ready = ::poll(wait_fds_.data(), wait_fds_.size(),
+                             static_cast<int>(std::min<int64_t>(left_ms, held ? 1 : 200)));
+    if (ready > 0 && (wait_fds_[0].revents & POLLIN)) transport::ClearWakeFd(wait_.wake_fd);
+    for (auto& c : channels_) c->Pump();
+    lock.lock();
+    if (done()) {
+      result = true;
+      break;
+    }
+  }
+  wait_.app_waiting.store(false);
+  wait_.last_wait_ns.store(WaitState::NowNs());
+  for (auto& c : channels_) c->ResumeBackground();
+  return result;
+}
+
+void Worker::WakeWaiters() {
+  // The tables and wait_.wake_fd are fixed once tables_ready_ is set;
+  // before that nobody waits.
+  if (!tables_ready_.load(std::memory_order_acquire)) return;
+  wait_.Wake();
+  for (auto& t : data_->tables()) {
+    if (!t) continue;
+    { std::lock_guard<std::mutex> lock(t->mu); }
+    t->cv.notify_all();
+  }
+}
+
+}  // namespace geeps::client
