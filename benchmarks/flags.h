@@ -52,20 +52,8 @@ class Flags {
   }
   // A comma-separated list of integers (replaces the default list).
   Flags& Add(const std::string& name, std::vector<int>* v, const std::string& help) {
-    return AddParser(name, "N,N,...", help, [v](const std::string& s) {
-      std::vector<int> list;
-      size_t start = 0;
-      for (;;) {
-        const size_t comma = s.find(',', start);
-        int x;
-        if (!ParseInt(s.substr(start, comma - start), &x)) return false;
-        list.push_back(x);
-        if (comma == std::string::npos) break;
-        start = comma + 1;
-      }
-      *v = std::move(list);
-      return true;
-    });
+    return AddParser(name, "N,N,...", help,
+                     [v](const std::string& s) { return ParseList(s, ParseInt, v); });
   }
   // A byte count with an optional K, M or G suffix (binary: 4K = 4096).
   Flags& AddSize(const std::string& name, uint64_t* v, const std::string& help) {
@@ -73,20 +61,8 @@ class Flags {
   }
   // A comma-separated list of byte counts (replaces the default list).
   Flags& AddSizes(const std::string& name, std::vector<uint64_t>* v, const std::string& help) {
-    return AddParser(name, "BYTES,...", help, [v](const std::string& s) {
-      std::vector<uint64_t> list;
-      size_t start = 0;
-      for (;;) {
-        const size_t comma = s.find(',', start);
-        uint64_t x;
-        if (!ParseSize(s.substr(start, comma - start), &x)) return false;
-        list.push_back(x);
-        if (comma == std::string::npos) break;
-        start = comma + 1;
-      }
-      *v = std::move(list);
-      return true;
-    });
+    return AddParser(name, "BYTES,...", help,
+                     [v](const std::string& s) { return ParseList(s, ParseSize, v); });
   }
   // A switch: present sets it to true; it takes no value.
   Flags& Add(const std::string& name, bool* v, const std::string& help) {
@@ -203,6 +179,25 @@ class Flags {
   }
 
  private:
+  // Replaces *out with the comma-separated elements of s, each read by
+  // `parse_one`; false (and *out unchanged) if any is not valid.
+  template <typename T>
+  static bool ParseList(const std::string& s, bool (*parse_one)(const std::string&, T*),
+                        std::vector<T>* out) {
+    std::vector<T> list;
+    size_t start = 0;
+    for (;;) {
+      const size_t comma = s.find(',', start);
+      T x;
+      if (!parse_one(s.substr(start, comma - start), &x)) return false;
+      list.push_back(x);
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+    *out = std::move(list);
+    return true;
+  }
+
   struct Flag {
     std::string name, metavar, help;
     Parser parse;  // null for a switch

@@ -10,6 +10,7 @@
 
 #include "client/iteration_plan.h"
 #include "client/oplog.h"
+#include "device_copy.h"
 #include "test_util.h"
 
 namespace geeps::client {
@@ -62,17 +63,14 @@ class DataPathTest : public ::testing::Test {
   }
 
   void Upload(float* dst, const std::vector<float>& values) {
-    ASSERT_OK(device_->Copy(dst, values.data(), values.size() * sizeof(float),
-                            device::CopyKind::kHostToDevice, stream_.get()));
-    ASSERT_OK(device_->Synchronize(stream_.get()));
+    ASSERT_OK(geeps::testing::UploadFloats(*device_, stream_.get(), dst, values));
   }
 
   std::vector<float> Download(const float* src, size_t floats) {
-    std::vector<float> out(floats);
-    EXPECT_OK(device_->Copy(out.data(), src, floats * sizeof(float),
-                            device::CopyKind::kDeviceToHost, stream_.get()));
-    EXPECT_OK(device_->Synchronize(stream_.get()));
-    return out;
+    StatusOr<std::vector<float>> out =
+        geeps::testing::DownloadFloats(*device_, stream_.get(), src, floats);
+    EXPECT_OK(out.status());
+    return out.ok() ? *out : std::vector<float>(floats);
   }
 
   Config config_;

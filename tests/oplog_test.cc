@@ -13,6 +13,7 @@
 #include "client/comm_channel.h"
 #include "client/table_cache.h"
 #include "device/device.h"
+#include "device_copy.h"
 #include "test_util.h"
 
 namespace geeps::client {
@@ -48,17 +49,14 @@ class OplogTest : public ::testing::Test {
   }
 
   void Upload(float* dst, const std::vector<float>& values) {
-    ASSERT_OK(device_->Copy(dst, values.data(), values.size() * sizeof(float),
-                            device::CopyKind::kHostToDevice, stream_.get()));
-    ASSERT_OK(device_->Synchronize(stream_.get()));
+    ASSERT_OK(geeps::testing::UploadFloats(*device_, stream_.get(), dst, values));
   }
 
   std::vector<float> Download(const float* src, size_t floats) {
-    std::vector<float> out(floats);
-    EXPECT_OK(device_->Copy(out.data(), src, floats * sizeof(float),
-                            device::CopyKind::kDeviceToHost, stream_.get()));
-    EXPECT_OK(device_->Synchronize(stream_.get()));
-    return out;
+    StatusOr<std::vector<float>> out =
+        geeps::testing::DownloadFloats(*device_, stream_.get(), src, floats);
+    EXPECT_OK(out.status());
+    return out.ok() ? *out : std::vector<float>(floats);
   }
 
   std::unique_ptr<TableCache> MakeTable(const std::vector<int>& partitions) {
