@@ -16,9 +16,10 @@
 #           (libc, libm, libpthread, libdl, librt, libresolv, ld-linux), the
 #           driver (libcuda, libnvidia-*), nor cuBLAS, cuDNN and cudart:
 #           cuBLAS alone is 600 MB; gpu-check.sh finds them there (the CUDA
-#           toolkit or the PyTorch wheels). Libraries over 4 MiB (OpenBLAS)
-#           are stored xz-compressed (*.xz); gpu-check.sh unpacks them into a
-#           scratch folder.
+#           toolkit or the PyTorch wheels). Libraries over 1 MiB (OpenBLAS,
+#           libgeeps, libgeeps_internal, libgfortran) are stored
+#           xz-compressed (*.xz); gpu-check.sh unpacks them into a scratch
+#           folder.
 #   lib/cudnn-stub/libcudnn.so.9
 #           a stand-in with the cuDNN symbols the binaries import, whose
 #           cudnnGetVersion() returns 0: gpu-check.sh puts it on the library
@@ -228,10 +229,11 @@ glibc_of() {
 glibc_needed="$(glibc_of "$tmp"/bin/* "$tmp"/lib/*.so*)"
 glibc_needed_gcc="$(glibc_of "$tmp"/bin/* "$tmp"/lib/*.so* "$tmp"/lib/gcc/*.so*)"
 
-# Big libraries travel compressed (OpenBLAS: 36 MB -> 4 MB).
+# Big libraries travel compressed (OpenBLAS: 36 MB -> 4 MB; libgeeps and
+# libgeeps_internal about 2 MB each -> under 1 MB).
 compressed=()
 for l in "$tmp"/lib/*.so*; do
-  if (($(stat -c %s "$l") > 4 * 1048576)); then
+  if (($(stat -c %s "$l") > 1048576)); then
     xz -T0 -9 "$l"
     compressed+=("$(basename "$l")")
   fi
