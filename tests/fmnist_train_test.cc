@@ -185,6 +185,39 @@ TEST(NetTrainerTest, RejectsBadOptions) {
       << with_dropout->Describe();
 }
 
+// The step schedule is lr * decay^epoch for every iteration of an epoch; the
+// cosine schedule starts at lr, is lr/2 halfway through the whole run,
+// falls at every iteration and ends near 0; it refuses a decay besides.
+TEST(NetTrainerTest, LearningRateSchedules) {
+  NetOptions o;
+  o.learning_rate = 0.08f;
+  o.lr_decay = 0.5f;
+  o.epochs = 4;
+  const int64_t steps = 100;
+  EXPECT_FLOAT_EQ(LearningRate(o, 0, 0, steps), 0.08f);
+  EXPECT_FLOAT_EQ(LearningRate(o, 0, 99, steps), 0.08f);
+  EXPECT_FLOAT_EQ(LearningRate(o, 3, 50, steps), 0.01f);
+
+  o.lr_schedule = LrSchedule::kCosine;
+  geeps::Status s = ValidateNetOptions(o);
+  EXPECT_EQ(s.code(), geeps::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("step schedule only"), std::string::npos) << s;
+  o.lr_decay = 1.0f;
+  EXPECT_TRUE(ValidateNetOptions(o).ok());
+  EXPECT_FLOAT_EQ(LearningRate(o, 0, 0, steps), 0.08f);
+  EXPECT_NEAR(LearningRate(o, 2, 0, steps), 0.04f, 1e-6);
+  float previous = LearningRate(o, 0, 0, steps);
+  for (int e = 0; e < o.epochs; ++e) {
+    for (int64_t t = (e == 0 ? 1 : 0); t < steps; ++t) {
+      const float lr = LearningRate(o, e, t, steps);
+      ASSERT_LT(lr, previous) << "epoch " << e << " iteration " << t;
+      ASSERT_GT(lr, 0.0f) << "epoch " << e << " iteration " << t;
+      previous = lr;
+    }
+  }
+  EXPECT_LT(previous, 0.08f * 1e-3f);
+}
+
 // Augment mirrors and shifts: every output pixel is the input's pixel at the
 // mirrored, shifted place, or 0 where that falls outside; with both off it
 // copies; over many draws both mirrors and several shifts occur.
@@ -298,6 +331,8 @@ TEST(FmnistTrainBinaryTest, BadFlagsExitWithUsageError) {
       {"stray", "positional"},
       {"--train-limit -5", "train-limit"},
       {"--dropout 1", "dropout"},
+      {"--lr-schedule linear", "--lr-schedule must be step or cosine"},
+      {"--lr-schedule cosine --lr-decay 0.7", "step schedule only"},
   };
   for (const auto& [args, expected] : cases) {
     std::string out;

@@ -45,6 +45,7 @@ struct Flags {
   int64_t timeout_ms = 60000;
   std::string curve_csv;
   std::string device = "host";
+  std::string lr_schedule = "step";
   bool processes = false;
   std::set<std::string> given;
 };
@@ -71,18 +72,6 @@ int ParseFlags(int argc, char** argv, Flags* flags) {
        "--workers and --shards are ignored)")
       ("shards", po::value(&n.shards)->default_value(n.shards),
        "parameter server shards")
-      ("channels", po::value(&n.channels)->default_value(n.channels),
-       "channels per shard and worker")
-      ("epochs", po::value(&n.epochs)->default_value(n.epochs),
-       "passes over the training data")
-      ("batch-size", po::value(&n.batch_size)->default_value(n.batch_size),
-       "global mini-batch, split evenly over the workers")
-      ("lr", po::value(&n.learning_rate)->default_value(n.learning_rate),
-       "learning rate")
-      ("lr-decay", po::value(&n.lr_decay)->default_value(n.lr_decay),
-       "learning rate factor per epoch")
-      ("momentum", po::value(&n.momentum)->default_value(n.momentum),
-       "momentum (0 = plain SGD)")
       ("weight-decay", po::value(&n.weight_decay)->default_value(n.weight_decay),
        "L2 weight decay: weight_decay * w added to each gradient (0 = none)")
       ("dropout", po::value(&n.dropout)->default_value(n.dropout),
@@ -94,8 +83,6 @@ int ParseFlags(int argc, char** argv, Flags* flags) {
       ("test-mirror", po::bool_switch(&n.test_mirror_average),
        "test each image together with its mirror image: the prediction is the "
        "mean of the two images' logits")
-      ("slack", po::value(&n.slack)->default_value(n.slack),
-       "staleness bound of the parameter reads in clocks (0 = BSP)")
       ("device-memory-budget",
        po::value(&n.device_memory_budget)->default_value(0),
        "device memory per worker in bytes (0 = no limit); local data that "
@@ -103,8 +90,6 @@ int ParseFlags(int argc, char** argv, Flags* flags) {
       ("device", po::value(&flags->device)->default_value(flags->device),
        "host, cuda or auto: the workers' device; on cuda the layers compute "
        "with the CUDA layer backend (not yet run on a GPU: docs/cuda.md)")
-      ("seed", po::value(&n.seed)->default_value(n.seed),
-       "seed of the initial weights and of the shuffles")
       ("data-dir", po::value(&flags->data_dir)->default_value(flags->data_dir),
        "folder of {train,t10k}-{images-idx3,labels-idx1}-ubyte.gz")
       ("train-limit", po::value(&flags->train_limit)->default_value(0),
@@ -115,6 +100,9 @@ int ParseFlags(int argc, char** argv, Flags* flags) {
       ("timeout-ms", po::value(&flags->timeout_ms)->default_value(flags->timeout_ms),
        "longest wait for a peer");
   // clang-format on
+  po::options_description_easy_init add = desc.add_options();
+  fmnist::AddTrainerFlags(add, &n, "global mini-batch, split evenly over the workers",
+                          &flags->lr_schedule);
   po::variables_map vm;
   if (const std::string error = fmnist::ParseCommandLine(desc, argc, argv, &vm); !error.empty())
     return Usage(error);
@@ -136,6 +124,9 @@ int ParseFlags(int argc, char** argv, Flags* flags) {
     n.device = geeps::DeviceKind::kAuto;
   } else {
     return Usage("--device must be host, cuda or auto");
+  }
+  if (!fmnist::ParseLrSchedule(flags->lr_schedule, &n.lr_schedule)) {
+    return Usage("--lr-schedule must be step or cosine");
   }
   fmnist::NetOptions check = n;
   if (flags->processes) check.workers = 1;  // known only after joining
@@ -245,11 +236,11 @@ int main(int argc, char** argv) {
   geeps::StatusOr<nn::Network> net = fmnist::BuildModel(opt.model, opt.dropout);
   std::printf(
       "model %s (%zu parameters); %lld training, %lld test images\n"
-      "%d workers, %d shards, slack %d, global batch %d, lr %g (decay %g), "
+      "%d workers, %d shards, slack %d, global batch %d, lr %g (%s), "
       "momentum %g, %d epochs\n",
       net->Describe().c_str(), net->num_params(), static_cast<long long>(train.size()),
       static_cast<long long>(test.size()), opt.workers, opt.shards, opt.slack, opt.batch_size,
-      opt.learning_rate, opt.lr_decay, opt.momentum, opt.epochs);
+      opt.learning_rate, fmnist::DescribeLrSchedule(opt).c_str(), opt.momentum, opt.epochs);
   std::fflush(stdout);
   fmnist::NetOptions run = opt;
   run.log = &std::cout;

@@ -10,7 +10,6 @@
 #include <utility>
 
 #include "annotate.h"
-#include "geeps/embedded_cluster.h"
 #include "geeps/step.h"
 #include "net_layout.h"
 #include "progress_bar.h"
@@ -167,31 +166,16 @@ Status ValidateNetOptions(const NetOptions& o) {
       o.model != "big-mlp") {
     return bad("unknown model '" + o.model + "' (mlp, cnn, cnn-gn, cnn-wide or big-mlp)");
   }
-  if (o.workers < 1) return bad("workers must be >= 1");
-  if (o.shards < 1) return bad("shards must be >= 1");
-  if (o.channels < 1) return bad("channels must be >= 1");
-  if (o.epochs < 0) return bad("epochs must be >= 0");
-  if (o.batch_size < 1) return bad("batch size must be >= 1");
+  GEEPS_RETURN_IF_ERROR(ValidateTrainerOptions(o));
   if (o.batch_size % o.workers != 0) {
     return bad("batch size " + std::to_string(o.batch_size) + " is not a multiple of the " +
                std::to_string(o.workers) + " workers (it is the global batch)");
-  }
-  if (!std::isfinite(o.learning_rate) || o.learning_rate <= 0) {
-    return bad("learning rate must be a positive number");
-  }
-  if (!std::isfinite(o.lr_decay) || o.lr_decay <= 0 || o.lr_decay > 1) {
-    return bad("learning rate decay must be in (0, 1]");
-  }
-  if (!std::isfinite(o.momentum) || o.momentum < 0 || o.momentum >= 1) {
-    return bad("momentum must be in [0, 1)");
   }
   if (!std::isfinite(o.weight_decay) || o.weight_decay < 0 || o.weight_decay >= 1) {
     return bad("weight decay must be in [0, 1)");
   }
   if (!(o.dropout >= 0.0f && o.dropout < 1.0f)) return bad("dropout rate must be in [0, 1)");
-  if (o.slack < 0) return bad("slack must be >= 0");
   if (o.augment_shift < 0 || o.augment_shift > 8) return bad("augment shift must be in [0, 8]");
-  if (o.timeout.count() <= 0) return bad("timeout must be positive");
   return Status::OK();
 }
 
@@ -467,7 +451,7 @@ Status TrainNetWorker(const NetOptions& opt, const nn::Network& net, const Datas
     batch.n = local_batch;
     batch.images = images.data();
     batch.labels = labels.data();
-    batch.lr = opt.learning_rate * std::pow(opt.lr_decay, static_cast<float>(epoch));
+    batch.lr = LearningRate(opt, epoch, 0, steps);
     ProgressBar bar(rank == 0 ? opt.log : nullptr, epoch + 1, opt.epochs, steps);
     const Clock::time_point start = Clock::now();
     loss_sum = 0;
@@ -487,6 +471,7 @@ Status TrainNetWorker(const NetOptions& opt, const nn::Network& net, const Datas
       // Each worker and iteration draws its own dropout masks.
       be->SetTraining(true, opt.seed * 0x9E3779B97F4A7C15ULL ^ (static_cast<uint64_t>(rank) << 48) ^
                                 static_cast<uint64_t>(epoch * steps + t));
+      batch.lr = LearningRate(opt, epoch, t, steps);
       EX_CHECK(step.RunIteration(), "iteration");
       samples += local_batch;
       bar.Step(t, samples * workers, loss_sum / samples);
@@ -497,13 +482,10 @@ Status TrainNetWorker(const NetOptions& opt, const nn::Network& net, const Datas
 
     NetEpoch e;
     e.epoch = epoch + 1;
-    double all_loss = loss_sum;
-    int64_t all_samples = samples;
-    if (board != nullptr) {
-      EX_CHECK(board->Wait(epoch, opt.timeout, &all_loss, &all_samples),
-               "waiting for the epoch's losses");
-    }
-    e.train_loss = all_loss / static_cast<double>(std::max<int64_t>(all_samples, 1));
+    bool all_workers = false;
+    EX_CHECK(
+        EpochMeanLoss(board, epoch, opt.timeout, loss_sum, samples, &e.train_loss, &all_workers),
+        "waiting for the epoch's losses");
     train_seconds += epoch_seconds;
     e.seconds = train_seconds;
     e.samples_per_second = static_cast<double>(steps * opt.batch_size) / epoch_seconds;
@@ -545,25 +527,19 @@ Status TrainNet(const NetOptions& options, const Dataset& train, const Dataset& 
   nn::SetHostBlasThreads(std::max(1, cores / options.workers));
   const Clock::time_point start = Clock::now();
 
-  GEEPS_ASSIGN_OR_RETURN(std::unique_ptr<geeps::EmbeddedCluster> cluster,
-                         Context(geeps::EmbeddedCluster::Start(MakeNetConfig(options, net)),
-                                 "EmbeddedCluster::Start"));
-  EpochBoard board(options.workers, options.epochs);
   std::vector<NetReport> reports(options.workers);
-  Status run = cluster->RunWorkers([&](geeps::GeePS& ps) {
-    Status s = TrainNetWorker(options, net, train, test, ps, &reports[ps.rank()], &board);
-    if (!s.ok()) board.Abort();
-    return s;
-  });
-  report->worker0_stats = cluster->worker(0)->GetStats();
+  Status run = RunOnEmbeddedCluster(
+      MakeNetConfig(options, net), options.epochs,
+      [&](geeps::GeePS& ps, EpochBoard* board) {
+        return TrainNetWorker(options, net, train, test, ps, &reports[ps.rank()], board);
+      },
+      &report->worker0_stats);
   report->worker0_stats_json = report->worker0_stats.ToJson();
-  Status shutdown = cluster->Shutdown();
   report->total_seconds = std::chrono::duration<double>(Clock::now() - start).count();
   report->initial_test = reports[0].initial_test;
   report->epochs = std::move(reports[0].epochs);
   report->final_params = std::move(reports[0].final_params);
-  if (!run.ok()) return run;
-  return Context(shutdown, "EmbeddedCluster::Shutdown");
+  return run;
 }
 
 Status TrainNetInProcess(const NetOptions& options, const geeps::Config& config,

@@ -33,24 +33,18 @@
 #include "geeps/status.h"
 #include "layers.h"
 #include "net_layout.h"
-#include "softmax_model.h"    // Dataset, LoadFashionMnist
-#include "softmax_trainer.h"  // EpochBoard
+#include "softmax_model.h"  // Dataset, LoadFashionMnist
+#include "trainer_base.h"
 
 namespace fmnist {
 
-struct NetOptions {
+// TrainerOptions (trainer_base.h: the cluster's shape, the learning rate and
+// its schedule, momentum, slack, seed, timeout, log) and this trainer's own;
+// batch_size is global: split over the workers.
+struct NetOptions : TrainerOptions {
   std::string model = "cnn";  // "mlp", "cnn", "cnn-gn", "cnn-wide" or "big-mlp" (BuildModel)
-  int workers = 2;
-  int shards = 1;
-  int channels = 1;
-  int epochs = 3;
-  int batch_size = 64;  // global: split over the workers
-  float learning_rate = 0.05f;
-  float lr_decay = 1.0f;  // learning rate of epoch e (from 0): lr * decay^e
-  float momentum = 0.9f;
-  float weight_decay = 0.0f;          // L2: weight_decay * w added to each gradient
-  float dropout = 0.0f;               // BuildModel's dropout rate (0 = none)
-  int slack = 0;                      // 0 = BSP
+  float weight_decay = 0.0f;  // L2: weight_decay * w added to each gradient
+  float dropout = 0.0f;       // BuildModel's dropout rate (0 = none)
   uint64_t device_memory_budget = 0;  // bytes per worker, 0 = none
   // Config::device of MakeNetConfig. The worker computes with the CUDA layer
   // backend (nn::MakeCudaBackend) when libgeeps gives it a CUDA device, else
@@ -69,7 +63,6 @@ struct NetOptions {
   // under BSP: the table's clock only advances after its last Update).
   bool reread_params = false;
   bool deterministic_bsp = false;  // Config::deterministic_bsp
-  uint64_t seed = 1;
   // Data augmentation of the training images: each example, each time it is
   // drawn, mirrored left-right with probability 1/2 and shifted by up to
   // `augment_shift` pixels in each direction (zeros come in). 0 and false:
@@ -80,9 +73,7 @@ struct NetOptions {
   // Test accuracy and loss from the mean of each test image's logits and
   // its mirror image's (EvaluateNet's mirror_average).
   bool test_mirror_average = false;
-  std::chrono::milliseconds timeout{60000};
-  bool evaluate = true;         // worker 0 evaluates the test set after each epoch
-  std::ostream* log = nullptr;  // progress bar and epoch lines; null = silent
+  bool evaluate = true;  // worker 0 evaluates the test set after each epoch
 };
 
 // kInvalidArgument naming the first bad option (unknown model, batch size

@@ -46,6 +46,7 @@ struct Flags {
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
   int64_t train_limit = 0;
   int64_t timeout_ms = 30000;
+  std::string lr_schedule = "step";
   bool processes = false;
   std::set<std::string> given;  // options given on the command line
 };
@@ -68,31 +69,17 @@ int ParseFlags(int argc, char** argv, Flags* flags) {
        "(ignored with --processes: one worker per process)")
       ("shards", po::value(&t.shards)->default_value(t.shards),
        "parameter server shards (ignored with --processes: one per process)")
-      ("channels", po::value(&t.channels)->default_value(t.channels),
-       "channels (sockets + threads) per shard and worker")
-      ("epochs", po::value(&t.epochs)->default_value(t.epochs),
-       "passes over the training data")
-      ("batch-size", po::value(&t.batch_size)->default_value(t.batch_size),
-       "mini-batch size per worker")
-      ("lr", po::value(&t.learning_rate)->default_value(t.learning_rate),
-       "learning rate (of the step on the workers' average gradient)")
-      ("lr-decay", po::value(&t.lr_decay)->default_value(t.lr_decay),
-       "learning rate factor per epoch: lr * lr-decay^epoch")
-      ("momentum", po::value(&t.momentum)->default_value(t.momentum),
-       "momentum (kept by each worker, applied before sending; 0 = plain SGD)")
-      ("slack", po::value(&t.slack)->default_value(t.slack),
-       "staleness bound of the reads in clocks (0 = BSP)")
       ("read-my-writes", po::bool_switch(&t.read_my_writes),
        "a worker sees its own updates at once (useful with --slack > 0)")
       ("data-dir", po::value(&flags->data_dir)->default_value(flags->data_dir),
        "folder of {train,t10k}-{images-idx3,labels-idx1}-ubyte.gz")
-      ("seed", po::value(&t.seed)->default_value(t.seed),
-       "seed of the initial weights and of the shuffles")
       ("train-limit", po::value(&flags->train_limit)->default_value(0),
        "use only the first N training examples (0 = all)")
       ("timeout-ms", po::value(&flags->timeout_ms)->default_value(flags->timeout_ms),
        "longest wait for a peer before libgeeps gives up");
   // clang-format on
+  po::options_description_easy_init add = desc.add_options();
+  fmnist::AddTrainerFlags(add, &t, "mini-batch size per worker", &flags->lr_schedule);
   po::variables_map vm;
   if (const std::string error = fmnist::ParseCommandLine(desc, argc, argv, &vm); !error.empty()) {
     std::cerr << "softmax_fmnist: " << error << "\n"
@@ -117,6 +104,11 @@ int ParseFlags(int argc, char** argv, Flags* flags) {
     return kExitUsage;
   }
   t.timeout = std::chrono::milliseconds(flags->timeout_ms);
+  if (!fmnist::ParseLrSchedule(flags->lr_schedule, &t.lr_schedule)) {
+    std::cerr << "softmax_fmnist: --lr-schedule must be step or cosine\n"
+              << "Try 'softmax_fmnist --help'.\n";
+    return kExitUsage;
+  }
   geeps::Status valid = fmnist::ValidateTrainOptions(t);
   if (!valid.ok()) {
     std::cerr << "softmax_fmnist: " << valid.message() << "\n"
@@ -206,11 +198,11 @@ int main(int argc, char** argv) {
   std::printf(
       "loaded %lld training and %lld test images of %d pixels in %.2f s\n"
       "training: %d workers, %d shards, %d channels, slack %d%s, batch %d per "
-      "worker, lr %g (decay %g/epoch), momentum %g, %d epochs\n",
+      "worker, lr %g (%s), momentum %g, %d epochs\n",
       static_cast<long long>(train.size()), static_cast<long long>(test.size()), train.dim,
       load_seconds, opt.workers, opt.shards, opt.channels, opt.slack,
       opt.read_my_writes ? " (read-my-writes)" : "", opt.batch_size, opt.learning_rate,
-      opt.lr_decay, opt.momentum, opt.epochs);
+      fmnist::DescribeLrSchedule(opt).c_str(), opt.momentum, opt.epochs);
   std::fflush(stdout);
 
   fmnist::TrainOptions run_options = opt;

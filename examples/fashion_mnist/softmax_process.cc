@@ -50,12 +50,12 @@ Status TrainInProcess(const TrainOptions& options, const geeps::Config& config,
                     "joined a job of %d processes as rank %d (worker 0): %d workers, %d "
                     "shards, %d channels\n"
                     "training on %lld examples (test: %lld): slack %d%s, batch %d per "
-                    "worker, lr %g (decay %g/epoch), momentum %g, %d epochs\n",
+                    "worker, lr %g (%s), momentum %g, %d epochs\n",
                     report->world_size, rank, report->num_workers, report->num_shards,
                     config.num_channels, static_cast<long long>(train.size()),
                     static_cast<long long>(test.size()), opt.slack,
                     opt.read_my_writes ? " (read-my-writes)" : "", opt.batch_size,
-                    opt.learning_rate, opt.lr_decay, opt.momentum, opt.epochs);
+                    opt.learning_rate, DescribeLrSchedule(opt).c_str(), opt.momentum, opt.epochs);
       *opt.log << line << std::flush;
     }
     run = TrainWorker(opt, train, test, *ps, report->num_workers, &report->worker_report);

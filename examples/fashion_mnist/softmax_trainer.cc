@@ -8,7 +8,6 @@
 #include <utility>
 
 #include "annotate.h"
-#include "geeps/embedded_cluster.h"
 #include "geeps/step.h"
 
 namespace fmnist {
@@ -34,26 +33,10 @@ std::vector<float> InitialParams(const TrainOptions& options, int dim, int class
 }  // namespace
 
 Status ValidateTrainOptions(const TrainOptions& o) {
-  auto bad = [](const std::string& what) { return Status(StatusCode::kInvalidArgument, what); };
-  if (o.workers < 1) return bad("workers must be >= 1");
-  if (o.shards < 1) return bad("shards must be >= 1");
-  if (o.channels < 1) return bad("channels must be >= 1");
-  if (o.epochs < 0) return bad("epochs must be >= 0");
-  if (o.batch_size < 1) return bad("batch size must be >= 1");
-  if (!std::isfinite(o.learning_rate) || o.learning_rate <= 0) {
-    return bad("learning rate must be a positive number");
-  }
-  if (!std::isfinite(o.lr_decay) || o.lr_decay <= 0 || o.lr_decay > 1) {
-    return bad("learning rate decay must be in (0, 1]");
-  }
-  if (!std::isfinite(o.momentum) || o.momentum < 0 || o.momentum >= 1) {
-    return bad("momentum must be in [0, 1)");
-  }
-  if (o.slack < 0) return bad("slack must be >= 0");
+  GEEPS_RETURN_IF_ERROR(ValidateTrainerOptions(o));
   if (!std::isfinite(o.init_stddev) || o.init_stddev < 0) {
-    return bad("init stddev must be >= 0");
+    return Status(StatusCode::kInvalidArgument, "init stddev must be >= 0");
   }
-  if (o.timeout.count() <= 0) return bad("timeout must be positive");
   return Status::OK();
 }
 
@@ -86,38 +69,6 @@ geeps::Config MakeConfig(const TrainOptions& options, const Dataset& train) {
   config.device = geeps::DeviceKind::kHost;
   config.timeout = options.timeout;
   return config;
-}
-
-EpochBoard::EpochBoard(int workers, int epochs)
-    : workers_(workers), loss_sum_(epochs), samples_(epochs), reported_(epochs) {}
-
-void EpochBoard::Report(int epoch, double loss_sum, int64_t samples) {
-  std::lock_guard<std::mutex> lock(mu_);
-  loss_sum_[epoch] += loss_sum;
-  samples_[epoch] += samples;
-  ++reported_[epoch];
-  cv_.notify_all();
-}
-
-void EpochBoard::Abort() {
-  std::lock_guard<std::mutex> lock(mu_);
-  aborted_ = true;
-  cv_.notify_all();
-}
-
-Status EpochBoard::Wait(int epoch, std::chrono::milliseconds timeout, double* loss_sum,
-                        int64_t* samples) {
-  std::unique_lock<std::mutex> lock(mu_);
-  bool done = cv_.wait_for(lock, timeout, [&] { return aborted_ || reported_[epoch] == workers_; });
-  if (aborted_) return Status(StatusCode::kCancelled, "another worker failed");
-  if (!done) {
-    return Status(
-        StatusCode::kDeadlineExceeded,
-        "waited too long for the other workers to finish epoch " + std::to_string(epoch + 1));
-  }
-  *loss_sum = loss_sum_[epoch];
-  *samples = samples_[epoch];
-  return Status::OK();
 }
 
 Status TrainWorker(const TrainOptions& opt, const Dataset& train, const Dataset& test,
@@ -205,8 +156,7 @@ Status TrainWorker(const TrainOptions& opt, const Dataset& train, const Dataset&
 
   for (int epoch = 0; epoch < opt.epochs; ++epoch) {
     std::shuffle(shard.begin(), shard.end(), rng);
-    const float lr = opt.learning_rate * std::pow(opt.lr_decay, static_cast<float>(epoch));
-    scale = -lr / static_cast<float>(workers);
+    const float lr = LearningRate(opt, epoch, 0, iterations);  // its first iteration's
     const Clock::time_point start = Clock::now();
     loss_sum = 0;
     samples = 0;
@@ -215,6 +165,7 @@ Status TrainWorker(const TrainOptions& opt, const Dataset& train, const Dataset&
       const int64_t end =
           it + 1 == iterations ? static_cast<int64_t>(shard.size()) : begin + opt.batch_size;
       n = static_cast<size_t>(end - begin);
+      scale = -LearningRate(opt, epoch, it, iterations) / static_cast<float>(workers);
       EX_CHECK(step.RunIteration(), "iteration");
     }
     out->own_train_loss.push_back(loss_sum / static_cast<double>(samples));
@@ -226,15 +177,10 @@ Status TrainWorker(const TrainOptions& opt, const Dataset& train, const Dataset&
     // of the epoch.
     EpochReport er;
     er.epoch = epoch + 1;
-    double all_loss = loss_sum;
-    int64_t all_samples = samples;
-    if (board != nullptr) {
-      EX_CHECK(board->Wait(epoch, opt.timeout, &all_loss, &all_samples),
-               "waiting for the epoch's losses");
-    }
+    EX_CHECK(EpochMeanLoss(board, epoch, opt.timeout, loss_sum, samples, &er.train_loss,
+                           &er.all_workers_loss),
+             "waiting for the epoch's losses");
     er.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    er.train_loss = all_loss / static_cast<double>(all_samples);
-    er.all_workers_loss = board != nullptr;
     const int64_t epoch_samples = train.size();  // over all workers
     er.samples_per_second = static_cast<double>(epoch_samples) / er.seconds;
     EX_CHECK(ps.Sync(), "Sync");
@@ -264,25 +210,20 @@ Status TrainSoftmax(const TrainOptions& options, const Dataset& train, const Dat
   *report = TrainReport();
   const Clock::time_point start = Clock::now();
 
-  GEEPS_ASSIGN_OR_RETURN(
-      std::unique_ptr<geeps::EmbeddedCluster> cluster,
-      Context(geeps::EmbeddedCluster::Start(MakeConfig(options, train)), "EmbeddedCluster::Start"));
-
-  EpochBoard board(options.workers, options.epochs);
   std::vector<WorkerReport> workers(options.workers);
-  Status run = cluster->RunWorkers([&](geeps::GeePS& ps) {
-    Status s = TrainWorker(options, train, test, ps, options.workers, &workers[ps.rank()], &board);
-    if (!s.ok()) board.Abort();
-    return s;
-  });
-  report->worker0_stats_json = cluster->worker(0)->GetStats().ToJson();
-  Status shutdown = cluster->Shutdown();
+  geeps::WorkerStats stats;
+  Status run = RunOnEmbeddedCluster(
+      MakeConfig(options, train), options.epochs,
+      [&](geeps::GeePS& ps, EpochBoard* board) {
+        return TrainWorker(options, train, test, ps, options.workers, &workers[ps.rank()], board);
+      },
+      &stats);
+  report->worker0_stats_json = stats.ToJson();
   report->total_seconds = std::chrono::duration<double>(Clock::now() - start).count();
   report->initial_test = workers[0].initial_test;
   report->epochs = std::move(workers[0].epochs);
   report->final_params = std::move(workers[0].final_params);
-  if (!run.ok()) return run;
-  GEEPS_RETURN_IF_ERROR(Context(shutdown, "EmbeddedCluster::Shutdown"));
+  GEEPS_RETURN_IF_ERROR(run);
   if (report->final_params.empty()) {
     report->final_params = InitialParams(options, train.dim, train.num_classes);
   }

@@ -20,9 +20,7 @@
 #define GEEPS_EXAMPLES_FASHION_MNIST_SOFTMAX_TRAINER_H_
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
-#include <mutex>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -31,25 +29,20 @@
 #include "geeps/geeps.h"
 #include "geeps/status.h"
 #include "softmax_model.h"
+#include "trainer_base.h"
 
 namespace fmnist {
 
-struct TrainOptions {
-  int workers = 2;
-  int shards = 1;
-  int channels = 1;
-  int epochs = 3;
-  int batch_size = 64;  // per worker
-  float learning_rate = 0.15f;
-  float lr_decay = 0.2f;  // learning rate of epoch e (from 0): lr * decay^e
-  float momentum = 0.9f;
-  int slack = 0;                // 0 = BSP
+// TrainerOptions (trainer_base.h) with this trainer's defaults; batch_size
+// is per worker.
+struct TrainOptions : TrainerOptions {
+  TrainOptions() {
+    learning_rate = 0.15f;
+    lr_decay = 0.2f;
+    timeout = std::chrono::milliseconds(30000);
+  }
   bool read_my_writes = false;  // Config::read_my_writes
-  uint64_t seed = 1;
-  float init_stddev = 0.01f;  // initial weights ~ N(0, stddev); biases 0
-  std::chrono::milliseconds timeout{30000};
-  // Progress lines (one per epoch) go here; nullptr = silent.
-  std::ostream* log = nullptr;
+  float init_stddev = 0.01f;    // initial weights ~ N(0, stddev); biases 0
 };
 
 // Checks the options; kInvalidArgument naming the first bad one.
@@ -93,30 +86,6 @@ struct WorkerReport {
   std::vector<EpochReport> epochs;  // after each epoch
   std::vector<float> final_params;  // as worker 0 saw them after the last
                                     // epoch (the initial ones with 0 epochs)
-};
-
-// Where the workers of one process post their per-epoch loss so that worker
-// 0 can report the mean over all of them. A worker that fails aborts the
-// board, so that worker 0 never waits for a report that will not come.
-class EpochBoard {
- public:
-  EpochBoard(int workers, int epochs);
-  void Report(int epoch, double loss_sum, int64_t samples);
-  void Abort();
-  // Waits until every worker has reported `epoch` (from 0): the sums of
-  // their losses and samples. kCancelled after Abort(), kDeadlineExceeded
-  // after `timeout`.
-  geeps::Status Wait(int epoch, std::chrono::milliseconds timeout, double* loss_sum,
-                     int64_t* samples);
-
- private:
-  const int workers_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<double> loss_sum_;  // GUARDED_BY(mu_)
-  std::vector<int64_t> samples_;  // GUARDED_BY(mu_)
-  std::vector<int> reported_;     // GUARDED_BY(mu_)
-  bool aborted_ = false;          // GUARDED_BY(mu_)
 };
 
 // The training loop of one worker `ps` of a job of `num_workers` workers
