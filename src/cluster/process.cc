@@ -20,25 +20,12 @@
 #include "common/logging.h"
 #include "server/checkpoint.h"
 #include "server/shard_channel.h"
+#include "transport/fingerprint.h"
 #include "transport/security.h"
 #include "transport/socket_util.h"
 
 namespace geeps {
 namespace {
-
-// FNV-1a over what every rank must agree on.
-uint64_t Fingerprint(const Config& c) {
-  std::string s = "channels=" + std::to_string(c.num_channels) +
-                  (c.deterministic_bsp ? ";deterministic" : "") +
-                  (c.resend_after_connection_loss ? "" : ";noresend");
-  for (const TableSpec& t : c.tables) {
-    s += ";" + t.name + "," + std::to_string(t.num_rows) + "," + std::to_string(t.row_width) + "," +
-         (t.local ? "l" : "s");
-  }
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char ch : s) h = (h ^ ch) * 1099511628211ull;
-  return h;
-}
 
 bool IsLoopback(const std::string& host) {
   return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
@@ -277,7 +264,9 @@ StatusOr<std::unique_ptr<Process>> Process::Join(const Config& config,
       config.heartbeat_timeout, impl->security.get());
   GEEPS_ASSIGN_OR_RETURN(
       cluster::JobLayout layout,
-      impl->membership->Rendezvous(self, Fingerprint(config), config.num_channels, choose));
+      impl->membership->Rendezvous(
+          self, transport::JobFingerprint(config, transport::FingerprintScope::kRendezvous),
+          config.num_channels, choose));
   if (layout.num_workers == 0 || layout.num_shards == 0)
     return InvalidArgumentError("the job has " + std::to_string(layout.num_workers) +
                                 " workers and " + std::to_string(layout.num_shards) +

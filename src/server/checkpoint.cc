@@ -91,20 +91,6 @@ uint32_t Crc32(const void* data, size_t size, uint32_t crc) {
   return ~crc;
 }
 
-uint64_t JobFingerprint(const Config& c) {
-  std::string s =
-      "workers=" + std::to_string(c.num_workers) + ";shards=" + std::to_string(c.num_shards) +
-      ";channels=" + std::to_string(c.num_channels) + ";slack=" + std::to_string(c.default_slack) +
-      (c.deterministic_bsp ? ";deterministic" : ";plain");
-  for (const TableSpec& t : c.tables) {
-    s += ";" + std::to_string(t.name.size()) + ":" + t.name + "," + std::to_string(t.num_rows) +
-         "," + std::to_string(t.row_width) + "," + (t.local ? "l" : "s");
-  }
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char ch : s) h = (h ^ ch) * 1099511628211ull;
-  return h;
-}
-
 std::string CheckpointFileName(int partition, int64_t clock) {
   return "partition-" + std::to_string(partition) + "-clock-" + std::to_string(clock) + ".ckpt";
 }

@@ -8,7 +8,7 @@
 //   header  64 bytes
 //     char[8] magic "GEEPSCKP" | u32 version (1) | u32 header bytes (64)
 //     u64 file bytes (the whole file, checksum included)
-//     u64 job fingerprint (JobFingerprint) | u32 partition | u32 partitions
+//     u64 job fingerprint (transport::JobFingerprint, kCheckpoint) | u32 partition | u32 partitions
 //     i64 clock | u32 table entries | u32 flags | u64 reserved (0)
 //   per table entry
 //     u32 table id | u32 row width | u64 first row | u64 row count
@@ -53,10 +53,6 @@ CheckpointKey CheckpointKeyFromSecret(const std::string& secret_key_z85);
 
 // CRC-32 (IEEE) of `size` bytes, continuing from `crc` (0 to start).
 uint32_t Crc32(const void* data, size_t size, uint32_t crc = 0);
-
-// FNV-1a over what must match for a checkpoint to belong to a job: tables
-// (name, rows, width, local), workers, shards, channels, consistency mode.
-uint64_t JobFingerprint(const Config& config);
 
 struct CheckpointTable {
   TableId table = 0;

@@ -40,7 +40,7 @@ struct CheckpointShape {
 class CheckpointWriter {
  public:
   // The checkpoints of `partition` (of `num_partitions`) of a job of
-  // `fingerprint` (JobFingerprint), into `dir` (empty: off; Request and
+  // `fingerprint` (transport::JobFingerprint, kCheckpoint), into `dir` (empty: off; Request and
   // AddTable do nothing), every `every` clocks (0: only on request), each
   // complete with the rows of `num_tables` tables.
   CheckpointWriter(std::string dir, int64_t every, uint64_t fingerprint, int partition,

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "common/logging.h"
+#include "transport/fingerprint.h"
 #include "transport/security.h"
 #include "transport/socket_util.h"
 #include "transport/tsan.h"
@@ -46,7 +47,8 @@ ShardChannel::ShardChannel(zmq::context_t* context, const Config& config, int pa
       endpoint_(std::move(endpoint)),
       holds_pushes_(config.resend_after_connection_loss && endpoint_.rfind("inproc://", 0) != 0),
       socket_(std::move(bound)),
-      checkpoints_(config.checkpoint_dir, config.checkpoint_every, JobFingerprint(config),
+      checkpoints_(config.checkpoint_dir, config.checkpoint_every,
+                   transport::JobFingerprint(config, transport::FingerprintScope::kCheckpoint),
                    partition, NumPartitions(config), SavedTables(config, partition)) {
   worker_fd_.assign(config_.num_workers, -1);
   worker_fd_ended_.assign(config_.num_workers, false);

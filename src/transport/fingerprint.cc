@@ -1,0 +1,33 @@
+#include "transport/fingerprint.h"
+
+namespace geeps::transport {
+
+std::string FingerprintText(const Config& c, FingerprintScope scope) {
+  const bool checkpoint = scope == FingerprintScope::kCheckpoint;
+  std::string s;
+  if (checkpoint) {
+    s += "workers=" + std::to_string(c.num_workers) + ";shards=" + std::to_string(c.num_shards) +
+         ";";
+  }
+  s += "channels=" + std::to_string(c.num_channels);
+  if (checkpoint) s += ";slack=" + std::to_string(c.default_slack);
+  s += c.deterministic_bsp ? ";deterministic" : ";plain";
+  if (!checkpoint && !c.resend_after_connection_loss) s += ";noresend";
+  for (const TableSpec& t : c.tables) {
+    s += ";" + std::to_string(t.name.size()) + ":" + t.name + "," + std::to_string(t.num_rows) +
+         "," + std::to_string(t.row_width) + "," + (t.local ? "l" : "s");
+  }
+  return s;
+}
+
+uint64_t FingerprintHash(std::string_view bytes) {
+  uint64_t h = 1469598103934665603ull;  // not FNV's basis: see the header
+  for (unsigned char ch : bytes) h = (h ^ ch) * 1099511628211ull;
+  return h;
+}
+
+uint64_t JobFingerprint(const Config& config, FingerprintScope scope) {
+  return FingerprintHash(FingerprintText(config, scope));
+}
+
+}  // namespace geeps::transport
