@@ -13,5 +13,5 @@ GEEPS_BUILD_TARGETS="${GEEPS_BUILD_TARGETS:-fmnist_train}" bash scripts/build.sh
   -DGEEPS_BUILD_EXAMPLES=ON
 build_dir="${GEEPS_BUILD_DIR:-build}"
 exec "$build_dir/examples/fashion_mnist/fmnist_train" --model cnn --workers 2 \
-  --epochs 8 --batch-size 64 --lr 0.05 --lr-decay 0.7 --momentum 0.9 --augment-flip \
+  --epochs 8 --batch-size 64 --lr 0.05 --lr-schedule cosine --momentum 0.9 --augment-flip \
   --test-mirror "$@"
