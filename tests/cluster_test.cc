@@ -2,9 +2,9 @@
 // tables of different widths. Every worker adds known integer deltas each
 // clock, so every expected value is exact in float. Every suite runs through
 // the one test cluster (test_cluster.h) over each transport: threads of an
-// EmbeddedCluster over inproc:// (on each device backend: the CUDA cases
-// skip, with the reason, where CUDA is not available) and multiproc_worker
-// processes over ipc:// and tcp://. The workload reads and writes the device
+// EmbeddedCluster over inproc:// and multiproc_worker processes over ipc://
+// and tcp://, each on each device backend (the CUDA cases skip, with the
+// reason, where CUDA is not available). The workload reads and writes the device
 // buffers only through CopyToHost / CopyFromHost (host_view.h).
 #include <gtest/gtest.h>
 
@@ -130,25 +130,30 @@ std::string ShapeName(const ::testing::TestParamInfo<std::tuple<Backend, Shape>>
          std::to_string(s.channels) + "c";
 }
 
+// Every shape of `shapes` on the cluster of `kind` over `transport`.
+template <size_t N>
+auto Over(ClusterKind kind, const char* transport, DeviceKind device, const Shape (&shapes)[N]) {
+  return ::testing::Combine(::testing::Values(Backend{kind, transport, device}),
+                            ::testing::ValuesIn(shapes));
+}
+
 INSTANTIATE_TEST_SUITE_P(Inproc, ExactSumTest,
-                         ::testing::Combine(::testing::Values(Backend{ClusterKind::kThreads,
-                                                                      "inproc", DeviceKind::kHost}),
-                                            ::testing::ValuesIn(kThreadShapes)),
-                         ShapeName);
-INSTANTIATE_TEST_SUITE_P(InprocCuda, ExactSumTest,
-                         ::testing::Combine(::testing::Values(Backend{ClusterKind::kThreads,
-                                                                      "inproc", DeviceKind::kCuda}),
-                                            ::testing::ValuesIn(kThreadShapes)),
+                         Over(ClusterKind::kThreads, "inproc", DeviceKind::kHost, kThreadShapes),
                          ShapeName);
 INSTANTIATE_TEST_SUITE_P(Ipc, ExactSumTest,
-                         ::testing::Combine(::testing::Values(Backend{ClusterKind::kProcesses,
-                                                                      "ipc", DeviceKind::kHost}),
-                                            ::testing::ValuesIn(kProcessShapes)),
+                         Over(ClusterKind::kProcesses, "ipc", DeviceKind::kHost, kProcessShapes),
                          ShapeName);
 INSTANTIATE_TEST_SUITE_P(Tcp, ExactSumTest,
-                         ::testing::Combine(::testing::Values(Backend{ClusterKind::kProcesses,
-                                                                      "tcp", DeviceKind::kHost}),
-                                            ::testing::ValuesIn(kProcessShapes)),
+                         Over(ClusterKind::kProcesses, "tcp", DeviceKind::kHost, kProcessShapes),
+                         ShapeName);
+INSTANTIATE_TEST_SUITE_P(InprocCuda, ExactSumTest,
+                         Over(ClusterKind::kThreads, "inproc", DeviceKind::kCuda, kThreadShapes),
+                         ShapeName);
+INSTANTIATE_TEST_SUITE_P(IpcCuda, ExactSumTest,
+                         Over(ClusterKind::kProcesses, "ipc", DeviceKind::kCuda, kProcessShapes),
+                         ShapeName);
+INSTANTIATE_TEST_SUITE_P(TcpCuda, ExactSumTest,
+                         Over(ClusterKind::kProcesses, "tcp", DeviceKind::kCuda, kProcessShapes),
                          ShapeName);
 
 // The failure suite: SIGKILL one rank mid-iteration; every other fails with

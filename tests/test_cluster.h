@@ -275,6 +275,9 @@ class ProcessCluster : public TestCluster {
                  {"GEEPS_RANK", std::to_string(r)},
                  {"GEEPS_WORLD_SIZE", std::to_string(n)},
                  {"GEEPS_TRANSPORT", transport_}};
+      // The workload's device, not the suite's GEEPS_DEVICE (which Spawn
+      // would pass on).
+      env["GEEPS_DEVICE"] = w.device == DeviceKind::kCuda ? "cuda" : "host";
       if (!ipc_dir.empty()) env["GEEPS_IPC_DIR"] = ipc_dir;
       if (w.max_message_bytes > 0)
         env["GEEPS_MAX_MESSAGE_BYTES"] = std::to_string(w.max_message_bytes);
