@@ -1,139 +1,202 @@
-// Exact-sum cluster tests: W workers x S shards x C channels on an embedded
-// cluster, several tables of different widths. Every worker adds known
-// integer deltas each clock, so every expected value is exact in float.
-// Every case runs on each device backend (the CUDA cases skip, with the
-// reason, where CUDA is not available); the workload reads and writes the
-// device buffers only through CopyToHost / CopyFromHost (host_view.h).
+// Exact-sum cluster tests: W workers x S shards x C channels, several
+// tables of different widths. Every worker adds known integer deltas each
+// clock, so every expected value is exact in float. Every suite runs through
+// the one test cluster (test_cluster.h) over each transport: threads of an
+// EmbeddedCluster over inproc:// and multiproc_worker processes over ipc://
+// and tcp://, each on each device backend (the CUDA cases skip, with the
+// reason, where CUDA is not available). The workload reads and writes the device
+// buffers only through CopyToHost / CopyFromHost (host_view.h).
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <ostream>
 #include <string>
-#include <thread>
 #include <tuple>
 
 #include "device/device.h"
 #include "exact_sum.h"
-#include "geeps/embedded_cluster.h"
+#include "test_cluster.h"
 #include "test_util.h"
 
 namespace geeps {
 
 namespace {
 
-using namespace geeps::testing;  // NOLINT: the shared workload
+using namespace geeps::testing;  // NOLINT: the shared workload and cluster
+using std::chrono::steady_clock;
 
-// (device backend, cluster shape).
-class ExactSumTest : public ::testing::TestWithParam<std::tuple<DeviceKind, Shape>> {
+// (cluster and transport, cluster shape).
+class ExactSumTest : public ::testing::TestWithParam<std::tuple<Backend, Shape>> {
  protected:
   void SetUp() override {
-    const Status available = device::CheckDeviceAvailable(kind());
+    const Status available = device::CheckDeviceAvailable(backend().device);
     if (!available.ok()) GTEST_SKIP() << available.message();
   }
 
-  DeviceKind kind() const { return std::get<0>(GetParam()); }
+  const Backend& backend() const { return std::get<0>(GetParam()); }
   const Shape& shape() const { return std::get<1>(GetParam()); }
-  // The shared workload's config, on this case's device.
-  Config MakeDeviceConfig() const {
-    Config c = MakeConfig(shape());
-    c.device = kind();
-    return c;
+  Workload MakeWorkload() const {
+    Workload w;
+    w.shape = shape();
+    w.device = backend().device;
+    return w;
+  }
+  // Runs `w` on a new cluster of this case's kind; every worker must
+  // succeed and report, every shard must report and drop nothing.
+  ClusterResult RunAll(const Workload& w) {
+    ClusterResult r = MakeCluster(backend(), GEEPS_MULTIPROC_WORKER)->Run(w);
+    EXPECT_EQ(static_cast<int>(r.workers.size()), w.shape.workers);
+    for (const WorkerResult& wr : r.workers) {
+      EXPECT_TRUE(wr.reported) << "worker " << wr.rank << "\n" << Describe(r);
+      EXPECT_TRUE(wr.status.ok()) << "worker " << wr.rank << ": " << wr.status.ToString() << "\n"
+                                  << Describe(r);
+      EXPECT_EQ(wr.exit, 0) << Describe(r);
+      EXPECT_EQ(wr.iterations, w.iterations) << "worker " << wr.rank;
+    }
+    EXPECT_EQ(static_cast<int>(r.shards.size()), w.shape.shards);
+    for (const ShardResult& s : r.shards) EXPECT_EQ(s.frames_dropped, 0) << "shard " << s.shard;
+    // A clean Shutdown leaves the ipc folder as it found it.
+    EXPECT_TRUE(r.ipc_leftovers.empty())
+        << r.ipc_leftovers.size() << " files left, e.g. " << r.ipc_leftovers[0];
+    return r;
   }
 };
 
 TEST_P(ExactSumTest, BspReadsAreExact) {
-  Config c = MakeDeviceConfig();
-  auto cluster = EmbeddedCluster::Start(c);
-  ASSERT_OK(cluster.status());
-  ASSERT_OK((*cluster)->RunWorkers(
-      [&](GeePS& ps) { return RunWorker(ps, c, 0, 6, std::chrono::milliseconds(0)); }));
-  for (int s = 0; s < c.num_shards; ++s) EXPECT_EQ((*cluster)->GetShardStats(s).frames_dropped, 0);
-  EXPECT_EQ((*cluster)->worker(0)->device_kind(), kind());
-  WorkerStats ws = (*cluster)->worker(0)->GetStats();
-  EXPECT_EQ(ws.iterations, 6);
-  EXPECT_GT(ws.pushes_installed, 0);
-  ASSERT_OK((*cluster)->Shutdown());
+  Workload w = MakeWorkload();
+  const ClusterResult r = RunAll(w);
+  for (const WorkerResult& wr : r.workers) {
+    EXPECT_EQ(wr.device, static_cast<int>(backend().device)) << "worker " << wr.rank;
+    EXPECT_GT(wr.pushes_installed, 0) << "worker " << wr.rank;
+  }
 }
 
 // Every message split into parts of one or a few rows.
 TEST_P(ExactSumTest, BspReadsAreExactWithMessagesInParts) {
-  Config c = MakeDeviceConfig();
-  c.max_message_bytes = 64;
-  auto cluster = EmbeddedCluster::Start(c);
-  ASSERT_OK(cluster.status());
-  ASSERT_OK((*cluster)->RunWorkers(
-      [&](GeePS& ps) { return RunWorker(ps, c, 0, 4, std::chrono::milliseconds(0)); }));
-  for (int s = 0; s < c.num_shards; ++s) EXPECT_EQ((*cluster)->GetShardStats(s).frames_dropped, 0);
+  Workload w = MakeWorkload();
+  w.max_message_bytes = 64;
+  w.iterations = 4;
+  RunAll(w);
 }
 
 // Pipelined updates: updates in parts of a few rows, and pushes whose first
 // parts leave before the last worker's last part arrives.
 TEST_P(ExactSumTest, BspReadsAreExactWithPipelinedUpdates) {
-  Config c = MakeDeviceConfig();
-  c.pipeline_part_bytes = 64;
-  auto cluster = EmbeddedCluster::Start(c);
-  ASSERT_OK(cluster.status());
-  ASSERT_OK((*cluster)->RunWorkers(
-      [&](GeePS& ps) { return RunWorker(ps, c, 0, 8, std::chrono::milliseconds(0)); }));
+  Workload w = MakeWorkload();
+  w.pipeline_part_bytes = 64;
+  w.iterations = 8;
+  const ClusterResult r = RunAll(w);
   int64_t early = 0;
-  for (int s = 0; s < c.num_shards; ++s) {
-    const ShardStats st = (*cluster)->GetShardStats(s);
-    EXPECT_EQ(st.frames_dropped, 0);
-    early += st.early_push_parts;
-  }
+  for (const ShardResult& s : r.shards) early += s.early_push_parts;
   EXPECT_GT(early, 0) << "no push part left before the minimum clock advanced";
 }
 
 TEST_P(ExactSumTest, SspReadsStayWithinSlackWithPipelinedUpdates) {
-  Config c = MakeDeviceConfig();
-  c.pipeline_part_bytes = 64;
-  auto cluster = EmbeddedCluster::Start(c);
-  ASSERT_OK(cluster.status());
-  ASSERT_OK((*cluster)->RunWorkers([&](GeePS& ps) {
-    const bool slow = ps.rank() == c.num_workers - 1;
-    return RunWorker(ps, c, 1, 8, std::chrono::milliseconds(slow ? 10 : 0));
-  }));
-  for (int s = 0; s < c.num_shards; ++s) EXPECT_EQ((*cluster)->GetShardStats(s).frames_dropped, 0);
+  Workload w = MakeWorkload();
+  w.pipeline_part_bytes = 64;
+  w.slack = 1;
+  w.iterations = 8;
+  w.slow_rank = w.shape.workers - 1;
+  w.delay_ms = 10;
+  RunAll(w);
 }
 
+// The last worker is slow, so faster ones use their slack.
 TEST_P(ExactSumTest, SspReadsStayWithinSlack) {
-  Config c = MakeDeviceConfig();
-  auto cluster = EmbeddedCluster::Start(c);
-  ASSERT_OK(cluster.status());
-  // The last worker is slow, so faster ones use their slack.
-  ASSERT_OK((*cluster)->RunWorkers([&](GeePS& ps) {
-    const bool slow = ps.rank() == c.num_workers - 1;
-    return RunWorker(ps, c, 2, 8, std::chrono::milliseconds(slow ? 15 : 0));
-  }));
+  Workload w = MakeWorkload();
+  w.slack = 2;
+  w.iterations = 8;
+  w.slow_rank = w.shape.workers - 1;
+  w.delay_ms = 15;
+  RunAll(w);
 }
 
 TEST_P(ExactSumTest, AsyncConvergesToExactSums) {
-  Config c = MakeDeviceConfig();
-  auto cluster = EmbeddedCluster::Start(c);
-  ASSERT_OK(cluster.status());
-  ASSERT_OK((*cluster)->RunWorkers([&](GeePS& ps) {
-    const bool slow = ps.rank() == 0;
-    return RunWorker(ps, c, kUnboundedSlack, 6, std::chrono::milliseconds(slow ? 10 : 0));
-  }));
+  Workload w = MakeWorkload();
+  w.slack = kUnboundedSlack;
+  w.slow_rank = 0;
+  w.delay_ms = 10;
+  RunAll(w);
 }
 
-const Shape kShapes[] = {{1, 1, 1}, {2, 2, 1}, {4, 3, 2}, {3, 2, 3}};
+// Threads: any shape. Processes: every process a worker and a shard.
+const Shape kThreadShapes[] = {{1, 1, 1}, {2, 2, 1}, {4, 3, 2}, {3, 2, 3}};
+const Shape kProcessShapes[] = {{2, 2, 1}, {3, 3, 2}};
 
-// "1w1s1c": the shape (the instantiation names the device).
-std::string ShapeName(const ::testing::TestParamInfo<std::tuple<DeviceKind, Shape>>& info) {
+// "1w1s1c": the shape (the instantiation names the cluster and transport).
+std::string ShapeName(const ::testing::TestParamInfo<std::tuple<Backend, Shape>>& info) {
   const Shape& s = std::get<1>(info.param);
   return std::to_string(s.workers) + "w" + std::to_string(s.shards) + "s" +
          std::to_string(s.channels) + "c";
 }
 
-INSTANTIATE_TEST_SUITE_P(Host, ExactSumTest,
-                         ::testing::Combine(::testing::Values(DeviceKind::kHost),
-                                            ::testing::ValuesIn(kShapes)),
+// Every shape of `shapes` on the cluster of `kind` over `transport`.
+template <size_t N>
+auto Over(ClusterKind kind, const char* transport, DeviceKind device, const Shape (&shapes)[N]) {
+  return ::testing::Combine(::testing::Values(Backend{kind, transport, device}),
+                            ::testing::ValuesIn(shapes));
+}
+
+INSTANTIATE_TEST_SUITE_P(Inproc, ExactSumTest,
+                         Over(ClusterKind::kThreads, "inproc", DeviceKind::kHost, kThreadShapes),
                          ShapeName);
-INSTANTIATE_TEST_SUITE_P(Cuda, ExactSumTest,
-                         ::testing::Combine(::testing::Values(DeviceKind::kCuda),
-                                            ::testing::ValuesIn(kShapes)),
+INSTANTIATE_TEST_SUITE_P(Ipc, ExactSumTest,
+                         Over(ClusterKind::kProcesses, "ipc", DeviceKind::kHost, kProcessShapes),
                          ShapeName);
+INSTANTIATE_TEST_SUITE_P(Tcp, ExactSumTest,
+                         Over(ClusterKind::kProcesses, "tcp", DeviceKind::kHost, kProcessShapes),
+                         ShapeName);
+INSTANTIATE_TEST_SUITE_P(InprocCuda, ExactSumTest,
+                         Over(ClusterKind::kThreads, "inproc", DeviceKind::kCuda, kThreadShapes),
+                         ShapeName);
+INSTANTIATE_TEST_SUITE_P(IpcCuda, ExactSumTest,
+                         Over(ClusterKind::kProcesses, "ipc", DeviceKind::kCuda, kProcessShapes),
+                         ShapeName);
+INSTANTIATE_TEST_SUITE_P(TcpCuda, ExactSumTest,
+                         Over(ClusterKind::kProcesses, "tcp", DeviceKind::kCuda, kProcessShapes),
+                         ShapeName);
+
+// The failure suite: SIGKILL one rank mid-iteration; every other fails with
+// kUnavailable naming it, well within the deadline. Processes only: a
+// thread of an EmbeddedCluster cannot be killed.
+class ClusterFailureTest : public ::testing::TestWithParam<Backend> {
+ protected:
+  void KillOne(int victim) {
+    Workload w;
+    w.shape = {3, 3, 2};
+    w.iterations = 50;
+    w.kill_rank = victim;
+    w.kill_at = 3;
+    w.heartbeat_timeout_ms = 1500;
+    const auto start = steady_clock::now();
+    const ClusterResult r = MakeCluster(GetParam(), GEEPS_MULTIPROC_WORKER)->Run(w);
+    const auto took = steady_clock::now() - start;
+    ASSERT_EQ(r.workers.size(), 3u);
+    EXPECT_FALSE(r.workers[victim].reported) << Describe(r);
+    EXPECT_EQ(r.workers[victim].exit, 128 + SIGKILL) << Describe(r);
+    for (const WorkerResult& wr : r.workers) {
+      if (wr.rank == victim) continue;
+      EXPECT_TRUE(wr.reported) << "worker " << wr.rank << "\n" << Describe(r);
+      EXPECT_EQ(wr.status.code(), StatusCode::kUnavailable) << Describe(r);
+      EXPECT_NE(wr.status.message().find("rank " + std::to_string(victim)), std::string::npos)
+          << Describe(r);
+      EXPECT_EQ(wr.exit, 3) << Describe(r);  // multiproc_worker's code for kUnavailable
+    }
+    EXPECT_LT(took, std::chrono::seconds(30)) << Describe(r);
+  }
+};
+
+TEST_P(ClusterFailureTest, KilledRankIsReportedByEveryOther) { KillOne(2); }
+TEST_P(ClusterFailureTest, KilledCoordinatorIsReportedByEveryOther) { KillOne(0); }
+
+std::string BackendName(const ::testing::TestParamInfo<Backend>& info) {
+  return info.param.transport;
+}
+
+INSTANTIATE_TEST_SUITE_P(Processes, ClusterFailureTest,
+                         ::testing::Values(Backend{ClusterKind::kProcesses, "ipc"},
+                                           Backend{ClusterKind::kProcesses, "tcp"}),
+                         BackendName);
 
 // The bound check itself must catch a violation: a read that skips the wait
 // (slack larger than the check assumes) is reported.

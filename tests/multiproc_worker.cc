@@ -1,7 +1,12 @@
 // One process of the multi-process tests: joins the job from its
 // environment (GEEPS_*, OMPI_*, SLURM_*) and runs the exact-sum workload.
 //   multiproc_worker [--iterations N] [--slack S] [--channels C]
-//                    [--delay-ms D] [--kill-rank R --kill-at I] [--train 1]
+//                    [--delay-ms D] [--slow-rank W] [--kill-rank R --kill-at I]
+//                    [--train 1] [--result-dir DIR]
+// --delay-ms sleeps before every clock: on every worker, or with
+// --slow-rank W >= 0 on worker W only. --result-dir writes this process's
+// result to DIR/rank-<rank> in test_cluster.h's format (what the tests
+// read); the log lines below are for people.
 // --train 1 runs the deterministic-BSP workload of checkpoint_workload.h
 // instead (checkpoints and resume from GEEPS_CHECKPOINT_*, GEEPS_RESUME) and
 // prints "resumed at clock K" and "params <hex bits of every row>".
@@ -16,6 +21,7 @@
 #include "checkpoint_workload.h"
 #include "exact_sum.h"
 #include "geeps/process.h"
+#include "test_cluster.h"
 
 namespace {
 
@@ -24,15 +30,42 @@ int Fail(int rank, const geeps::Status& st) {
   return st.code() == geeps::StatusCode::kUnavailable ? 3 : 1;
 }
 
+// Writes this process's result (test_cluster.h) when --result-dir is given.
+void Report(const std::string& dir, geeps::Process& p, const geeps::Status& st) {
+  if (dir.empty()) return;
+  geeps::testing::ProcessReport r;
+  r.rank = p.rank();
+  r.status = st;
+  if (geeps::GeePS* ps = p.worker()) {
+    const geeps::WorkerStats ws = ps->GetStats();
+    r.worker = ps->rank();
+    r.iterations = ws.iterations;
+    r.pushes_installed = ws.pushes_installed;
+    r.device = static_cast<int>(ps->device_kind());
+  }
+  const geeps::ShardStats ss = p.GetShardStats();
+  r.shard = ss.shard;
+  r.frames_dropped = ss.frames_dropped;
+  r.early_push_parts = ss.early_push_parts;
+  if (!geeps::testing::WriteProcessReport(dir, r))
+    std::fprintf(stderr, "multiproc_worker rank %d: cannot write %s\n", r.rank,
+                 geeps::testing::ResultFileName(dir, r.rank).c_str());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  int iterations = 8, slack = 0, channels = 2, delay_ms = 0, kill_rank = -1, kill_at = -1,
-      train = 0;
+  int iterations = 8, slack = 0, channels = 2, delay_ms = 0, slow_rank = -1, kill_rank = -1,
+      kill_at = -1, train = 0;
+  std::string result_dir;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     const int value = std::atoi(argv[i + 1]);
-    if (flag == "--iterations")
+    if (flag == "--result-dir")
+      result_dir = argv[i + 1];
+    else if (flag == "--slow-rank")
+      slow_rank = value;
+    else if (flag == "--iterations")
       iterations = value;
     else if (flag == "--slack")
       slack = value;
@@ -78,12 +111,14 @@ int main(int argc, char** argv) {
     std::printf("rank %d: worker %d of %d: %d iterations done\nparams %s\n", rank, ps->rank(),
                 p.config().num_workers, iterations, geeps::testing::HexBits(params).c_str());
   } else if (geeps::GeePS* ps = p.worker()) {
+    const bool slow = slow_rank < 0 || ps->rank() == slow_rank;
     st = geeps::testing::RunWorker(*ps, p.config(), slack, iterations,
-                                   std::chrono::milliseconds(delay_ms), [&](int64_t i) {
+                                   std::chrono::milliseconds(slow ? delay_ms : 0), [&](int64_t i) {
                                      if (rank == kill_rank && i == kill_at) std::raise(SIGKILL);
                                    });
     if (!st.ok()) {
       p.Shutdown().ok();
+      Report(result_dir, p, st);
       return Fail(rank, st);
     }
     std::printf("rank %d: worker %d of %d: %d iterations exact\n", rank, ps->rank(),
@@ -94,6 +129,7 @@ int main(int argc, char** argv) {
   std::printf("rank %d rejected_connections: %lld\n", rank, (long long)p.rejected_connections());
   std::fflush(stdout);
   st = p.Shutdown();
+  Report(result_dir, p, st);
   if (!st.ok()) return Fail(rank, st);
   return 0;
 }
