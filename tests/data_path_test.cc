@@ -10,6 +10,7 @@
 
 #include "client/iteration_plan.h"
 #include "client/oplog.h"
+#include "common/mutex.h"
 #include "device_copy.h"
 #include "test_util.h"
 
@@ -105,7 +106,7 @@ TEST_F(DataPathTest, GatherTakesTheRowsInRequestOrder) {
   TableCache& t = data_->table(0);
   Upload(t.cache, {10, 11, 30, 31, 40, 41});  // rows 1, 3, 4
   {
-    std::lock_guard<std::mutex> lock(t.mu);
+    common::MutexLock lock(&t.mu);
     ASSERT_OK(data_->Gather(0, t));
   }
   EXPECT_EQ(Download(data_->read_buf(0).buffer, 6), (std::vector<float>{40, 41, 10, 11, 30, 31}));

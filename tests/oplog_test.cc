@@ -12,6 +12,7 @@
 
 #include "client/comm_channel.h"
 #include "client/table_cache.h"
+#include "common/mutex.h"
 #include "device/device.h"
 #include "device_copy.h"
 #include "test_util.h"
@@ -107,7 +108,7 @@ class OplogTest : public ::testing::Test {
 TEST_F(OplogTest, AcquireReusesOnlySlotsFreeAndReleasedByZeroMq) {
   auto t = MakeTable({0});
   auto oplog = MakeOplog();
-  std::unique_lock<std::mutex> lock(t->mu);
+  common::MutexLock lock(&t->mu);
   auto first = oplog->Acquire(*t);
   ASSERT_OK(first.status());
   ASSERT_EQ(t->slots.size(), 1u);
@@ -136,7 +137,7 @@ TEST_F(OplogTest, AcquireReusesOnlySlotsFreeAndReleasedByZeroMq) {
   auto reused = oplog->Acquire(*t);
   ASSERT_OK(reused.status());
   EXPECT_EQ(*reused, *first);
-  lock.unlock();
+  lock.Unlock();
   FreeAll(*oplog, std::move(t));
 }
 
@@ -223,7 +224,7 @@ TEST_F(OplogTest, DirectUpdateSentInPlaceIsNamedUntilCopiedIn) {
   EXPECT_EQ(s.send_first_pos, 2u);
   EXPECT_EQ(s.send_refs, &refs);
   EXPECT_EQ(counters_.to_slot_bytes.load(), 0);
-  std::unique_lock<std::mutex> lock(t->mu);
+  common::MutexLock lock(&t->mu);
   EXPECT_TRUE(Oplog::Names(*t, &refs));
   std::atomic<int> other{0};
   EXPECT_FALSE(Oplog::Names(*t, &other));
@@ -232,7 +233,7 @@ TEST_F(OplogTest, DirectUpdateSentInPlaceIsNamedUntilCopiedIn) {
   EXPECT_EQ(s.send_from, nullptr);
   EXPECT_EQ(std::vector<float>(s.host + 4, s.host + 8), (std::vector<float>{21, 22, 23, 24}));
   EXPECT_EQ(counters_.to_slot_bytes.load(), 4 * 4);
-  lock.unlock();
+  lock.Unlock();
   FreeAll(*oplog, std::move(t));
 }
 
@@ -328,7 +329,7 @@ TEST_F(OplogTest, FreeSlotsLeaksOnlyWhatZeroMqStillHolds) {
   tables.push_back(MakeTable({0}));
   auto oplog = MakeOplog();
   {
-    std::lock_guard<std::mutex> lock(tables[1]->mu);
+    common::MutexLock lock(&tables[1]->mu);
     auto a = oplog->Acquire(*tables[1]);
     ASSERT_OK(a.status());
     (*a)->in_use = true;

@@ -9,7 +9,9 @@
 #include <cstring>
 #include <functional>
 
+#include "client/oplog.h"
 #include "common/logging.h"
+#include "common/mutex.h"
 #include "transport/security.h"
 #include "transport/socket_util.h"
 #include "transport/tsan.h"
@@ -55,6 +57,8 @@ CommChannel::~CommChannel() {
 }
 
 Status CommChannel::Start() {
+  // No other thread uses the channel yet; the lock is for the analysis.
+  common::MutexLock lock(&io_mu_);
   auto stream = ctx_.device->CreateStream();
   if (!stream.ok()) return stream.status();
   stream_ = std::move(stream).value();
@@ -90,13 +94,14 @@ Status CommChannel::Start() {
     return UnavailableError("worker " + std::to_string(ctx_.rank) + " channel " +
                             std::to_string(channel_) + ": socket setup failed: " + e.what());
   }
+  lock.Unlock();
   started_.store(true);
   thread_ = std::thread([this] { Run(); });
   return Status::OK();
 }
 
 Status CommChannel::Send(const CommTask& task) {
-  std::lock_guard<std::mutex> lock(io_mu_);
+  common::MutexLock lock(&io_mu_);
   if (!started_.load() || stop_.load() || shards_.empty())
     return FailedPreconditionError("communication channel is stopped");
   try {
@@ -111,7 +116,7 @@ Status CommChannel::Send(const CommTask& task) {
 }
 
 void CommChannel::Pump() {
-  std::lock_guard<std::mutex> lock(io_mu_);
+  common::MutexLock lock(&io_mu_);
   try {
     PumpLocked(/*app=*/true);
   } catch (const zmq::error_t& e) {
@@ -165,7 +170,7 @@ void CommChannel::ResendLocked(int shard) {
   for (const auto& tp : *ctx_.tables) {
     if (!tp) continue;
     TableCache& t = *tp;
-    std::lock_guard<std::mutex> lock(t.mu);
+    common::MutexLock lock(&t.mu);
     for (const PartitionSlice& s : t.slices) {
       if (s.partition != partition || s.cache_count == 0) continue;
       if (!s.push_installed) SendSubscribe(t, s);
@@ -209,12 +214,12 @@ void CommChannel::ResumeBackground() {
 }
 
 void CommChannel::Stop() {
-  std::lock_guard<std::mutex> lock(stop_mu_);
+  common::MutexLock lock(&stop_mu_);
   if (!started_.exchange(false)) return;
   stop_.store(true);
   transport::SignalWakeFd(wake_fd_);
   if (thread_.joinable()) thread_.join();
-  std::lock_guard<std::mutex> io(io_mu_);
+  common::MutexLock io(&io_mu_);
   for (size_t s = 0; s < monitors_.size(); ++s) transport::StopMonitor(*shards_[s], monitors_[s]);
   shards_.clear();  // linger: what was sent is still delivered
 }
@@ -262,7 +267,7 @@ void CommChannel::Run() {
     // A push installed here may be the one an application thread that just
     // began waiting needs: wake it (it no longer sees the edge).
     if (readable || (ready == 0 && watched > 1)) {
-      std::lock_guard<std::mutex> lock(io_mu_);
+      common::MutexLock lock(&io_mu_);
       int installed = 0;
       try {
         installed = PumpLocked(/*app=*/false);
@@ -288,7 +293,7 @@ void CommChannel::RunTask(const CommTask& task) {
     }
   }
   if (task.kind == CommTask::kSend) {
-    std::lock_guard<std::mutex> lock(t.mu);
+    common::MutexLock lock(&t.mu);
     --task.slot->pending_sends;
     Oplog::Release(t, ctx_.config->read_my_writes);
   }
@@ -453,7 +458,7 @@ bool CommChannel::HandlePush(int shard, std::vector<zmq::message_t>& frames) {
     // into the cache, its slice stays marked until this one is whole.
     partial.active = false;
     if (more) {
-      std::lock_guard<std::mutex> lock(t.mu);
+      common::MutexLock lock(&t.mu);
       if (m.header.clock <= s.age || m.header.aux < s.included) return Stale(shard, m, s);
       partial.active = true;
       partial.clock = m.header.clock;
@@ -472,7 +477,7 @@ bool CommChannel::HandlePush(int shard, std::vector<zmq::message_t>& frames) {
   }
   const char* payload = reinterpret_cast<const char*>(m.payload);
   if (partial.active && partial.in_cache) {
-    std::lock_guard<std::mutex> lock(t.mu);
+    common::MutexLock lock(&t.mu);
     ClientCounters::Count(ctx_.counters->install_bytes, part_floats * sizeof(float));
     if (!InstallRows(t, s, static_cast<uint32_t>(m.header.offset),
                      static_cast<uint32_t>(m.header.row_count), payload, false))
@@ -498,7 +503,7 @@ bool CommChannel::HandlePush(int shard, std::vector<zmq::message_t>& frames) {
                           reinterpret_cast<const float*>(m.payload) + part_floats);
       payload = reinterpret_cast<const char*>(partial.rows.data());
     }
-    std::lock_guard<std::mutex> lock(t.mu);
+    common::MutexLock lock(&t.mu);
     if (m.header.clock <= s.age || m.header.aux < s.included) return Stale(shard, m, s);
     // Installing: one pass over the rows, plus one per own delta re-added.
     const size_t floats = static_cast<size_t>(s.cache_count) * t.width;
@@ -535,13 +540,17 @@ bool CommChannel::InstallRows(TableCache& t, const PartitionSlice& s, uint32_t f
   device::Device* dev = ctx_.device;
   const size_t w = t.width;
   Status st;
+  // Read here, under the locks (the lambda is a function of its own to the
+  // analysis).
+  const bool add_oplog = rmw && t.oplog_dirty;
+  device::Stream* const stream = stream_.get();
   t.ForPieces(s.cache_begin + first, count, [&](const CacheRun& piece, uint32_t off) {
     const char* src = rows_bytes + off * w * sizeof(float);
     const size_t n = piece.count * w;
     if (!piece.on_device) {
       float* dst = t.host_cache + piece.at * w;
       std::memcpy(dst, src, n * sizeof(float));
-      if (rmw && t.oplog_dirty) {
+      if (add_oplog) {
         const float* d = t.host_oplog + piece.at * w;
         for (size_t i = 0; i < n; ++i) dst[i] += d[i];
       }
@@ -549,11 +558,11 @@ bool CommChannel::InstallRows(TableCache& t, const PartitionSlice& s, uint32_t f
     }
     if (st.ok())
       st = dev->Copy(t.cache + piece.at * w, src, n * sizeof(float),
-                     device::CopyKind::kHostToDevice, stream_.get());
-    if (st.ok() && rmw && t.oplog_dirty)
-      st = dev->Add(t.cache + piece.at * w, t.oplog + piece.at * w, n, stream_.get());
+                     device::CopyKind::kHostToDevice, stream);
+    if (st.ok() && add_oplog)
+      st = dev->Add(t.cache + piece.at * w, t.oplog + piece.at * w, n, stream);
   });
-  if (st.ok()) st = dev->Synchronize(stream_.get());
+  if (st.ok()) st = dev->Synchronize(stream);
   if (!st.ok()) {
     GEEPS_LOG(Error) << "worker " << ctx_.rank << ": installing a push failed: " << st;
     return false;

@@ -22,13 +22,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 #include <zmq.hpp>
 
 #include "client/table_cache.h"
+#include "common/mutex.h"
 #include "device/device.h"
 #include "geeps/config.h"
 #include "geeps/status.h"
@@ -122,9 +122,8 @@ class CommChannel {
   void Run();
   // Receives and installs every queued push; returns how many were
   // installed. `app`: called by an application thread (counted apart).
-  // REQUIRES: io_mu_ held.
-  int PumpLocked(bool app);
-  void RunTask(const CommTask& task);  // REQUIRES: io_mu_ held
+  int PumpLocked(bool app) GEEPS_REQUIRES(io_mu_);
+  void RunTask(const CommTask& task) GEEPS_REQUIRES(io_mu_);
   // The payload of a message: either `fill(out, first, n)` writes the
   // payload of rows [first, first + n) into a fresh buffer, or, with `base`
   // set, the rows lie back to back at `base` and are sent from there
@@ -138,36 +137,39 @@ class CommChannel {
   // Sends a message of `total` rows in parts of at most `max_bytes`;
   // `rows` (may be null) are the row ids.
   void SendInParts(int shard, transport::WireHeader h, const uint64_t* rows, uint64_t total,
-                   const Payload& payload, uint64_t max_bytes);
-  void SendSubscribe(TableCache& t, const PartitionSlice& s);
+                   const Payload& payload, uint64_t max_bytes) GEEPS_REQUIRES(io_mu_);
+  void SendSubscribe(TableCache& t, const PartitionSlice& s) GEEPS_REQUIRES(io_mu_);
   // The update of `slot` to the slice's partition; its `aux` acknowledges
   // the last push installed from there (the slice's age).
-  void SendUpdate(TableCache& t, const PartitionSlice& s, OplogSlot& slot);
+  void SendUpdate(TableCache& t, const PartitionSlice& s, OplogSlot& slot) GEEPS_REQUIRES(io_mu_);
   // A header-only message (kResync, kAck) about `table` with `aux`.
-  void SendControl(int shard, transport::MsgType type, uint32_t table, int64_t aux);
+  void SendControl(int shard, transport::MsgType type, uint32_t table, int64_t aux)
+      GEEPS_REQUIRES(io_mu_);
   // After the connection to `shard` was lost (ZeroMQ reconnects, and sends
   // what it still queued): for every table with rows there, the
   // subscription again if no push came yet, a kResync naming the last push
   // installed (the partition pushes it again if newer), and every update
   // its pushes have not acknowledged, oldest first. Repeats are harmless:
-  // the partition skips what it has. REQUIRES: io_mu_ held.
-  void ResendLocked(int shard);
+  // the partition skips what it has.
+  void ResendLocked(int shard) GEEPS_REQUIRES(io_mu_);
   // Returns whether a push was installed.
-  bool HandlePush(int shard, std::vector<zmq::message_t>& frames);
-  // Under t.mu: copies `count` rows of slice `s` from its `first` row on into
-  // the cache (adding the oplog with read-my-writes); false on a device error.
+  bool HandlePush(int shard, std::vector<zmq::message_t>& frames) GEEPS_REQUIRES(io_mu_);
+  // Copies `count` rows of slice `s` from its `first` row on into the cache
+  // (adding the oplog with read-my-writes); false on a device error.
   bool InstallRows(TableCache& t, const PartitionSlice& s, uint32_t first, uint32_t count,
-                   const char* rows_bytes, bool rmw);
-  // Under t.mu: the slice now holds the push of `clock`.
-  void FinishInstall(TableCache& t, PartitionSlice& s, int64_t clock, int64_t included, bool rmw);
-  void SendFrames(int shard, zmq::message_t* frames, size_t count);
-  bool Drop(const std::string& what);  // returns false
+                   const char* rows_bytes, bool rmw) GEEPS_REQUIRES(io_mu_, t.mu);
+  // The slice now holds the push of `clock`.
+  void FinishInstall(TableCache& t, PartitionSlice& s, int64_t clock, int64_t included, bool rmw)
+      GEEPS_REQUIRES(t.mu);
+  void SendFrames(int shard, zmq::message_t* frames, size_t count) GEEPS_REQUIRES(io_mu_);
+  bool Drop(const std::string& what) GEEPS_REQUIRES(io_mu_);  // returns false
   // A push older than (or as old as) the slice's: a repeat after a lost
   // connection (counted in pushes_repeated), else dropped (Drop). Returns
   // false.
-  bool Stale(int shard, const transport::DecodedMessage& m, const PartitionSlice& s);
-  // Reads the socket monitors' events (connection losses). REQUIRES: io_mu_.
-  void DrainMonitorsLocked();
+  bool Stale(int shard, const transport::DecodedMessage& m, const PartitionSlice& s)
+      GEEPS_REQUIRES(io_mu_);
+  // Reads the socket monitors' events (connection losses).
+  void DrainMonitorsLocked() GEEPS_REQUIRES(io_mu_);
 
   ClientContext ctx_;
   zmq::context_t* zmq_context_;
@@ -177,11 +179,11 @@ class CommChannel {
 
   // Guards the shard sockets, partial_, stream_ and logged_drop_: held by
   // whichever thread sends or receives.
-  std::mutex io_mu_;
-  std::vector<std::unique_ptr<zmq::socket_t>> shards_;  // DEALER per shard
+  common::Mutex io_mu_;
+  std::vector<std::unique_ptr<zmq::socket_t>> shards_ GEEPS_GUARDED_BY(io_mu_);  // DEALER per shard
   // Per shard: a PAIR socket receiving the DEALER's monitor events (null
   // over inproc, which has no connections to lose), and the losses seen.
-  std::vector<std::unique_ptr<zmq::socket_t>> monitors_;
+  std::vector<std::unique_ptr<zmq::socket_t>> monitors_ GEEPS_GUARDED_BY(io_mu_);
   // Config::resend_after_connection_loss (a shard with a monitor resends).
   bool resend_ = false;
   std::vector<int> monitor_fds_;
@@ -192,7 +194,7 @@ class CommChannel {
   std::unique_ptr<Losses[]> losses_;  // set in Start, then fixed
   size_t num_losses_ = 0;
   std::vector<int> zmq_fds_;  // ZMQ_FD per shard socket
-  std::unique_ptr<device::Stream> stream_;
+  std::unique_ptr<device::Stream> stream_ GEEPS_GUARDED_BY(io_mu_);
   // A push being received in parts, per shard socket and table.
   struct PartialPush {
     bool active = false;  // a push of this table is being received
@@ -201,8 +203,8 @@ class CommChannel {
     bool in_cache = false;  // written straight into the cache (else `rows`)
     std::vector<float> rows;
   };
-  std::vector<std::vector<PartialPush>> partial_;
-  bool logged_drop_ = false;
+  std::vector<std::vector<PartialPush>> partial_ GEEPS_GUARDED_BY(io_mu_);
+  bool logged_drop_ GEEPS_GUARDED_BY(io_mu_) = false;
 
   int wake_fd_ = -1;  // eventfd: Stop() and ResumeBackground() wake the thread
   // When the channel thread's current sleep ends (steady clock ns).
@@ -210,7 +212,7 @@ class CommChannel {
   std::thread thread_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> started_{false};
-  std::mutex stop_mu_;
+  common::Mutex stop_mu_;
 };
 
 }  // namespace geeps::client

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/mutex.h"
+
 namespace geeps::client {
 namespace {
 
@@ -301,7 +303,7 @@ Status DataPath::Scatter(int32_t h, bool read_my_writes) {
   AccessBuffers& b = update_bufs_[h];
   TableCache& t = *tables_[seq_->updates()[h].table];
   {
-    std::lock_guard<std::mutex> lock(t.mu);
+    common::MutexLock lock(&t.mu);
     const size_t w = t.width;
     const bool rmw = read_my_writes;
     const auto start = SteadyClock::now();
@@ -365,7 +367,7 @@ StatusOr<float*> DataPath::PrepareUpdate(int32_t h, Oplog& oplog,
 }
 
 Status DataPath::FreeKeptBuffer(AccessBuffers& b, TableCache& t, Oplog& oplog, size_t floats) {
-  std::lock_guard<std::mutex> lock(t.mu);
+  common::MutexLock lock(&t.mu);
   if (!Oplog::Names(t, b.send_refs.get())) return Status::OK();
   if (b.alt == nullptr && memory_ == nullptr) {
     GEEPS_ASSIGN_OR_RETURN(b.alt, AllocFloats(floats));
@@ -417,7 +419,7 @@ bool DataPath::ZeroReleasedUpdateBuffers() {
       if (t.retain_until_acked) {
         // Kept for resending until a push acknowledges it: that push is
         // what this thread waits for, so no need to look again sooner.
-        std::lock_guard<std::mutex> lock(t.mu);
+        common::MutexLock lock(&t.mu);
         if (Oplog::Names(t, side.refs)) continue;
       }
       // On an error PreUpdate zeroes it again, and reports the error then.
@@ -523,7 +525,7 @@ Status DataPath::CopyRows(TableId table, const std::vector<RowIndex>& rows, floa
     return device_->Synchronize(stream_);
   }
   TableCache& t = *tables_[table];
-  std::lock_guard<std::mutex> lock(t.mu);
+  common::MutexLock lock(&t.mu);
   for (size_t i = 0; i < rows.size(); ++i) {
     auto it = std::lower_bound(t.rows.begin(), t.rows.end(), rows[i]);
     if (it == t.rows.end() || *it != rows[i])

@@ -32,6 +32,7 @@
 #include "client/oplog.h"
 #include "client/swap_engine.h"
 #include "client/table_cache.h"
+#include "common/mutex.h"
 #include "device/device.h"
 #include "geeps/config.h"
 #include "geeps/status.h"
@@ -119,8 +120,8 @@ class DataPath {
   SwapEngine* swap() const { return swap_.get(); }         // null: swaps at the access
 
   // ---- The data path (application thread).
-  // A read's rows from the cache into its (pool) buffer. REQUIRES: t.mu.
-  Status Gather(int32_t h, TableCache& t);
+  // A read's rows from the cache into its (pool) buffer.
+  Status Gather(int32_t h, TableCache& t) GEEPS_REQUIRES(t.mu);
   // An update's buffer into the oplog (and the cache with `read_my_writes`),
   // then its pool buffer back. Takes t.mu.
   Status Scatter(int32_t h, bool read_my_writes);

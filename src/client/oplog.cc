@@ -7,6 +7,7 @@
 #include "client/comm_channel.h"
 #include "client/table_cache.h"
 #include "common/logging.h"
+#include "common/mutex.h"
 #include "device/device.h"
 
 namespace geeps::client {
@@ -46,7 +47,7 @@ Oplog::Oplog(const Config* config, int rank, device::Device* device, device::Str
 
 StatusOr<OplogSlot*> Oplog::Snapshot(TableCache& t, int64_t clock, bool checkpoint,
                                      const DirectUpdate* direct) {
-  std::lock_guard<std::mutex> lock(t.mu);
+  common::MutexLock lock(&t.mu);
   GEEPS_ASSIGN_OR_RETURN(OplogSlot * slot, Acquire(t));
   GEEPS_RETURN_IF_ERROR(Fill(t, *slot, clock, checkpoint, direct));
   return slot;
@@ -58,7 +59,7 @@ Status Oplog::Send(const TableCache& t, OplogSlot* slot) {
 }
 
 Status Oplog::Discard(TableCache& t) {
-  std::lock_guard<std::mutex> lock(t.mu);
+  common::MutexLock lock(&t.mu);
   if (t.oplog_dirty) {
     GEEPS_RETURN_IF_ERROR(Clear(t));
     t.oplog_dirty = false;

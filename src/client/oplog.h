@@ -28,6 +28,8 @@
 #include <memory>
 #include <vector>
 
+#include "client/table_cache.h"
+#include "common/mutex.h"
 #include "geeps/config.h"
 #include "geeps/status.h"
 
@@ -38,7 +40,6 @@ class Stream;
 
 namespace geeps::client {
 
-struct TableCache;
 struct ClientCounters;
 
 // One clock's deltas of a table, copied to host memory for sending.
@@ -105,33 +106,35 @@ class Oplog {
   // Takes t.mu.
   Status Discard(TableCache& t);
 
-  // The parts of Snapshot. REQUIRES: t.mu held.
+  // The parts of Snapshot.
   // A free slot of the table (not in use, released by ZeroMQ), or a fresh one.
-  StatusOr<OplogSlot*> Acquire(TableCache& t);
+  StatusOr<OplogSlot*> Acquire(TableCache& t) GEEPS_REQUIRES(t.mu);
   Status Fill(TableCache& t, OplogSlot& slot, int64_t clock, bool checkpoint,
-              const DirectUpdate* direct);
+              const DirectUpdate* direct) GEEPS_REQUIRES(t.mu);
   // Zeroes both sides of the oplog (counted as zero_bytes).
-  Status Clear(TableCache& t);
+  Status Clear(TableCache& t) GEEPS_REQUIRES(t.mu);
 
   // The channels with partitions of the table, in slice order.
   static std::vector<int> Channels(const TableCache& t, int num_channels);
   // Frees the table's slots that are sent and (with read-my-writes, or with
   // t.retain_until_acked) included in every partition's last push. Called
-  // by the comm channels. REQUIRES: t.mu held.
-  static void Release(TableCache& t, bool read_my_writes);
+  // by the comm channels.
+  static void Release(TableCache& t, bool read_my_writes) GEEPS_REQUIRES(t.mu);
   // Whether a slot in use is sent from the update buffer whose ZeroMQ count
-  // is `refs` (kept for resending). REQUIRES: t.mu held.
-  static bool Names(const TableCache& t, const std::atomic<int>* refs);
+  // is `refs` (kept for resending).
+  static bool Names(const TableCache& t, const std::atomic<int>* refs) GEEPS_REQUIRES(t.mu);
   // The slots that name `refs` take a copy of its buffer (host address
   // `from`, `floats` floats) and are sent from their own memory from now on.
-  // REQUIRES: t.mu held.
-  void CopyIn(TableCache& t, const std::atomic<int>* refs, const float* from, size_t floats);
+  void CopyIn(TableCache& t, const std::atomic<int>* refs, const float* from, size_t floats)
+      GEEPS_REQUIRES(t.mu);
 
   // After the channels are stopped: waits (at most `wait`) until ZeroMQ has
   // released the slots of `tables`, frees the memory of those it has, and
-  // leaks the rest with a warning. Returns how many were leaked.
+  // leaks the rest with a warning. Returns how many were leaked. Not
+  // analysed: it reads the tables' slots without their locks, which no
+  // other thread takes once the channels are stopped.
   size_t FreeSlots(const std::vector<std::unique_ptr<TableCache>>& tables,
-                   std::chrono::milliseconds wait);
+                   std::chrono::milliseconds wait) GEEPS_NO_THREAD_SAFETY_ANALYSIS;
 
  private:
   const Config* config_;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/mutex.h"
+
 namespace geeps::client {
 
 using SteadyClock = std::chrono::steady_clock;
@@ -40,17 +42,21 @@ Status SwapEngine::Start() {
 
 void SwapEngine::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    common::MutexLock lock(&mu_);
     stop_ = true;
   }
   cv_.notify_all();
   memory_->CancelWaits();
   if (alloc_thread_.joinable()) alloc_thread_.join();
   if (reclaim_thread_.joinable()) reclaim_thread_.join();
-  for (Ready& r : ready_) {
+  std::deque<Ready> left;
+  {
+    common::MutexLock lock(&mu_);
+    left.swap(ready_);
+  }
+  for (Ready& r : left) {
     if (r.buffer) memory_->Release(r.buffer);
   }
-  ready_.clear();
 }
 
 Status SwapEngine::CopyIn(const Access& a, float* buffer) {
@@ -90,7 +96,11 @@ Status SwapEngine::CopyOut(int handle, float* buffer) {
 
 void SwapEngine::AllocLoop() {
   // Write-backs of each table that must be done before the next open of it.
-  std::vector<int64_t> writebacks_due(writebacks_done_.size(), 0);
+  std::vector<int64_t> writebacks_due;
+  {
+    common::MutexLock lock(&mu_);  // (its size is fixed)
+    writebacks_due.assign(writebacks_done_.size(), 0);
+  }
   bool in_prologue = !prologue_.empty();
   size_t pos = 0;
   for (;;) {
@@ -107,8 +117,8 @@ void SwapEngine::AllocLoop() {
       continue;
     }
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] {
+      common::MutexLock lock(&mu_);
+      lock.Wait(cv_, [&]() GEEPS_REQUIRES(mu_) {
         return stop_ || (static_cast<int>(ready_.size()) < depth_ &&
                          writebacks_done_[a.table] >= writebacks_due[a.table]);
       });
@@ -123,7 +133,7 @@ void SwapEngine::AllocLoop() {
       if (a.fetch) r.status = CopyIn(a, r.buffer);
     }
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      common::MutexLock lock(&mu_);
       if (stop_) {
         if (r.buffer) memory_->Release(r.buffer);
         return;
@@ -140,11 +150,12 @@ StatusOr<float*> SwapEngine::TakeBuffer(uint64_t bytes) {
   const uint64_t reserve = std::max(memory_->plan().peak_bytes, memory_->plan().fit_extent_bytes);
   for (;;) {
     if (float* b = memory_->TryAcquireLeaving(bytes, reserve)) return b;
-    std::unique_lock<std::mutex> lock(mu_);
+    common::MutexLock lock(&mu_);
     if (stop_) return CancelledError("swap engine stopped");
     if (app_waiting_) break;
     // Frees come from the application and the reclaim thread; poll briefly.
-    cv_.wait_for(lock, std::chrono::milliseconds(1), [&] { return stop_ || app_waiting_; });
+    lock.WaitFor(cv_, std::chrono::milliseconds(1),
+                 [&]() GEEPS_REQUIRES(mu_) { return stop_ || app_waiting_; });
   }
   return memory_->Acquire(bytes, timeout_);
 }
@@ -153,8 +164,8 @@ void SwapEngine::ReclaimLoop() {
   for (;;) {
     std::pair<int, float*> job;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || !to_reclaim_.empty(); });
+      common::MutexLock lock(&mu_);
+      lock.Wait(cv_, [&]() GEEPS_REQUIRES(mu_) { return stop_ || !to_reclaim_.empty(); });
       if (to_reclaim_.empty()) return;  // stopping, nothing left to write back
       job = to_reclaim_.front();
       to_reclaim_.pop_front();
@@ -163,7 +174,7 @@ void SwapEngine::ReclaimLoop() {
     Status st = CopyOut(job.first, job.second);
     memory_->Release(job.second);
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      common::MutexLock lock(&mu_);
       if (!st.ok() && reclaim_error_.ok()) reclaim_error_ = st;
       ++writebacks_done_[a.table];
       ++writebacks_finished_;
@@ -174,10 +185,11 @@ void SwapEngine::ReclaimLoop() {
 
 StatusOr<float*> SwapEngine::Open(int handle) {
   const auto start = SteadyClock::now();
-  std::unique_lock<std::mutex> lock(mu_);
+  common::MutexLock lock(&mu_);
   app_waiting_ = true;
   cv_.notify_all();
-  const bool ok = cv_.wait_until(lock, start + timeout_, [&] { return stop_ || !ready_.empty(); });
+  const bool ok = lock.WaitUntil(cv_, start + timeout_,
+                                 [&]() GEEPS_REQUIRES(mu_) { return stop_ || !ready_.empty(); });
   app_waiting_ = false;
   if (!ok)
     return DeadlineExceededError("LocalAccess: local data was not swapped in within " +
@@ -188,7 +200,7 @@ StatusOr<float*> SwapEngine::Open(int handle) {
     return InternalError("swap schedule out of step: prefetched local#" + std::to_string(r.handle) +
                          ", opening local#" + std::to_string(handle));
   ready_.pop_front();
-  lock.unlock();
+  lock.Unlock();
   cv_.notify_all();
   memory_->AddStall({MemoryManager::Kind::kLocal, handle}, SteadyClock::now() - start);
   if (!r.status.ok()) return r.status;
@@ -211,7 +223,7 @@ Status SwapEngine::Close(int handle, float* buffer, device::Stream* compute) {
     return st;
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    common::MutexLock lock(&mu_);
     if (!reclaim_error_.ok()) return reclaim_error_;
     to_reclaim_.emplace_back(handle, buffer);
     ++writebacks_handed_;
@@ -221,8 +233,10 @@ Status SwapEngine::Close(int handle, float* buffer, device::Stream* compute) {
 }
 
 Status SwapEngine::Drain() {
-  std::unique_lock<std::mutex> lock(mu_);
-  if (!cv_.wait_for(lock, timeout_, [&] { return writebacks_finished_ >= writebacks_handed_; }))
+  common::MutexLock lock(&mu_);
+  if (!lock.WaitFor(cv_, timeout_, [&]() GEEPS_REQUIRES(mu_) {
+        return writebacks_finished_ >= writebacks_handed_;
+      }))
     return DeadlineExceededError("local data was not written back within " +
                                  std::to_string(timeout_.count()) + " ms");
   return reclaim_error_;

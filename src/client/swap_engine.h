@@ -29,11 +29,11 @@
 #include <condition_variable>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <vector>
 
 #include "client/memory_manager.h"
+#include "common/mutex.h"
 #include "device/device.h"
 #include "geeps/config.h"
 #include "geeps/status.h"
@@ -108,15 +108,16 @@ class SwapEngine {
   std::unique_ptr<device::Event> released_;
   std::vector<std::unique_ptr<device::Event>> close_events_;
 
-  std::mutex mu_;
+  common::Mutex mu_;
   std::condition_variable cv_;
-  bool stop_ = false;         // guarded by mu_
-  bool app_waiting_ = false;  // the application waits in Open
-  std::deque<Ready> ready_;   // prefetched, in open order
-  std::deque<std::pair<int, float*>> to_reclaim_;
-  std::vector<int64_t> writebacks_done_;  // per table
-  int64_t writebacks_handed_ = 0, writebacks_finished_ = 0;
-  Status reclaim_error_;
+  bool stop_ GEEPS_GUARDED_BY(mu_) = false;
+  bool app_waiting_ GEEPS_GUARDED_BY(mu_) = false;  // the application waits in Open
+  std::deque<Ready> ready_ GEEPS_GUARDED_BY(mu_);   // prefetched, in open order
+  std::deque<std::pair<int, float*>> to_reclaim_ GEEPS_GUARDED_BY(mu_);
+  std::vector<int64_t> writebacks_done_ GEEPS_GUARDED_BY(mu_);  // per table
+  int64_t writebacks_handed_ GEEPS_GUARDED_BY(mu_) = 0;
+  int64_t writebacks_finished_ GEEPS_GUARDED_BY(mu_) = 0;
+  Status reclaim_error_ GEEPS_GUARDED_BY(mu_);
   std::thread alloc_thread_, reclaim_thread_;
 };
 

@@ -27,13 +27,14 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <vector>
 
-#include "client/oplog.h"
+#include "common/mutex.h"
 #include "geeps/config.h"
 
 namespace geeps::client {
+
+struct OplogSlot;  // client/oplog.h
 
 // The rows of a table in one server partition.
 struct PartitionSlice {
@@ -73,16 +74,22 @@ struct TableCache {
   uint32_t device_rows = 0, host_rows = 0;
   std::vector<CacheRun> runs;  // fixed after FinishVirtualIteration
 
-  std::mutex mu;
+  common::Mutex mu;
   std::condition_variable cv;
-  bool oplog_dirty = false;
+  bool oplog_dirty GEEPS_GUARDED_BY(mu) = false;
   // Reads returned in place (the cache rows themselves) and not yet
   // PostRead: while any is open, pushes in parts go through a staging
   // buffer instead of straight into the cache.
-  int open_in_place_reads = 0;
-  std::vector<PartitionSlice> slices;  // partitions with a non-empty span
-  std::vector<std::unique_ptr<OplogSlot>> slots;
-  std::deque<OplogSlot*> retained;  // by clock, oldest first
+  int open_in_place_reads GEEPS_GUARDED_BY(mu) = 0;
+  // Partitions with a non-empty span. Not GEEPS_GUARDED_BY(mu): the vector
+  // and each slice's span fields are fixed after DataPath::BuildTables and
+  // read without the lock; age, included, installing and push_installed are
+  // written under both mu and the io_mu_ of the slice's comm channel, and
+  // read under either (an annotation cannot name single fields of the
+  // elements, nor "either of two").
+  std::vector<PartitionSlice> slices;
+  std::vector<std::unique_ptr<OplogSlot>> slots GEEPS_GUARDED_BY(mu);
+  std::deque<OplogSlot*> retained GEEPS_GUARDED_BY(mu);  // by clock, oldest first
   // Resend after a connection loss (Config::resend_after_connection_loss,
   // over TCP/IPC): a slot stays in use, its update ready to be sent again,
   // until every partition's push includes its clock. A direct update sent

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "common/logging.h"
+#include "common/mutex.h"
 #include "transport/socket_util.h"
 
 namespace geeps::client {
@@ -67,59 +68,59 @@ Status Worker::CheckRecording(const char* call) const {
 
 StatusOr<ReadHandle> Worker::VirtualRead(TableId table, const std::vector<RowIndex>& rows,
                                          int slack) {
-  std::lock_guard<std::mutex> lock(api_mu_);
+  common::MutexLock lock(&api_mu_);
   GEEPS_RETURN_IF_ERROR(CheckRecording("VirtualRead"));
   return seq_.AddRead(table, rows, slack);
 }
 
 Status Worker::VirtualPostRead(ReadHandle h) {
-  std::lock_guard<std::mutex> lock(api_mu_);
+  common::MutexLock lock(&api_mu_);
   GEEPS_RETURN_IF_ERROR(CheckRecording("VirtualPostRead"));
   return seq_.AddPostRead(h);
 }
 
 StatusOr<UpdateHandle> Worker::VirtualPreUpdate(TableId table, const std::vector<RowIndex>& rows) {
-  std::lock_guard<std::mutex> lock(api_mu_);
+  common::MutexLock lock(&api_mu_);
   GEEPS_RETURN_IF_ERROR(CheckRecording("VirtualPreUpdate"));
   return seq_.AddPreUpdate(table, rows);
 }
 
 Status Worker::VirtualUpdate(UpdateHandle h) {
-  std::lock_guard<std::mutex> lock(api_mu_);
+  common::MutexLock lock(&api_mu_);
   GEEPS_RETURN_IF_ERROR(CheckRecording("VirtualUpdate"));
   return seq_.AddUpdate(h);
 }
 
 StatusOr<LocalHandle> Worker::VirtualLocalAccess(TableId table, const std::vector<RowIndex>& rows,
                                                  bool fetch) {
-  std::lock_guard<std::mutex> lock(api_mu_);
+  common::MutexLock lock(&api_mu_);
   GEEPS_RETURN_IF_ERROR(CheckRecording("VirtualLocalAccess"));
   return seq_.AddLocalAccess(table, rows, fetch);
 }
 
 StatusOr<LocalHandle> Worker::VirtualLocalRead(TableId table, const std::vector<RowIndex>& rows) {
-  std::lock_guard<std::mutex> lock(api_mu_);
+  common::MutexLock lock(&api_mu_);
   GEEPS_RETURN_IF_ERROR(CheckRecording("VirtualLocalRead"));
   return seq_.AddLocalAccess(table, rows, /*fetch=*/true, /*read_only=*/true);
 }
 
 Status Worker::VirtualPostLocalAccess(LocalHandle h, bool keep) {
-  std::lock_guard<std::mutex> lock(api_mu_);
+  common::MutexLock lock(&api_mu_);
   GEEPS_RETURN_IF_ERROR(CheckRecording("VirtualPostLocalAccess"));
   return seq_.AddPostLocalAccess(h, keep);
 }
 
 Status Worker::VirtualClock() {
-  std::lock_guard<std::mutex> lock(api_mu_);
+  common::MutexLock lock(&api_mu_);
   GEEPS_RETURN_IF_ERROR(CheckRecording("VirtualClock"));
   return seq_.AddClock();
 }
 
 Status Worker::FinishVirtualIteration() {
-  std::lock_guard<std::mutex> lock(api_mu_);
+  common::MutexLock lock(&api_mu_);
   GEEPS_RETURN_IF_ERROR(CheckRecording("FinishVirtualIteration"));
   GEEPS_RETURN_IF_ERROR(seq_.Finish());
-  auto fail = [this](Status st) {
+  auto fail = [this](Status st) GEEPS_REQUIRES(api_mu_) {
     for (auto& c : channels_) c->Stop();
     phase_ = Phase::kShutDown;
     return st;
@@ -152,11 +153,12 @@ Status Worker::FinishVirtualIteration() {
   plan_->PlaceCaches(data_->CacheOnDevice());
   data_->PlanSendInPlace(*plan_);
 
-  oplog_ =
-      std::make_unique<Oplog>(&config_, rank_, device_.get(), stream_.get(), &counters_,
-                              [this](int channel, TableId table, OplogSlot* slot) {
-                                return channels_[channel]->Send({CommTask::kSend, table, slot});
-                              });
+  oplog_ = std::make_unique<Oplog>(
+      &config_, rank_, device_.get(), stream_.get(), &counters_,
+      // Called by Oplog::Send, from AdvanceTable.
+      [this](int channel, TableId table, OplogSlot* slot) GEEPS_REQUIRES(api_mu_) {
+        return channels_[channel]->Send({CommTask::kSend, table, slot});
+      });
   ClientContext ctx;
   ctx.config = &config_;
   ctx.rank = rank_;
@@ -201,7 +203,7 @@ Status Worker::FinishVirtualIteration() {
 // ---- Phase 2 ----------------------------------------------------------------
 
 Status Worker::StartIterations() {
-  std::lock_guard<std::mutex> lock(api_mu_);
+  common::MutexLock lock(&api_mu_);
   if (phase_ == Phase::kShutDown)
     return FailedPreconditionError("StartIterations: the worker is shut down");
   if (phase_ == Phase::kRecording)
@@ -299,14 +301,14 @@ int64_t Worker::RequiredAge(int slack) const {
 }
 
 StatusOr<const float*> Worker::Read(ReadHandle h) {
-  std::lock_guard<std::mutex> api_lock(api_mu_);
+  common::MutexLock api_lock(&api_mu_);
   GEEPS_RETURN_IF_ERROR(Expect(OpType::kRead, h.id, data_ ? data_->num_reads() : 0, "Read"));
   const RecordedAccess& a = seq_.reads()[h.id];
   AccessBuffers& b = data_->read_buf(h.id);
   TableCache& t = data_->table(a.table);
   const int64_t required = RequiredAge(a.slack);
   {
-    std::unique_lock<std::mutex> lock(t.mu);
+    common::MutexLock lock(&t.mu);
     auto fresh = [&] {
       for (int si : plan_->read_slices(h.id))
         if (t.slices[si].age < required || t.slices[si].installing) return false;
@@ -332,7 +334,7 @@ StatusOr<const float*> Worker::Read(ReadHandle h) {
       reads_in_place_.fetch_add(1);
       ++t.open_in_place_reads;
       b.open_in_place = true;
-      lock.unlock();
+      lock.Unlock();
       GEEPS_RETURN_IF_ERROR(Advance());
       return rows;
     }
@@ -345,14 +347,14 @@ StatusOr<const float*> Worker::Read(ReadHandle h) {
 }
 
 Status Worker::PostRead(ReadHandle h) {
-  std::lock_guard<std::mutex> api_lock(api_mu_);
+  common::MutexLock api_lock(&api_mu_);
   GEEPS_RETURN_IF_ERROR(
       Expect(OpType::kPostRead, h.id, data_ ? data_->num_reads() : 0, "PostRead"));
   EmulateCompute();
   AccessBuffers& b = data_->read_buf(h.id);
   if (b.open_in_place) {
     TableCache& t = data_->table(seq_.reads()[h.id].table);
-    std::lock_guard<std::mutex> lock(t.mu);
+    common::MutexLock lock(&t.mu);
     --t.open_in_place_reads;
     b.open_in_place = false;
   }
@@ -361,7 +363,7 @@ Status Worker::PostRead(ReadHandle h) {
 }
 
 StatusOr<float*> Worker::PreUpdate(UpdateHandle h) {
-  std::lock_guard<std::mutex> api_lock(api_mu_);
+  common::MutexLock api_lock(&api_mu_);
   GEEPS_RETURN_IF_ERROR(
       Expect(OpType::kPreUpdate, h.id, data_ ? data_->num_updates() : 0, "PreUpdate"));
   GEEPS_ASSIGN_OR_RETURN(float* buffer, data_->PrepareUpdate(h.id, *oplog_, config_.timeout));
@@ -370,7 +372,7 @@ StatusOr<float*> Worker::PreUpdate(UpdateHandle h) {
 }
 
 Status Worker::Update(UpdateHandle h) {
-  std::lock_guard<std::mutex> api_lock(api_mu_);
+  common::MutexLock api_lock(&api_mu_);
   GEEPS_RETURN_IF_ERROR(Expect(OpType::kUpdate, h.id, data_ ? data_->num_updates() : 0, "Update"));
   EmulateCompute();
   if (plan_->direct_update(h.id)) {
@@ -394,7 +396,7 @@ StatusOr<const float*> Worker::LocalRead(LocalHandle h) {
 }
 
 StatusOr<float*> Worker::OpenLocal(LocalHandle h, bool read_only) {
-  std::lock_guard<std::mutex> api_lock(api_mu_);
+  common::MutexLock api_lock(&api_mu_);
   const char* call = read_only ? "LocalRead" : "LocalAccess";
   GEEPS_RETURN_IF_ERROR(Expect(OpType::kLocalAccess, h.id, data_ ? data_->num_locals() : 0, call));
   const RecordedAccess& a = seq_.locals()[h.id];
@@ -410,7 +412,7 @@ StatusOr<float*> Worker::OpenLocal(LocalHandle h, bool read_only) {
 }
 
 Status Worker::PostLocalAccess(LocalHandle h) {
-  std::lock_guard<std::mutex> api_lock(api_mu_);
+  common::MutexLock api_lock(&api_mu_);
   GEEPS_RETURN_IF_ERROR(
       Expect(OpType::kPostLocalAccess, h.id, data_ ? data_->num_locals() : 0, "PostLocalAccess"));
   EmulateCompute();
@@ -429,7 +431,7 @@ Status Worker::CheckDeviceReady(const char* call) const {
 
 Status Worker::CopyBuffer(const char* call, void* dst, const void* src, size_t floats,
                           bool to_host) {
-  std::lock_guard<std::mutex> api_lock(api_mu_);
+  common::MutexLock api_lock(&api_mu_);
   GEEPS_RETURN_IF_ERROR(CheckDeviceReady(call));
   if (floats == 0) return Status::OK();
   if (dst == nullptr || src == nullptr)
@@ -453,20 +455,20 @@ Status Worker::CopyFromHost(float* device_buffer, const float* host, size_t floa
 }
 
 Status Worker::EnqueueHostWork(std::function<void()> work) {
-  std::lock_guard<std::mutex> api_lock(api_mu_);
+  common::MutexLock api_lock(&api_mu_);
   GEEPS_RETURN_IF_ERROR(CheckDeviceReady("EnqueueHostWork"));
   if (!work) return InvalidArgumentError("EnqueueHostWork: work is empty");
   return device_->HostFunction(std::move(work), stream_.get());
 }
 
 Status Worker::SynchronizeComputeStream() {
-  std::lock_guard<std::mutex> api_lock(api_mu_);
+  common::MutexLock api_lock(&api_mu_);
   GEEPS_RETURN_IF_ERROR(CheckDeviceReady("SynchronizeComputeStream"));
   return device_->Synchronize(stream_.get());
 }
 
 Status Worker::Clock() {
-  std::lock_guard<std::mutex> api_lock(api_mu_);
+  common::MutexLock api_lock(&api_mu_);
   GEEPS_RETURN_IF_ERROR(Expect(OpType::kClock, -1, 0, "Clock"));
   return Advance();
 }
@@ -474,7 +476,7 @@ Status Worker::Clock() {
 // ---- Between iterations -------------------------------------------------------
 
 Status Worker::Sync() {
-  std::lock_guard<std::mutex> api_lock(api_mu_);
+  common::MutexLock api_lock(&api_mu_);
   if (phase_ != Phase::kRunning)
     return FailedPreconditionError("Sync: only after StartIterations and before Shutdown");
   if (pos_ != 0)
@@ -485,7 +487,7 @@ Status Worker::Sync() {
   for (auto& tp : data_->tables()) {
     if (!tp) continue;
     TableCache& t = *tp;
-    std::unique_lock<std::mutex> lock(t.mu);
+    common::MutexLock lock(&t.mu);
     auto done = [&] {
       for (const PartitionSlice& s : t.slices)
         if (s.cache_count > 0 && s.age < target) return false;
@@ -504,7 +506,7 @@ Status Worker::Sync() {
 }
 
 Status Worker::CopyRows(TableId table, const std::vector<RowIndex>& rows, float* out) {
-  std::lock_guard<std::mutex> api_lock(api_mu_);
+  common::MutexLock api_lock(&api_mu_);
   if (phase_ != Phase::kRunning && phase_ != Phase::kFinished)
     return FailedPreconditionError(
         "CopyRows: only after FinishVirtualIteration and before Shutdown");
@@ -557,7 +559,7 @@ WorkerStats Worker::GetStats() const {
 }
 
 StatusOr<int64_t> Worker::RequestCheckpoint() {
-  std::lock_guard<std::mutex> api_lock(api_mu_);
+  common::MutexLock api_lock(&api_mu_);
   if (config_.checkpoint_dir.empty())
     return FailedPreconditionError("RequestCheckpoint: Config::checkpoint_dir is empty");
   if (phase_ == Phase::kShutDown)
@@ -575,7 +577,7 @@ StatusOr<int64_t> Worker::RequestCheckpoint() {
 Status Worker::Shutdown() {
   shutdown_requested_.store(true);
   WakeWaiters();  // reads blocked on fresh rows hold api_mu_
-  std::lock_guard<std::mutex> api_lock(api_mu_);
+  common::MutexLock api_lock(&api_mu_);
   if (phase_ == Phase::kShutDown && channels_.empty()) return Status::OK();
   for (auto& c : channels_) c->Stop();
   channels_.clear();

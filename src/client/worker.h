@@ -18,7 +18,6 @@
 #include <chrono>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 #include <zmq.hpp>
@@ -29,6 +28,7 @@
 #include "client/op_sequence.h"
 #include "client/oplog.h"
 #include "client/table_cache.h"
+#include "common/mutex.h"
 #include "device/device.h"
 #include "geeps/config.h"
 #include "geeps/geeps.h"
@@ -101,21 +101,22 @@ class Worker {
  private:
   enum class Phase { kRecording, kFinished, kRunning, kShutDown };
 
-  Status CheckRecording(const char* call) const;
+  Status CheckRecording(const char* call) const GEEPS_REQUIRES(api_mu_);
   // LocalAccess / LocalRead: `read_only` must match the recording.
   StatusOr<float*> OpenLocal(LocalHandle h, bool read_only);
   // kFailedPrecondition before FinishVirtualIteration and after Shutdown.
-  Status CheckDeviceReady(const char* call) const;
+  Status CheckDeviceReady(const char* call) const GEEPS_REQUIRES(api_mu_);
   Status CopyBuffer(const char* call, void* dst, const void* src, size_t floats, bool to_host);
-  Status Expect(OpType type, int32_t handle, size_t count, const char* call);
+  Status Expect(OpType type, int32_t handle, size_t count, const char* call)
+      GEEPS_REQUIRES(api_mu_);
   // After an op: advances the table clocks the plan names, moves the
   // cursor. `direct_update`: the handle of the direct Update this op is
   // (IterationPlan::direct_update; its buffer holds its table's deltas), or
   // -1.
-  Status Advance(int32_t direct_update = -1);
-  Status AdvanceTable(TableId table, int32_t direct_update);
+  Status Advance(int32_t direct_update = -1) GEEPS_REQUIRES(api_mu_);
+  Status AdvanceTable(TableId table, int32_t direct_update) GEEPS_REQUIRES(api_mu_);
   void EmulateCompute() const;  // Config::emulated_compute_per_access
-  Status EndPrologue();
+  Status EndPrologue() GEEPS_REQUIRES(api_mu_);
   int64_t RequiredAge(int slack) const;
 
   const Config config_;
@@ -124,31 +125,32 @@ class Worker {
   const std::vector<std::string> partition_endpoints_;
   const transport::SecurityConfig* security_;
 
-  mutable std::mutex api_mu_;
+  mutable common::Mutex api_mu_;
   std::atomic<bool> shutdown_requested_{false};
   std::atomic<bool> peers_failed_{false};
-  mutable std::mutex failure_mu_;
-  Status peer_failure_;  // guarded by failure_mu_
+  mutable common::Mutex failure_mu_;
+  Status peer_failure_ GEEPS_GUARDED_BY(failure_mu_);
   Status PeerFailure() const;
   // A Read of `read` that waited config_.timeout for rows of clock
   // `required` of `t`: which partition it waited for, and why it may lag.
-  // REQUIRES: t.mu held.
-  Status ReadTimeout(int32_t read, const TableCache& t, int64_t required) const;
+  Status ReadTimeout(int32_t read, const TableCache& t, int64_t required) const
+      GEEPS_REQUIRES(api_mu_, t.mu);
   // For a Read's timeout: "; the connection from this worker to it was lost
   // N time(s), the last ... ago: ..." when it was, else "".
-  std::string LossNote(int partition) const;
+  std::string LossNote(int partition) const GEEPS_REQUIRES(api_mu_);
   std::atomic<bool> tables_ready_{false};  // data_ built (FinishVirtualIteration)
   void WakeWaiters();                      // notifies every table's waiters; any thread
   // Waits until done() (called with `lock` held) or the deadline, receiving
   // and installing pushes on this thread meanwhile (comm_channel.h).
-  // REQUIRES: `lock` holds a table's mutex. Returns done().
-  bool WaitForPushes(std::unique_lock<std::mutex>& lock,
-                     std::chrono::steady_clock::time_point deadline,
-                     const std::function<bool()>& done);
+  // REQUIRES: `lock` holds a table's mutex. Returns done(). Not analysed:
+  // it gives up and takes back `lock`, which the analysis cannot tie to the
+  // table's mutex.
+  bool WaitForPushes(common::MutexLock& lock, std::chrono::steady_clock::time_point deadline,
+                     const std::function<bool()>& done) GEEPS_NO_THREAD_SAFETY_ANALYSIS;
   WaitState wait_;
   std::vector<pollfd> wait_fds_;  // wait_.wake_fd, then every channel's poll_fds()
-  Phase phase_ = Phase::kRecording;
-  OpSequence seq_;
+  Phase phase_ GEEPS_GUARDED_BY(api_mu_) = Phase::kRecording;
+  OpSequence seq_ GEEPS_GUARDED_BY(api_mu_);
 
   std::unique_ptr<device::Device> device_;
   std::unique_ptr<device::Stream> stream_;  // the application thread's
@@ -161,18 +163,21 @@ class Worker {
 
   ClientCounters counters_;
   std::unique_ptr<Oplog> oplog_;
-  std::vector<std::unique_ptr<CommChannel>> channels_;
+  std::vector<std::unique_ptr<CommChannel>> channels_ GEEPS_GUARDED_BY(api_mu_);
 
   // The real-phase cursor.
-  Section section_ = kRepeated;
-  size_t pos_ = 0;
+  Section section_ GEEPS_GUARDED_BY(api_mu_) = kRepeated;
+  size_t pos_ GEEPS_GUARDED_BY(api_mu_) = 0;
   std::atomic<int64_t> clock_{0};  // clocks completed; the prologue is clock 0
   std::atomic<int64_t> iterations_{0};
   std::atomic<int64_t> read_wait_ns_{0}, reads_waited_{0};
   std::atomic<uint64_t> device_bytes_{0};
-  int64_t resume_clock_ = 0;            // > 0: resumed from that checkpoint
-  int64_t checkpoint_flag_clock_ = -1;  // updates of this clock ask for one
-  bool DiscardingPrologue() const { return resume_clock_ > 0 && section_ == kPrologue; }
+  int64_t resume_clock_ = 0;  // > 0: resumed from that checkpoint
+  // Updates of this clock ask for a checkpoint.
+  int64_t checkpoint_flag_clock_ GEEPS_GUARDED_BY(api_mu_) = -1;
+  bool DiscardingPrologue() const GEEPS_REQUIRES(api_mu_) {
+    return resume_clock_ > 0 && section_ == kPrologue;
+  }
 };
 
 }  // namespace geeps::client

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "client/worker.h"
+#include "common/mutex.h"
 #include "transport/socket_util.h"
 
 namespace geeps::client {
@@ -69,13 +70,13 @@ std::string Worker::LossNote(int partition) const {
 }
 
 Status Worker::PeerFailure() const {
-  std::lock_guard<std::mutex> lock(failure_mu_);
+  common::MutexLock lock(&failure_mu_);
   return peer_failure_;
 }
 
 void Worker::FailPeers(const Status& reason) {
   {
-    std::lock_guard<std::mutex> lock(failure_mu_);
+    common::MutexLock lock(&failure_mu_);
     if (!peer_failure_.ok()) return;
     peer_failure_ = reason.ok() ? InternalError("FailPeers with an OK status") : reason;
   }
@@ -83,7 +84,7 @@ void Worker::FailPeers(const Status& reason) {
   WakeWaiters();
 }
 
-bool Worker::WaitForPushes(std::unique_lock<std::mutex>& lock, SteadyClock::time_point deadline,
+bool Worker::WaitForPushes(common::MutexLock& lock, SteadyClock::time_point deadline,
                            const std::function<bool()>& done) {
   if (done()) return true;
   // This thread receives the pushes while it waits; the channel threads
@@ -102,7 +103,7 @@ bool Worker::WaitForPushes(std::unique_lock<std::mutex>& lock, SteadyClock::time
     if (now >= deadline) break;
     const int64_t left_ms =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1;
-    lock.unlock();
+    lock.Unlock();
     // Idle until a push comes: zero the update buffers ZeroMQ has released
     // (PreUpdate then skips them); while one is still held, look again in
     // 1 ms.
@@ -114,7 +115,7 @@ bool Worker::WaitForPushes(std::unique_lock<std::mutex>& lock, SteadyClock::time
                              static_cast<int>(std::min<int64_t>(left_ms, held ? 1 : 200)));
     if (ready > 0 && (wait_fds_[0].revents & POLLIN)) transport::ClearWakeFd(wait_.wake_fd);
     for (auto& c : channels_) c->Pump();
-    lock.lock();
+    lock.Lock();
     if (done()) {
       result = true;
       break;
@@ -133,7 +134,7 @@ void Worker::WakeWaiters() {
   wait_.Wake();
   for (auto& t : data_->tables()) {
     if (!t) continue;
-    { std::lock_guard<std::mutex> lock(t->mu); }
+    { common::MutexLock lock(&t->mu); }
     t->cv.notify_all();
   }
 }

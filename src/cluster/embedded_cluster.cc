@@ -1,12 +1,12 @@
 #include "geeps/embedded_cluster.h"
 
-#include <mutex>
 #include <thread>
 #include <zmq.hpp>
 
 #include "client/geeps_access.h"
 #include "client/worker.h"
 #include "cluster/embedded_cluster_testing.h"
+#include "common/mutex.h"
 #include "device/device.h"
 #include "server/checkpoint.h"
 #include "server/shard_channel.h"
@@ -22,8 +22,8 @@ struct EmbeddedCluster::Impl {
   std::vector<std::unique_ptr<server::ShardChannel>> partitions;  // p = s*C + k
   std::vector<std::unique_ptr<GeePS>> workers;
   std::vector<client::Worker*> impls;  // the workers' implementations
-  std::mutex shutdown_mu;
-  bool shut_down = false;
+  common::Mutex shutdown_mu;
+  bool shut_down GEEPS_GUARDED_BY(shutdown_mu) = false;
 };
 
 EmbeddedCluster::EmbeddedCluster(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -142,7 +142,7 @@ zmq::context_t* internal::EmbeddedClusterAccess::ZmqContext(EmbeddedCluster& clu
 }
 
 Status EmbeddedCluster::Shutdown() {
-  std::lock_guard<std::mutex> lock(impl_->shutdown_mu);
+  common::MutexLock lock(&impl_->shutdown_mu);
   if (impl_->shut_down) return Status::OK();
   impl_->shut_down = true;
   Status first;

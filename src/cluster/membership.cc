@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "common/logging.h"
+#include "common/mutex.h"
 #include "transport/security.h"
 #include "transport/socket_util.h"
 
@@ -218,8 +219,8 @@ Status Membership::Leave(std::chrono::milliseconds deadline) {
   if (!thread_.joinable()) return Status::OK();
   leaving_.store(true);
   transport::WakeUp(context_, control_endpoint_);
-  std::unique_lock<std::mutex> lock(mu_);
-  if (!cv_.wait_for(lock, deadline, [&] { return finished_; }))
+  common::MutexLock lock(&mu_);
+  if (!lock.WaitFor(cv_, deadline, [&]() GEEPS_REQUIRES(mu_) { return finished_; }))
     return DeadlineExceededError("not every process left the job within " +
                                  std::to_string(deadline.count()) + " ms");
   return Status::OK();
@@ -237,7 +238,7 @@ void Membership::Stop() {
 
 void Membership::Finish() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    common::MutexLock lock(&mu_);
     finished_ = true;
   }
   cv_.notify_all();

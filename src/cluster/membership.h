@@ -25,7 +25,6 @@
 #include <condition_variable>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -33,6 +32,7 @@
 
 #include "cluster/bootstrap.h"
 #include "cluster/control_text.h"
+#include "common/mutex.h"
 #include "geeps/process.h"
 #include "geeps/status.h"
 
@@ -109,9 +109,9 @@ class Membership {
   std::atomic<int64_t> frames_dropped_{0};
   bool logged_drop_ = false;
 
-  std::mutex mu_;
+  common::Mutex mu_;
   std::condition_variable cv_;
-  bool finished_ = false;  // guarded by mu_: every rank has left or is lost
+  bool finished_ GEEPS_GUARDED_BY(mu_) = false;  // every rank has left or is lost
 };
 
 }  // namespace geeps::cluster

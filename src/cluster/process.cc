@@ -18,6 +18,7 @@
 #include "cluster/bootstrap.h"
 #include "cluster/membership.h"
 #include "common/logging.h"
+#include "common/mutex.h"
 #include "server/checkpoint.h"
 #include "server/shard_channel.h"
 #include "transport/fingerprint.h"
@@ -131,8 +132,8 @@ struct Process::Impl {
   client::Worker* worker_impl = nullptr;
   std::unique_ptr<GeePS> worker;
   IpcFiles ipc_files;
-  std::mutex shutdown_mu;
-  bool shut_down = false;
+  common::Mutex shutdown_mu;
+  bool shut_down GEEPS_GUARDED_BY(shutdown_mu) = false;
 };
 
 Process::Process(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -348,7 +349,7 @@ ShardStats Process::GetShardStats() const {
 }
 
 Status Process::Shutdown() {
-  std::lock_guard<std::mutex> lock(impl_->shutdown_mu);
+  common::MutexLock lock(&impl_->shutdown_mu);
   if (impl_->shut_down) return Status::OK();
   impl_->shut_down = true;
   Status first;

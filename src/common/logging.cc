@@ -3,7 +3,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
-#include <mutex>
+
+#include "common/mutex.h"
 
 namespace geeps::common {
 namespace {
@@ -31,8 +32,8 @@ const char* LevelName(LogLevel level) {
   return "?";
 }
 
-std::mutex& LogMutex() {
-  static std::mutex mu;
+Mutex& LogMutex() {
+  static Mutex mu;
   return mu;
 }
 
@@ -45,7 +46,7 @@ bool LogEnabled(LogLevel level) {
 
 void LogLine(LogLevel level, const char* file, int line, const std::string& msg) {
   const char* base = std::strrchr(file, '/');
-  std::lock_guard<std::mutex> lock(LogMutex());
+  MutexLock lock(&LogMutex());
   std::cerr << "[geeps " << LevelName(level) << " " << (base ? base + 1 : file) << ":" << line
             << "] " << msg << std::endl;
 }

@@ -4,6 +4,8 @@
 #include <sstream>
 #include <utility>
 
+#include "common/mutex.h"
+
 namespace geeps::device {
 
 BlockPool::BlockPool(std::string name, uint64_t budget, RawAllocate raw_allocate, RawFree raw_free,
@@ -28,7 +30,7 @@ size_t BlockPool::ClassSize(size_t bytes) {
 }
 
 StatusOr<void*> BlockPool::Allocate(size_t bytes) {
-  std::lock_guard<std::mutex> lock(mu_);
+  common::MutexLock lock(&mu_);
   if (budget_ != 0 && (bytes > budget_ || in_use_ > budget_ - bytes)) {
     std::ostringstream os;
     os << name_ << ": Allocate(" << bytes << " bytes) exceeds the device memory budget: requested "
@@ -70,7 +72,7 @@ StatusOr<void*> BlockPool::Allocate(size_t bytes) {
 }
 
 bool BlockPool::Free(void* p) {
-  std::lock_guard<std::mutex> lock(mu_);
+  common::MutexLock lock(&mu_);
   auto it = live_.find(p);
   if (it == live_.end()) return false;
   const Live block = it->second;
@@ -101,12 +103,12 @@ void BlockPool::ReleaseCachedLocked() {
 }
 
 void BlockPool::ReleaseCached() {
-  std::lock_guard<std::mutex> lock(mu_);
+  common::MutexLock lock(&mu_);
   ReleaseCachedLocked();
 }
 
 void BlockPool::ReleaseAll() {
-  std::lock_guard<std::mutex> lock(mu_);
+  common::MutexLock lock(&mu_);
   ReleaseCachedLocked();
   for (const auto& [p, block] : live_) raw_free_(p);
   live_.clear();
@@ -114,17 +116,17 @@ void BlockPool::ReleaseAll() {
 }
 
 uint64_t BlockPool::bytes_in_use() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  common::MutexLock lock(&mu_);
   return in_use_;
 }
 
 uint64_t BlockPool::bytes_cached() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  common::MutexLock lock(&mu_);
   return cached_;
 }
 
 uint64_t BlockPool::raw_allocations() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  common::MutexLock lock(&mu_);
   return raw_allocations_;
 }
 

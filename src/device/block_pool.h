@@ -26,11 +26,11 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "common/mutex.h"
 #include "geeps/status.h"
 
 namespace geeps::device {
@@ -73,9 +73,9 @@ class BlockPool {
   static size_t ClassSize(size_t bytes);
 
  private:
-  void ReleaseCachedLocked();
+  void ReleaseCachedLocked() GEEPS_REQUIRES(mu_);
   // raw_allocate_, then clear_error_ if it failed.
-  StatusOr<void*> RawAllocateLocked(size_t bytes);
+  StatusOr<void*> RawAllocateLocked(size_t bytes) GEEPS_REQUIRES(mu_);
 
   const std::string name_;
   const uint64_t budget_;
@@ -83,16 +83,16 @@ class BlockPool {
   const RawFree raw_free_;
   const ClearError clear_error_;
 
-  mutable std::mutex mu_;
+  mutable common::Mutex mu_;
   struct Live {
     size_t requested;
     size_t class_size;
   };
-  std::unordered_map<void*, Live> live_;       // GUARDED_BY(mu_)
-  std::map<size_t, std::vector<void*>> free_;  // GUARDED_BY(mu_)
-  uint64_t in_use_ = 0;                        // GUARDED_BY(mu_)
-  uint64_t cached_ = 0;                        // GUARDED_BY(mu_)
-  uint64_t raw_allocations_ = 0;               // GUARDED_BY(mu_)
+  std::unordered_map<void*, Live> live_ GEEPS_GUARDED_BY(mu_);
+  std::map<size_t, std::vector<void*>> free_ GEEPS_GUARDED_BY(mu_);
+  uint64_t in_use_ GEEPS_GUARDED_BY(mu_) = 0;
+  uint64_t cached_ GEEPS_GUARDED_BY(mu_) = 0;
+  uint64_t raw_allocations_ GEEPS_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace geeps::device

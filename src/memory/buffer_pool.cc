@@ -4,6 +4,8 @@
 #include <limits>
 #include <string>
 
+#include "common/mutex.h"
+
 namespace geeps::memory {
 namespace {
 
@@ -90,7 +92,7 @@ StatusOr<uint64_t> BufferPool::Allocate(uint64_t bytes, uint64_t alignment) {
   uint64_t block = 0;
   bool never = false;
   GEEPS_RETURN_IF_ERROR(CheckRequest(bytes, alignment, base_, size_, &block, &never));
-  std::lock_guard<std::mutex> lock(mu_);
+  common::MutexLock lock(&mu_);
   if (!never) {
     if (std::optional<uint64_t> off = FitLocked(block, alignment)) return *off;
   }
@@ -108,7 +110,7 @@ StatusOr<uint64_t> BufferPool::AllocateWait(uint64_t bytes, Clock::time_point de
   uint64_t block = 0;
   bool never = false;
   GEEPS_RETURN_IF_ERROR(CheckRequest(bytes, alignment, base_, size_, &block, &never));
-  std::unique_lock<std::mutex> lock(mu_);
+  common::MutexLock lock(&mu_);
   if (never) {
     return ResourceExhaustedError("buffer pool: " + std::to_string(bytes) +
                                   " bytes can never fit in a pool of " + std::to_string(size_) +
@@ -120,7 +122,7 @@ StatusOr<uint64_t> BufferPool::AllocateWait(uint64_t bytes, Clock::time_point de
                             " bytes");
     if (std::optional<uint64_t> off = FitLocked(block, alignment)) return *off;
     ++waiters_;
-    const std::cv_status woke = freed_.wait_until(lock, deadline);
+    const std::cv_status woke = lock.WaitUntil(freed_, deadline);
     --waiters_;
     if (woke == std::cv_status::timeout) {
       // A Free may have raced with the timeout: one last try.
@@ -136,7 +138,7 @@ StatusOr<uint64_t> BufferPool::AllocateWait(uint64_t bytes, Clock::time_point de
 
 Status BufferPool::Free(uint64_t offset) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    common::MutexLock lock(&mu_);
     auto it = used_.find(offset);
     if (it == used_.end())
       return InvalidArgumentError("buffer pool: no allocated block at offset " +
@@ -166,49 +168,49 @@ Status BufferPool::Free(uint64_t offset) {
 
 void BufferPool::Cancel() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    common::MutexLock lock(&mu_);
     cancelled_ = true;
   }
   freed_.notify_all();
 }
 
 bool BufferPool::cancelled() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  common::MutexLock lock(&mu_);
   return cancelled_;
 }
 
 uint64_t BufferPool::bytes_in_use() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  common::MutexLock lock(&mu_);
   return in_use_;
 }
 
 uint64_t BufferPool::high_water_mark() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  common::MutexLock lock(&mu_);
   return high_water_;
 }
 
 uint64_t BufferPool::high_water_extent() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  common::MutexLock lock(&mu_);
   return high_extent_;
 }
 
 uint64_t BufferPool::largest_free_block() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  common::MutexLock lock(&mu_);
   return LargestFreeLocked();
 }
 
 size_t BufferPool::allocations() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  common::MutexLock lock(&mu_);
   return used_.size();
 }
 
 size_t BufferPool::free_blocks() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  common::MutexLock lock(&mu_);
   return free_.size();
 }
 
 size_t BufferPool::waiters() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  common::MutexLock lock(&mu_);
   return waiters_;
 }
 

@@ -19,9 +19,9 @@
 #include <condition_variable>
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <optional>
 
+#include "common/mutex.h"
 #include "geeps/status.h"
 
 namespace geeps::memory {
@@ -93,24 +93,24 @@ class BufferPool {
   size_t waiters() const;
 
  private:
-  // REQUIRES: mu_ held. The offset of the first fit, or nullopt.
-  std::optional<uint64_t> FitLocked(uint64_t block, uint64_t alignment);
-  // REQUIRES: mu_ held. The error for a request that does not fit now.
-  Status ExhaustedLocked(uint64_t bytes, uint64_t block) const;
-  uint64_t LargestFreeLocked() const;
+  // The offset of the first fit, or nullopt.
+  std::optional<uint64_t> FitLocked(uint64_t block, uint64_t alignment) GEEPS_REQUIRES(mu_);
+  // The error for a request that does not fit now.
+  Status ExhaustedLocked(uint64_t bytes, uint64_t block) const GEEPS_REQUIRES(mu_);
+  uint64_t LargestFreeLocked() const GEEPS_REQUIRES(mu_);
 
   void* const base_;
   const uint64_t size_;
 
-  mutable std::mutex mu_;
+  mutable common::Mutex mu_;
   std::condition_variable freed_;
-  std::map<uint64_t, uint64_t> free_;  // GUARDED_BY(mu_); offset -> size, coalesced
-  std::map<uint64_t, uint64_t> used_;  // GUARDED_BY(mu_); offset -> block size
-  uint64_t in_use_ = 0;                // GUARDED_BY(mu_)
-  size_t waiters_ = 0;                 // GUARDED_BY(mu_)
-  uint64_t high_water_ = 0;            // GUARDED_BY(mu_)
-  uint64_t high_extent_ = 0;           // GUARDED_BY(mu_)
-  bool cancelled_ = false;             // GUARDED_BY(mu_)
+  std::map<uint64_t, uint64_t> free_ GEEPS_GUARDED_BY(mu_);  // offset -> size, coalesced
+  std::map<uint64_t, uint64_t> used_ GEEPS_GUARDED_BY(mu_);  // offset -> block size
+  uint64_t in_use_ GEEPS_GUARDED_BY(mu_) = 0;
+  size_t waiters_ GEEPS_GUARDED_BY(mu_) = 0;
+  uint64_t high_water_ GEEPS_GUARDED_BY(mu_) = 0;
+  uint64_t high_extent_ GEEPS_GUARDED_BY(mu_) = 0;
+  bool cancelled_ GEEPS_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace geeps::memory

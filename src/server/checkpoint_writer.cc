@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "common/logging.h"
+#include "common/mutex.h"
 
 namespace geeps::server {
 
@@ -20,13 +21,16 @@ CheckpointWriter::~CheckpointWriter() { Stop(); }
 
 void CheckpointWriter::Start() {
   if (dir_.empty() || thread_.joinable()) return;
-  stop_ = false;
+  {
+    common::MutexLock lock(&mu_);  // no writer thread yet: for the analysis
+    stop_ = false;
+  }
   thread_ = std::thread([this] { Run(); });
 }
 
 void CheckpointWriter::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    common::MutexLock lock(&mu_);
     stop_ = true;
   }
   cv_.notify_all();
@@ -34,13 +38,13 @@ void CheckpointWriter::Stop() {
 }
 
 void CheckpointWriter::Run() {
-  std::unique_lock<std::mutex> lock(mu_);
+  common::MutexLock lock(&mu_);
   for (;;) {
-    cv_.wait(lock, [&] { return stop_ || !to_write_.empty(); });
+    lock.Wait(cv_, [&]() GEEPS_REQUIRES(mu_) { return stop_ || !to_write_.empty(); });
     if (to_write_.empty()) return;  // stopping, nothing left
     CheckpointData d = std::move(to_write_.front());
     to_write_.pop_front();
-    lock.unlock();
+    lock.Unlock();
     cv_.notify_all();  // room in the queue
     const Status st = WriteCheckpointFile(dir_, d, /*keep=*/2, key());
     if (st.ok()) {
@@ -50,7 +54,7 @@ void CheckpointWriter::Run() {
       GEEPS_LOG(Error) << "shard partition " << partition_ << ": checkpoint of clock " << d.clock
                        << " not written: " << st.message();
     }
-    lock.lock();
+    lock.Lock();
   }
 }
 
@@ -81,8 +85,8 @@ void CheckpointWriter::AddTable(TableId table, uint32_t width, common::RowSpan s
   {
     // At most two checkpoints wait for the writer; beyond that this
     // partition waits (a disk slower than the training).
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return to_write_.size() < 2 || stop_; });
+    common::MutexLock lock(&mu_);
+    lock.Wait(cv_, [&]() GEEPS_REQUIRES(mu_) { return to_write_.size() < 2 || stop_; });
     to_write_.push_back(std::move(d));
   }
   cv_.notify_all();

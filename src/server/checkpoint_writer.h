@@ -14,13 +14,13 @@
 #include <cstdint>
 #include <deque>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/partition.h"
 #include "geeps/config.h"
 #include "geeps/status.h"
@@ -98,12 +98,12 @@ class CheckpointWriter {
   // being assembled.
   std::set<int64_t> requested_;
   std::map<int64_t, CheckpointData> assembling_;
-  // Handed to the writer thread (guarded by mu_).
+  // Handed to the writer thread.
   std::thread thread_;
-  std::mutex mu_;
+  common::Mutex mu_;
   std::condition_variable cv_;
-  std::deque<CheckpointData> to_write_;
-  bool stop_ = false;
+  std::deque<CheckpointData> to_write_ GEEPS_GUARDED_BY(mu_);
+  bool stop_ GEEPS_GUARDED_BY(mu_) = false;
   std::atomic<int64_t> written_{0}, last_clock_{0};
 };
 

@@ -12,6 +12,7 @@
 
 #include "common/file_util.h"
 #include "common/logging.h"
+#include "common/mutex.h"
 #include "geeps/process.h"
 #include "transport/socket_util.h"
 
@@ -233,7 +234,7 @@ SecurityConfig::~SecurityConfig() {
   zap_.reset();
   control_.reset();
   monitors_.clear();
-  std::lock_guard<std::mutex> lock(mu_);
+  common::MutexLock lock(&mu_);
   new_monitors_.clear();
 }
 
@@ -267,7 +268,7 @@ void SecurityConfig::Watch(zmq::socket_t& socket) const {
   monitor->set(zmq::sockopt::linger, 0);
   monitor->connect(endpoint);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    common::MutexLock lock(&mu_);
     new_monitors_.push_back(std::move(monitor));
   }
   WakeUp(context_, control_endpoint_);
@@ -279,7 +280,7 @@ void SecurityConfig::Run() {
   while (!stop_.load()) {
     try {
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        common::MutexLock lock(&mu_);
         for (auto& m : new_monitors_) monitors_.push_back(std::move(m));
         new_monitors_.clear();
       }

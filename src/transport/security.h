@@ -22,13 +22,13 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 #include <zmq.hpp>
 
+#include "common/mutex.h"
 #include "geeps/status.h"
 
 namespace geeps::transport {
@@ -102,8 +102,8 @@ class SecurityConfig {
   std::unique_ptr<zmq::socket_t> control_;  // PULL, the thread's
   // Monitor sockets made by Watch() on other threads, not yet adopted by the
   // handler thread.
-  mutable std::mutex mu_;
-  mutable std::vector<std::unique_ptr<zmq::socket_t>> new_monitors_;  // guarded by mu_
+  mutable common::Mutex mu_;
+  mutable std::vector<std::unique_ptr<zmq::socket_t>> new_monitors_ GEEPS_GUARDED_BY(mu_);
   mutable std::atomic<uint64_t> next_monitor_{0};
   std::vector<std::unique_ptr<zmq::socket_t>> monitors_;  // the thread's
   std::set<std::string> logged_;                          // the thread's

@@ -6,6 +6,7 @@
 #include <sstream>
 #include <string>
 
+#include "common/mutex.h"
 #include "device/host/host_device.h"
 
 namespace geeps::device::host {
@@ -20,7 +21,7 @@ std::string Describe(const char* op, const char* arg, const void* p, size_t byte
 }  // namespace
 
 StatusOr<void*> AllocationTable::Allocate(size_t bytes) {
-  std::lock_guard<std::mutex> lock(mu_);
+  common::MutexLock lock(&mu_);
   if (budget_ != 0 && (bytes > budget_ || in_use_ > budget_ - bytes)) {
     std::ostringstream os;
     os << "host device: Allocate(" << bytes
@@ -41,7 +42,7 @@ StatusOr<void*> AllocationTable::Allocate(size_t bytes) {
 }
 
 bool AllocationTable::Free(void* p) {
-  std::lock_guard<std::mutex> lock(mu_);
+  common::MutexLock lock(&mu_);
   auto it = device_.find(static_cast<const char*>(p));
   if (it == device_.end()) return false;
   in_use_ -= it->second;
@@ -51,7 +52,7 @@ bool AllocationTable::Free(void* p) {
 }
 
 StatusOr<void*> AllocationTable::AllocatePinned(size_t bytes) {
-  std::lock_guard<std::mutex> lock(mu_);
+  common::MutexLock lock(&mu_);
   GEEPS_ASSIGN_OR_RETURN(void* p, AlignedAlloc(bytes));
   try {
     pinned_.insert(p);
@@ -63,14 +64,14 @@ StatusOr<void*> AllocationTable::AllocatePinned(size_t bytes) {
 }
 
 bool AllocationTable::FreePinned(void* p) {
-  std::lock_guard<std::mutex> lock(mu_);
+  common::MutexLock lock(&mu_);
   if (pinned_.erase(p) == 0) return false;
   std::free(p);
   return true;
 }
 
 void AllocationTable::FreeAll() {
-  std::lock_guard<std::mutex> lock(mu_);
+  common::MutexLock lock(&mu_);
   for (const auto& [block, bytes] : device_) {
     std::free(ToHost(const_cast<char*>(block)));
   }
@@ -81,13 +82,13 @@ void AllocationTable::FreeAll() {
 }
 
 uint64_t AllocationTable::in_use() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  common::MutexLock lock(&mu_);
   return in_use_;
 }
 
 std::optional<size_t> AllocationTable::Available(const void* p) const {
   const char* address = static_cast<const char*>(p);
-  std::lock_guard<std::mutex> lock(mu_);
+  common::MutexLock lock(&mu_);
   auto it = device_.upper_bound(address);
   if (it == device_.begin()) return std::nullopt;
   --it;

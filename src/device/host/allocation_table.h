@@ -14,10 +14,10 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <unordered_set>
 
+#include "common/mutex.h"
 #include "geeps/status.h"
 
 namespace geeps::device::host {
@@ -74,12 +74,11 @@ class AllocationTable {
 
   const uint64_t budget_;
   const uintptr_t offset_;  // device address - host address
-  mutable std::mutex mu_;
-  // GUARDED_BY(mu_); block (device address) -> bytes. std::less<> orders any
-  // two pointers.
-  std::map<const char*, size_t, std::less<>> device_;
-  std::unordered_set<void*> pinned_;  // GUARDED_BY(mu_)
-  uint64_t in_use_ = 0;               // GUARDED_BY(mu_)
+  mutable common::Mutex mu_;
+  // Block (device address) -> bytes. std::less<> orders any two pointers.
+  std::map<const char*, size_t, std::less<>> device_ GEEPS_GUARDED_BY(mu_);
+  std::unordered_set<void*> pinned_ GEEPS_GUARDED_BY(mu_);
+  uint64_t in_use_ GEEPS_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace geeps::device::host

@@ -5,13 +5,13 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
-#include <mutex>
 #include <new>
 #include <sstream>
 #include <thread>
 #include <utility>
 
 #include "common/logging.h"
+#include "common/mutex.h"
 #include "device/host/allocation_table.h"
 #include "device/host/host_stream.h"
 
@@ -314,12 +314,12 @@ Status HostDevice::Record(Event* event, Stream* stream) {
   // run inside Enqueue (an idle stream), so state->mu is not held there.
   uint64_t generation;
   {
-    std::lock_guard<std::mutex> lock(state->mu);
+    common::MutexLock lock(&state->mu);
     generation = ++state->recorded;
   }
   Status queued = host_stream->Enqueue([state, generation] {
     {
-      std::lock_guard<std::mutex> marker_lock(state->mu);
+      common::MutexLock marker_lock(&state->mu);
       state->completed = std::max(state->completed, generation);
     }
     state->cv.notify_all();
@@ -328,7 +328,7 @@ Status HostDevice::Record(Event* event, Stream* stream) {
   if (!queued.ok()) {
     // Not queued: nothing will complete it, so no one may wait for it.
     {
-      std::lock_guard<std::mutex> lock(state->mu);
+      common::MutexLock lock(&state->mu);
       state->completed = std::max(state->completed, generation);
     }
     state->cv.notify_all();
@@ -342,14 +342,15 @@ Status HostDevice::StreamWait(Stream* stream, Event* event) {
   std::shared_ptr<EventState> state = host_event->state();
   uint64_t target;
   {
-    std::lock_guard<std::mutex> lock(state->mu);
+    common::MutexLock lock(&state->mu);
     if (state->completed >= state->recorded) return Status::OK();
     target = state->recorded;
   }
   return host_stream->Enqueue(
       [state, target] {
-        std::unique_lock<std::mutex> lock(state->mu);
-        state->cv.wait(lock, [&] { return state->completed >= target; });
+        common::MutexLock lock(&state->mu);
+        lock.Wait(state->cv,
+                  [&]() GEEPS_REQUIRES(state->mu) { return state->completed >= target; });
         return Status::OK();
       },
       HostStream::Where::kOnStreamThread);
@@ -363,9 +364,9 @@ Status HostDevice::Synchronize(Stream* stream) {
 Status HostDevice::EventSynchronize(Event* event) {
   GEEPS_ASSIGN_OR_RETURN(HostEvent * host_event, AsHostEvent(event));
   EventState* state = host_event->state().get();
-  std::unique_lock<std::mutex> lock(state->mu);
+  common::MutexLock lock(&state->mu);
   const uint64_t target = state->recorded;
-  state->cv.wait(lock, [&] { return state->completed >= target; });
+  lock.Wait(state->cv, [&]() GEEPS_REQUIRES(state->mu) { return state->completed >= target; });
   return Status::OK();
 }
 
@@ -377,7 +378,7 @@ bool HostDevice::EventDone(Event* event) {
   StatusOr<HostEvent*> host_event = AsHostEvent(event);
   if (!host_event.ok()) return true;  // not an event: nothing to wait for
   EventState* state = (*host_event)->state().get();
-  std::lock_guard<std::mutex> lock(state->mu);
+  common::MutexLock lock(&state->mu);
   return state->completed >= state->recorded;
 }
 

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "common/logging.h"
+#include "common/mutex.h"
 
 namespace geeps::device::host {
 
@@ -28,7 +29,7 @@ StatusOr<std::unique_ptr<HostStream>> HostStream::Create(bool async,
 
 HostStream::~HostStream() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    common::MutexLock lock(&mu_);
     stopping_ = true;
   }
   work_cv_.notify_one();
@@ -41,7 +42,7 @@ HostStream::~HostStream() {
 }
 
 Status HostStream::Enqueue(Task task, Where where) {
-  std::unique_lock<std::mutex> lock(mu_);
+  common::MutexLock lock(&mu_);
   try {
     queue_.push_back(std::move(task));
   } catch (const std::bad_alloc&) {
@@ -52,20 +53,20 @@ Status HostStream::Enqueue(Task task, Where where) {
     RunFront(lock);  // errors are kept for Synchronize(), as on the thread
     return Status::OK();
   }
-  lock.unlock();
+  lock.Unlock();
   work_cv_.notify_one();
   return Status::OK();
 }
 
 Status HostStream::Synchronize() {
-  std::unique_lock<std::mutex> lock(mu_);
+  common::MutexLock lock(&mu_);
   const uint64_t target = enqueued_;
   while (completed_ < target) {
     if (!async_ && !running_ && !queue_.empty()) {
       RunFront(lock);
       continue;
     }
-    done_cv_.wait(lock);
+    lock.Wait(done_cv_);
   }
   Status first = std::move(first_error_);
   first_error_ = Status::OK();
@@ -79,30 +80,31 @@ HostStream::HostStream(bool async, std::chrono::microseconds max_delay)
               static_cast<uint32_t>(std::chrono::steady_clock::now().time_since_epoch().count())) {}
 
 void HostStream::Run() {
-  std::unique_lock<std::mutex> lock(mu_);
+  common::MutexLock lock(&mu_);
   for (;;) {
-    work_cv_.wait(lock, [&] { return !running_ && (stopping_ || !queue_.empty()); });
+    lock.Wait(work_cv_,
+              [&]() GEEPS_REQUIRES(mu_) { return !running_ && (stopping_ || !queue_.empty()); });
     if (queue_.empty()) return;  // stopping_ and drained
     if (async_ && max_delay_us_ > 0) {
       // Only this thread runs tasks in the asynchronous mode, so the
       // queue is still non-empty after the delay.
       const int64_t delay = static_cast<int64_t>(random_() % (max_delay_us_ + 1));
-      lock.unlock();
+      lock.Unlock();
       std::this_thread::sleep_for(std::chrono::microseconds(delay));
-      lock.lock();
+      lock.Lock();
     }
     RunFront(lock);
   }
 }
 
-void HostStream::RunFront(std::unique_lock<std::mutex>& lock) {
+void HostStream::RunFront(common::MutexLock& lock) {
   Task task = std::move(queue_.front());
   queue_.pop_front();
   running_ = true;
-  lock.unlock();
+  lock.Unlock();
   Status status = RunTask(task);
   task = nullptr;  // drop captures outside the lock
-  lock.lock();
+  lock.Lock();
   running_ = false;
   if (!status.ok() && first_error_.ok()) first_error_ = std::move(status);
   ++completed_;

@@ -12,10 +12,10 @@
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <random>
 #include <thread>
 
+#include "common/mutex.h"
 #include "device/device.h"
 #include "geeps/status.h"
 
@@ -54,23 +54,24 @@ class HostStream final : public Stream {
   HostStream(bool async, std::chrono::microseconds max_delay);
 
   void Run();
-  // Runs the task at the front of the queue with mu_ released. REQUIRES:
-  // lock holds mu_, !running_, the queue is not empty.
-  void RunFront(std::unique_lock<std::mutex>& lock);
+  // Runs the task at the front of the queue with mu_ released (through
+  // `lock`, which holds it). REQUIRES: !running_, the queue is not empty.
+  // Not analysed: the analysis cannot tie a MutexLock parameter to mu_.
+  void RunFront(common::MutexLock& lock) GEEPS_REQUIRES(mu_) GEEPS_NO_THREAD_SAFETY_ANALYSIS;
   static Status RunTask(const Task& task);
 
   const bool async_;
   const int64_t max_delay_us_;
   std::minstd_rand random_;  // the stream thread's only
-  std::mutex mu_;
+  common::Mutex mu_;
   std::condition_variable work_cv_;  // queue_ non-empty or stopping_
   std::condition_variable done_cv_;  // completed_ advanced
-  std::deque<Task> queue_;           // GUARDED_BY(mu_)
-  uint64_t enqueued_ = 0;            // GUARDED_BY(mu_)
-  uint64_t completed_ = 0;           // GUARDED_BY(mu_)
-  bool stopping_ = false;            // GUARDED_BY(mu_)
-  bool running_ = false;             // a task is running; GUARDED_BY(mu_)
-  Status first_error_;               // GUARDED_BY(mu_)
+  std::deque<Task> queue_ GEEPS_GUARDED_BY(mu_);
+  uint64_t enqueued_ GEEPS_GUARDED_BY(mu_) = 0;
+  uint64_t completed_ GEEPS_GUARDED_BY(mu_) = 0;
+  bool stopping_ GEEPS_GUARDED_BY(mu_) = false;
+  bool running_ GEEPS_GUARDED_BY(mu_) = false;  // a task is running
+  Status first_error_ GEEPS_GUARDED_BY(mu_);
   std::thread thread_;
 };
 
@@ -78,10 +79,10 @@ class HostStream final : public Stream {
 // record has run. Shared with queued markers and waits, so an event may be
 // destroyed while they are queued.
 struct EventState {
-  std::mutex mu;
+  common::Mutex mu;
   std::condition_variable cv;  // completed advanced
-  uint64_t recorded = 0;       // GUARDED_BY(mu)
-  uint64_t completed = 0;      // GUARDED_BY(mu)
+  uint64_t recorded GEEPS_GUARDED_BY(mu) = 0;
+  uint64_t completed GEEPS_GUARDED_BY(mu) = 0;
 };
 
 class HostEvent final : public Event {
