@@ -56,13 +56,8 @@ if [[ "${1:-}" == "--self-test" ]]; then
   exit 0
 fi
 
-build_dir="build"
-if [[ "${1:-}" == "--build-dir" && -n "${2:-}" ]]; then build_dir="$2"; fi
-db="$build_dir/compile_commands.json"
-if [[ ! -f "$db" ]]; then
-  echo "check-thread-safety.sh: no $db: build first (bash scripts/build.sh)" >&2
-  exit 2
-fi
+source scripts/compile-db.sh
+compile_db check-thread-safety.sh "$@"
 
 # One line per src/**/*.cc entry: the compile command, the compiler and the
 # output, dependency and source arguments dropped, JSON escapes undone

@@ -9,13 +9,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-build_dir="build"
-if [[ "${1:-}" == "--build-dir" && -n "${2:-}" ]]; then build_dir="$2"; fi
-db="$build_dir/compile_commands.json"
-if [[ ! -f "$db" ]]; then
-  echo "check-tidy.sh: no $db: build first (bash scripts/build.sh)" >&2
-  exit 2
-fi
+source scripts/compile-db.sh
+compile_db check-tidy.sh "$@"
 bash scripts/setup.sh >/dev/null
 # The "file" entries of the database (CMake writes absolute paths), as paths
 # relative to the repository.

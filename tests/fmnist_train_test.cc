@@ -306,6 +306,53 @@ TEST(NetTrainerTest, TestMirrorAveragesAnImageWithItsMirrorImage) {
   EXPECT_NE(avg.loss, plain_mirrored.loss);
 }
 
+// evaluate_before: the test before the first epoch is run (initial_test)
+// only when asked; the epochs' tests run either way.
+TEST(NetTrainerTest, TestBeforeTrainingOnlyWhenAsked) {
+  Dataset train, test;
+  MakeSyntheticData(320, 100, 4, &train, &test);
+  for (bool before : {false, true}) {
+    NetOptions o = SmallRun("mlp", 1);
+    o.evaluate_before = before;
+    NetReport report;
+    ASSERT_TRUE(TrainNet(o, train, test, &report).ok());
+    ASSERT_EQ(report.epochs.size(), 1u);
+    EXPECT_GT(report.epochs[0].test.loss, 0);
+    if (before) {
+      EXPECT_GT(report.initial_test.loss, 0);
+    } else {
+      EXPECT_EQ(report.initial_test.loss, 0);
+      EXPECT_EQ(report.initial_test.accuracy, 0);
+    }
+  }
+}
+
+// EvaluateNet splits the examples over threads: 1, 2, 3 and 4 threads see
+// every example once (the same accuracy; the loss differs only by the order
+// of its sums), also when the size is not a multiple of the parts.
+TEST(NetTrainerTest, EvaluationOverThreadsSeesEveryExampleOnce) {
+  auto net = BuildModel("cnn");
+  ASSERT_TRUE(net.ok()) << net.status();
+  const Layout lay = MakeLayout(*net, 1);
+  std::vector<float> params(lay.param_rows * kParamRowWidth);
+  std::mt19937_64 rng(6);
+  std::normal_distribution<float> normal(0.0f, 0.3f);
+  for (float& p : params) p = normal(rng);
+  Dataset train, data;
+  MakeSyntheticData(10, 1001, 11, &train, &data);
+  const Evaluation one = EvaluateNet(*net, params, data, false, 1);
+  EXPECT_GT(one.accuracy, 0.0);
+  EXPECT_LT(one.accuracy, 1.0);
+  // Leaving out or doubling one example moves the mean loss by about
+  // 1 / 1001 of itself; the parts' other chunk sizes change the BLAS's
+  // rounding by far less.
+  for (int threads : {2, 3, 4}) {
+    const Evaluation e = EvaluateNet(*net, params, data, false, threads);
+    EXPECT_EQ(e.accuracy, one.accuracy) << threads << " threads";
+    EXPECT_NEAR(e.loss, one.loss, 1e-6 * one.loss) << threads << " threads";
+  }
+}
+
 #ifdef FMNIST_TRAIN
 // Runs the binary; returns its exit status and output (stdout + stderr).
 int RunTrainer(const std::string& args, std::string* output) {

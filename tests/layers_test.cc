@@ -97,7 +97,8 @@ TEST(LayersTest, ConvolutionGradientWithoutPadding) {
 // against the definition in backend.h, summed directly in double: a
 // cross-correlation with KCRS weights, which is what the CUDA backend asks
 // cuDNN for. Strides 2 and 3 too, which Conv2D does not use, and kernels
-// wider than the padded image's edges (the host im2col's copied spans).
+// wider than the padded image's edges (the host im2col's copied spans), and
+// "same" padding in several shapes (its one copy per tap).
 TEST(LayersTest, ConvCallsMatchTheirDefinition) {
   struct Case {
     Window w;
@@ -110,7 +111,12 @@ TEST(LayersTest, ConvCallsMatchTheirDefinition) {
                         {{2, 4, 3, 5, 1, 2}, 2, 2},
                         // stride 3 with padding 2: some columns all outside
                         {{1, 5, 5, 3, 3, 2}, 2, 1},
-                        {{2, 6, 7, 4, 2, 3}, 3, 2}};
+                        {{2, 6, 7, 4, 2, 3}, 3, 2},
+                        // "same" padding (the host's one-copy-per-tap im2col):
+                        // 5x5, 1x1, and a kernel wider than the image
+                        {{3, 6, 5, 5, 1, 2}, 2, 3},
+                        {{2, 3, 4, 1, 1, 0}, 3, 2},
+                        {{1, 3, 2, 7, 1, 3}, 2, 2}};
   std::unique_ptr<Backend> be = MakeHostBackend();
   for (const Case& c : cases) {
     const Window& w = c.w;

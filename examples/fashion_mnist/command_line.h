@@ -3,11 +3,63 @@
 #define GEEPS_EXAMPLES_FASHION_MNIST_COMMAND_LINE_H_
 
 #include <boost/program_options.hpp>
+#include <chrono>
+#include <cstdint>
+#include <iostream>
+#include <set>
 #include <string>
 
 #include "trainer_base.h"
 
 namespace fmnist {
+
+// The trainers' exit statuses: 0 trained (or --help), these otherwise.
+constexpr int kExitRuntimeError = 1;  // libgeeps failed (or, softmax_fmnist, the data)
+constexpr int kExitUsage = 2;         // bad command line
+
+// What both trainers' command lines have besides TrainerOptions.
+struct CommonFlags {
+  std::string data_dir = "/usr/share/datasets/fashion-mnist";
+  int64_t train_limit = 0;  // 0 = all
+  int64_t timeout_ms = 0;   // the trainer's default, shown by --help
+  std::string lr_schedule = "step";
+  bool processes = false;
+  std::set<std::string> given;  // options given on the command line
+};
+
+// Writes "<program>: <message>" and the pointer to --help to stderr;
+// returns kExitUsage.
+inline int UsageError(const std::string& program, const std::string& message) {
+  std::cerr << program << ": " << message << "\n"
+            << "Try '" << program << " --help'.\n";
+  return kExitUsage;
+}
+
+// Adds --data-dir, --train-limit, --timeout-ms and --processes (with
+// `processes_help`) to `add`.
+inline void AddCommonFlags(boost::program_options::options_description_easy_init& add,
+                           CommonFlags* f, const char* processes_help) {
+  namespace po = boost::program_options;
+  // clang-format off
+  add("processes", po::bool_switch(&f->processes), processes_help)
+     ("data-dir", po::value(&f->data_dir)->default_value(f->data_dir),
+      "folder of {train,t10k}-{images-idx3,labels-idx1}-ubyte.gz")
+     ("train-limit", po::value(&f->train_limit)->default_value(f->train_limit),
+      "use only the first N training examples (0 = all)")
+     ("timeout-ms", po::value(&f->timeout_ms)->default_value(f->timeout_ms),
+      "longest wait for a peer before libgeeps gives up");
+  // clang-format on
+}
+
+// Warns on stderr of each of --workers and --shards given with --processes
+// (one worker and one shard per process there).
+inline void WarnIgnoredWithProcesses(const std::string& program, const CommonFlags& f) {
+  for (const char* ignored : {"workers", "shards"}) {
+    if (f.given.count(ignored) != 0) {
+      std::cerr << program << ": --" << ignored << " is ignored with --processes\n";
+    }
+  }
+}
 
 // Adds the flags of TrainerOptions but --workers and --shards (whose help
 // differs per trainer) to `add`: --channels, --epochs, --batch-size (with
@@ -52,6 +104,34 @@ inline std::string ParseCommandLine(const boost::program_options::options_descri
     return e.what();
   }
   return "";
+}
+
+// Parses argv against `desc` (which has the flags of AddTrainerFlags and
+// AddCommonFlags, into *o and *f) and checks what they share: --help prints
+// `desc`; --train-limit, --timeout-ms (into o->timeout) and --lr-schedule
+// (into o->lr_schedule). Returns -1 to go on, else the exit status (0 after
+// --help, kExitUsage after a UsageError).
+inline int ParseTrainerCommandLine(const std::string& program,
+                                   const boost::program_options::options_description& desc,
+                                   int argc, char** argv, CommonFlags* f, TrainerOptions* o) {
+  boost::program_options::variables_map vm;
+  if (const std::string error = ParseCommandLine(desc, argc, argv, &vm); !error.empty()) {
+    return UsageError(program, error);
+  }
+  if (vm.count("help") != 0) {
+    std::cout << desc << "\n";
+    return 0;
+  }
+  for (const auto& [name, value] : vm) {
+    if (!value.defaulted()) f->given.insert(name);
+  }
+  if (f->train_limit < 0) return UsageError(program, "--train-limit must be >= 0");
+  if (f->timeout_ms <= 0) return UsageError(program, "--timeout-ms must be > 0");
+  o->timeout = std::chrono::milliseconds(f->timeout_ms);
+  if (!ParseLrSchedule(f->lr_schedule, &o->lr_schedule)) {
+    return UsageError(program, "--lr-schedule must be step or cosine");
+  }
+  return -1;
 }
 
 }  // namespace fmnist

@@ -35,26 +35,17 @@ namespace po = boost::program_options;
 
 namespace {
 
-constexpr int kExitRuntimeError = 1;
-constexpr int kExitUsage = 2;
+using fmnist::kExitRuntimeError;
+using fmnist::kExitUsage;
 
-struct Flags {
+struct Flags : fmnist::CommonFlags {
+  Flags() { timeout_ms = 60000; }
   fmnist::NetOptions net;
-  std::string data_dir = "/usr/share/datasets/fashion-mnist";
-  int64_t train_limit = 0;
-  int64_t timeout_ms = 60000;
   std::string curve_csv;
   std::string device = "host";
-  std::string lr_schedule = "step";
-  bool processes = false;
-  std::set<std::string> given;
 };
 
-int Usage(const std::string& message) {
-  std::cerr << "fmnist_train: " << message << "\n"
-            << "Try 'fmnist_train --help'.\n";
-  return kExitUsage;
-}
+int Usage(const std::string& message) { return fmnist::UsageError("fmnist_train", message); }
 
 // -1 to go on, else the exit status.
 int ParseFlags(int argc, char** argv, Flags* flags) {
@@ -67,9 +58,6 @@ int ParseFlags(int argc, char** argv, Flags* flags) {
        "mlp, cnn, cnn-gn, cnn-wide or big-mlp (net_trainer.h)")
       ("workers", po::value(&n.workers)->default_value(n.workers),
        "workers of the embedded cluster (one thread each)")
-      ("processes", po::bool_switch(&flags->processes),
-       "join a multi-process job instead (one worker per process; "
-       "--workers and --shards are ignored)")
       ("shards", po::value(&n.shards)->default_value(n.shards),
        "parameter server shards")
       ("weight-decay", po::value(&n.weight_decay)->default_value(n.weight_decay),
@@ -90,32 +78,21 @@ int ParseFlags(int argc, char** argv, Flags* flags) {
       ("device", po::value(&flags->device)->default_value(flags->device),
        "host, cuda or auto: the workers' device; on cuda the layers compute "
        "with the CUDA layer backend (not yet run on a GPU: docs/cuda.md)")
-      ("data-dir", po::value(&flags->data_dir)->default_value(flags->data_dir),
-       "folder of {train,t10k}-{images-idx3,labels-idx1}-ubyte.gz")
-      ("train-limit", po::value(&flags->train_limit)->default_value(0),
-       "use only the first N training examples (0 = all)")
       ("curve-csv", po::value(&flags->curve_csv),
        "write the training curve (time_s,epoch,train_loss,test_loss,"
-       "test_accuracy) to this CSV file")
-      ("timeout-ms", po::value(&flags->timeout_ms)->default_value(flags->timeout_ms),
-       "longest wait for a peer");
+       "test_accuracy) to this CSV file");
   // clang-format on
   po::options_description_easy_init add = desc.add_options();
+  fmnist::AddCommonFlags(add, flags,
+                         "join a multi-process job instead (one worker per process; "
+                         "--workers and --shards are ignored)");
   fmnist::AddTrainerFlags(add, &n, "global mini-batch, split evenly over the workers",
                           &flags->lr_schedule);
-  po::variables_map vm;
-  if (const std::string error = fmnist::ParseCommandLine(desc, argc, argv, &vm); !error.empty())
-    return Usage(error);
-  if (vm.count("help") != 0) {
-    std::cout << desc << "\n";
-    return 0;
+  if (const int status =
+          fmnist::ParseTrainerCommandLine("fmnist_train", desc, argc, argv, flags, &n);
+      status >= 0) {
+    return status;
   }
-  for (const auto& [name, value] : vm) {
-    if (!value.defaulted()) flags->given.insert(name);
-  }
-  if (flags->train_limit < 0) return Usage("--train-limit must be >= 0");
-  if (flags->timeout_ms <= 0) return Usage("--timeout-ms must be > 0");
-  n.timeout = std::chrono::milliseconds(flags->timeout_ms);
   if (flags->device == "host") {
     n.device = geeps::DeviceKind::kHost;
   } else if (flags->device == "cuda") {
@@ -125,9 +102,9 @@ int ParseFlags(int argc, char** argv, Flags* flags) {
   } else {
     return Usage("--device must be host, cuda or auto");
   }
-  if (!fmnist::ParseLrSchedule(flags->lr_schedule, &n.lr_schedule)) {
-    return Usage("--lr-schedule must be step or cosine");
-  }
+  // The test before training is only seen in the curve (its epoch 0), or as
+  // the result of --epochs 0.
+  n.evaluate_before = !flags->curve_csv.empty() || n.epochs == 0;
   fmnist::NetOptions check = n;
   if (flags->processes) check.workers = 1;  // known only after joining
   geeps::Status valid = fmnist::ValidateNetOptions(check);
@@ -164,11 +141,7 @@ int Report(const Flags& flags, const fmnist::NetReport& r) {
 }
 
 int RunProcess(const Flags& flags, const fmnist::Dataset& train, const fmnist::Dataset& test) {
-  for (const char* ignored : {"workers", "shards"}) {
-    if (flags.given.count(ignored) != 0) {
-      std::cerr << "fmnist_train: --" << ignored << " is ignored with --processes\n";
-    }
-  }
+  fmnist::WarnIgnoredWithProcesses("fmnist_train", flags);
   fmnist::NetOptions opt = flags.net;
   geeps::StatusOr<nn::Network> net = fmnist::BuildModel(opt.model, opt.dropout);
   if (!net.ok()) return Usage(net.status().message());

@@ -284,8 +284,17 @@ void MakeSyntheticData(int64_t train_size, int64_t test_size, uint64_t seed, Dat
   }
 }
 
-Evaluation EvaluateNet(const nn::Network& net, const std::vector<float>& params,
-                       const Dataset& data, bool mirror_average) {
+namespace {
+
+// EvaluateNet over examples [begin, end): the sum of their losses and the
+// number classified right.
+struct EvaluationSums {
+  double loss = 0;
+  int64_t correct = 0;
+};
+
+EvaluationSums EvaluateRange(const nn::Network& net, const std::vector<float>& params,
+                             const Dataset& data, bool mirror_average, int64_t begin, int64_t end) {
   constexpr int kChunk = 100;
   std::unique_ptr<nn::Backend> be = nn::MakeHostBackend();
   const int n = net.size();
@@ -297,10 +306,8 @@ Evaluation EvaluateNet(const nn::Network& net, const std::vector<float>& params,
   }
   std::vector<float> a(widest * kChunk), b(widest * kChunk), tmp(scratch + 1);
   std::vector<float> mirrored_logits(static_cast<size_t>(kClasses) * kChunk);
-  mirror_average = mirror_average && data.dim == kImageSide * kImageSide;
   std::vector<int32_t> labels(kChunk);
-  double loss = 0;
-  int64_t correct = 0;
+  EvaluationSums sums;
   // The logits of examples [start, start + m), mirrored left-right or not,
   // end in `a`.
   auto forward = [&](int64_t start, int m, bool mirror) {
@@ -321,8 +328,8 @@ Evaluation EvaluateNet(const nn::Network& net, const std::vector<float>& params,
       std::swap(a, b);
     }
   };
-  for (int64_t start = 0; start < data.size(); start += kChunk) {
-    const int m = static_cast<int>(std::min<int64_t>(kChunk, data.size() - start));
+  for (int64_t start = begin; start < end; start += kChunk) {
+    const int m = static_cast<int>(std::min<int64_t>(kChunk, end - start));
     if (mirror_average) {
       forward(start, m, true);
       std::copy(a.begin(), a.begin() + static_cast<size_t>(m) * kClasses, mirrored_logits.begin());
@@ -335,13 +342,41 @@ Evaluation EvaluateNet(const nn::Network& net, const std::vector<float>& params,
     for (int j = 0; j < m; ++j) {
       labels[j] = data.labels[start + j];
       const float* z = a.data() + j * kClasses;
-      if (std::max_element(z, z + kClasses) - z == labels[j]) ++correct;
+      if (std::max_element(z, z + kClasses) - z == labels[j]) ++sums.correct;
     }
-    loss += be->SoftmaxCrossEntropy(a.data(), labels.data(), m, kClasses, 1.0f, nullptr);
+    sums.loss += be->SoftmaxCrossEntropy(a.data(), labels.data(), m, kClasses, 1.0f, nullptr);
+  }
+  return sums;
+}
+
+}  // namespace
+
+Evaluation EvaluateNet(const nn::Network& net, const std::vector<float>& params,
+                       const Dataset& data, bool mirror_average, int threads) {
+  mirror_average = mirror_average && data.dim == kImageSide * kImageSide;
+  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // Contiguous parts, one per thread; their sums are added in part order, so
+  // the result depends on the thread count only by float rounding of the loss.
+  const int64_t size = data.size();
+  const int parts = static_cast<int>(std::clamp<int64_t>(size / 250, 1, threads));
+  std::vector<EvaluationSums> sums(parts);
+  std::vector<std::thread> helpers;
+  for (int p = 1; p < parts; ++p) {
+    helpers.emplace_back([&, p] {
+      sums[p] = EvaluateRange(net, params, data, mirror_average, size * p / parts,
+                              size * (p + 1) / parts);
+    });
+  }
+  sums[0] = EvaluateRange(net, params, data, mirror_average, 0, size / parts);
+  for (std::thread& t : helpers) t.join();
+  EvaluationSums total;
+  for (const EvaluationSums& s : sums) {
+    total.loss += s.loss;
+    total.correct += s.correct;
   }
   Evaluation e;
-  e.loss = loss / static_cast<double>(data.size());
-  e.accuracy = static_cast<double>(correct) / static_cast<double>(data.size());
+  e.loss = total.loss / static_cast<double>(size);
+  e.accuracy = static_cast<double>(total.correct) / static_cast<double>(size);
   return e;
 }
 
@@ -413,7 +448,7 @@ Status TrainNetWorker(const NetOptions& opt, const nn::Network& net, const Datas
       }
       EX_CHECK(s.Update(w), "Update (prologue)");
     }
-    if (!s.recording() && opt.evaluate)
+    if (!s.recording() && opt.evaluate && opt.evaluate_before)
       report->initial_test = EvaluateNet(net, params, test, opt.test_mirror_average);
     return Status::OK();
   };
@@ -451,7 +486,6 @@ Status TrainNetWorker(const NetOptions& opt, const nn::Network& net, const Datas
     batch.n = local_batch;
     batch.images = images.data();
     batch.labels = labels.data();
-    batch.lr = LearningRate(opt, epoch, 0, steps);
     ProgressBar bar(rank == 0 ? opt.log : nullptr, epoch + 1, opt.epochs, steps);
     const Clock::time_point start = Clock::now();
     loss_sum = 0;

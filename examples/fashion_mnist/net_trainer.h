@@ -74,6 +74,8 @@ struct NetOptions : TrainerOptions {
   // its mirror image's (EvaluateNet's mirror_average).
   bool test_mirror_average = false;
   bool evaluate = true;  // worker 0 evaluates the test set after each epoch
+  // and, if this is true too, before the first (NetReport::initial_test).
+  bool evaluate_before = true;
 };
 
 // kInvalidArgument naming the first bad option (unknown model, batch size
@@ -114,7 +116,7 @@ struct NetEpoch {
 struct NetReport {
   std::string model;  // Network::Describe()
   size_t num_params = 0;
-  Evaluation initial_test;          // before training (when evaluate)
+  Evaluation initial_test;          // before training (when evaluate and evaluate_before)
   std::vector<NetEpoch> epochs;     // worker 0's view
   double total_seconds = 0;         // start to shutdown
   std::vector<float> final_params;  // all rows of table 0, as worker 0 saw them
@@ -154,9 +156,11 @@ void MakeSyntheticData(int64_t train_size, int64_t test_size, uint64_t seed, Dat
 // With `mirror_average`, each example's logits are the mean of the logits
 // of the image and of its left-right mirror image (test-time augmentation,
 // for a network trained with mirrored images too); ignored unless the
-// examples have 28 x 28 values.
+// examples have 28 x 28 values. The examples are split over `threads`
+// threads (0: one per core; the other workers wait at their next Read while
+// worker 0 evaluates), each with its own host backend.
 Evaluation EvaluateNet(const nn::Network& net, const std::vector<float>& params,
-                       const Dataset& data, bool mirror_average = false);
+                       const Dataset& data, bool mirror_average = false, int threads = 0);
 
 }  // namespace fmnist
 

@@ -38,17 +38,12 @@ namespace po = boost::program_options;
 
 namespace {
 
-constexpr int kExitRuntimeError = 1;
-constexpr int kExitUsage = 2;
+using fmnist::kExitRuntimeError;
+using fmnist::kExitUsage;
 
-struct Flags {
+struct Flags : fmnist::CommonFlags {
+  Flags() { timeout_ms = 30000; }
   fmnist::TrainOptions train;
-  std::string data_dir = "/usr/share/datasets/fashion-mnist";
-  int64_t train_limit = 0;
-  int64_t timeout_ms = 30000;
-  std::string lr_schedule = "step";
-  bool processes = false;
-  std::set<std::string> given;  // options given on the command line
 };
 
 // Parses the command line into *flags. Returns -1 to go on, else the exit
@@ -61,70 +56,32 @@ int ParseFlags(int argc, char** argv, Flags* flags) {
   // clang-format off
   desc.add_options()
       ("help,h", "print this help and exit")
-      ("processes", po::bool_switch(&flags->processes),
-       "join a multi-process job (geeps_launch, mpirun, srun) and train one "
-       "worker in this process; --workers and --shards are ignored")
       ("workers", po::value(&t.workers)->default_value(t.workers),
        "workers (one thread each); each trains on its own shard of the data "
        "(ignored with --processes: one worker per process)")
       ("shards", po::value(&t.shards)->default_value(t.shards),
        "parameter server shards (ignored with --processes: one per process)")
       ("read-my-writes", po::bool_switch(&t.read_my_writes),
-       "a worker sees its own updates at once (useful with --slack > 0)")
-      ("data-dir", po::value(&flags->data_dir)->default_value(flags->data_dir),
-       "folder of {train,t10k}-{images-idx3,labels-idx1}-ubyte.gz")
-      ("train-limit", po::value(&flags->train_limit)->default_value(0),
-       "use only the first N training examples (0 = all)")
-      ("timeout-ms", po::value(&flags->timeout_ms)->default_value(flags->timeout_ms),
-       "longest wait for a peer before libgeeps gives up");
+       "a worker sees its own updates at once (useful with --slack > 0)");
   // clang-format on
   po::options_description_easy_init add = desc.add_options();
+  fmnist::AddCommonFlags(add, flags,
+                         "join a multi-process job (geeps_launch, mpirun, srun) and train one "
+                         "worker in this process; --workers and --shards are ignored");
   fmnist::AddTrainerFlags(add, &t, "mini-batch size per worker", &flags->lr_schedule);
-  po::variables_map vm;
-  if (const std::string error = fmnist::ParseCommandLine(desc, argc, argv, &vm); !error.empty()) {
-    std::cerr << "softmax_fmnist: " << error << "\n"
-              << "Try 'softmax_fmnist --help'.\n";
-    return kExitUsage;
-  }
-  if (vm.count("help") != 0) {
-    std::cout << desc << "\n";
-    return 0;
-  }
-  for (const auto& [name, value] : vm) {
-    if (!value.defaulted()) flags->given.insert(name);
-  }
-  if (flags->train_limit < 0) {
-    std::cerr << "softmax_fmnist: --train-limit must be >= 0\n"
-              << "Try 'softmax_fmnist --help'.\n";
-    return kExitUsage;
-  }
-  if (flags->timeout_ms <= 0) {
-    std::cerr << "softmax_fmnist: --timeout-ms must be > 0\n"
-              << "Try 'softmax_fmnist --help'.\n";
-    return kExitUsage;
-  }
-  t.timeout = std::chrono::milliseconds(flags->timeout_ms);
-  if (!fmnist::ParseLrSchedule(flags->lr_schedule, &t.lr_schedule)) {
-    std::cerr << "softmax_fmnist: --lr-schedule must be step or cosine\n"
-              << "Try 'softmax_fmnist --help'.\n";
-    return kExitUsage;
+  if (const int status =
+          fmnist::ParseTrainerCommandLine("softmax_fmnist", desc, argc, argv, flags, &t);
+      status >= 0) {
+    return status;
   }
   geeps::Status valid = fmnist::ValidateTrainOptions(t);
-  if (!valid.ok()) {
-    std::cerr << "softmax_fmnist: " << valid.message() << "\n"
-              << "Try 'softmax_fmnist --help'.\n";
-    return kExitUsage;
-  }
+  if (!valid.ok()) return fmnist::UsageError("softmax_fmnist", valid.message());
   return -1;
 }
 
 // --processes: joins the job, trains this process's worker, reports.
 int RunProcess(const Flags& flags, const fmnist::Dataset& train, const fmnist::Dataset& test) {
-  for (const char* ignored : {"workers", "shards"}) {
-    if (flags.given.count(ignored) != 0) {
-      std::cerr << "softmax_fmnist: --" << ignored << " is ignored with --processes\n";
-    }
-  }
+  fmnist::WarnIgnoredWithProcesses("softmax_fmnist", flags);
   fmnist::TrainOptions opt = flags.train;
   geeps::Config config = fmnist::MakeConfig(opt, train);
   geeps::Status s = geeps::ApplyEnvironment(&config);

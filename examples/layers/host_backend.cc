@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <limits>
 
@@ -46,6 +47,43 @@ void GroupStats(const float* x, int batch, int channels, int spatial, int groups
   }
 }
 
+// Im2Col for stride 1 when an output row is as long as an image row
+// (2 * pad == kernel - 1, "same" padding): the row of tap (ky, kx) is then
+// the whole image plane shifted by (ky - pad) rows and (kx - pad) columns, so
+// it is one contiguous copy (the per-row spans are only ~14-28 floats, and
+// their many small copies cost more than the GEMM's packing). The copy's
+// ends clip at the plane's edges; the taps that fall left or right of the
+// image wrap around to the neighbouring row in that copy and are set to 0
+// afterwards, as are the rows above or below the image (whose kept taps
+// are exactly those wrapped ones).
+void SamePaddingIm2Col(const float* image, const Window& w, size_t ld, float* col) {
+  const ptrdiff_t width = w.width;
+  const ptrdiff_t plane_size = static_cast<ptrdiff_t>(w.height) * width;
+  for (int c = 0; c < w.channels; ++c) {
+    const float* plane = image + c * plane_size;
+    for (int ky = 0; ky < w.kernel; ++ky) {
+      for (int kx = 0; kx < w.kernel; ++kx) {
+        const ptrdiff_t dx = kx - w.pad;
+        const ptrdiff_t shift = (ky - w.pad) * width + dx;  // out[o] = plane[o + shift]
+        const ptrdiff_t lo = std::clamp<ptrdiff_t>(-shift, 0, plane_size);
+        const ptrdiff_t hi = std::clamp<ptrdiff_t>(plane_size - shift, lo, plane_size);
+        std::fill(col, col + lo, 0.0f);
+        std::copy(plane + lo + shift, plane + hi + shift, col + lo);
+        std::fill(col + hi, col + plane_size, 0.0f);
+        // Columns x with x + dx outside [0, width): 0 on every row.
+        const ptrdiff_t zero_lo = dx < 0 ? 0 : std::max<ptrdiff_t>(0, width - dx);
+        const ptrdiff_t zero_hi = dx < 0 ? std::min(width, -dx) : width;
+        // (Column by column: one or two floats per row, where a fill per row
+        // would be a library call each.)
+        for (ptrdiff_t x = zero_lo; x < zero_hi; ++x) {
+          for (ptrdiff_t row = 0; row < plane_size; row += width) col[row + x] = 0.0f;
+        }
+        col += ld;
+      }
+    }
+  }
+}
+
 class HostBackend final : public Backend {
  public:
   void Gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
@@ -66,6 +104,10 @@ class HostBackend final : public Backend {
 
   void Im2Col(const float* image, const Window& w, size_t ld, float* col) override {
     const int oh = w.out_height(), ow = w.out_width();
+    if (w.stride == 1 && ow == w.width) {
+      SamePaddingIm2Col(image, w, ld, col);
+      return;
+    }
     for (int c = 0; c < w.channels; ++c) {
       const float* plane = image + static_cast<size_t>(c) * w.height * w.width;
       for (int ky = 0; ky < w.kernel; ++ky) {
