@@ -27,8 +27,8 @@ struct Registry {
 };
 
 Registry& TheRegistry() {
-  static Registry* const registry = new Registry;  // never destroyed
-  return *registry;
+  static Registry* const kRegistry = new Registry;  // never destroyed
+  return *kRegistry;
 }
 
 }  // namespace
