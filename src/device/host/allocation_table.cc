@@ -55,7 +55,8 @@ std::optional<int> AllocationTable::OtherDeviceHolding(const void* p) const {
   common::MutexLock lock(&registry.mu);
   for (const AllocationTable* table : registry.tables) {
     if (table == this || table->ordinal_ == ordinal_) continue;
-    if (table->Available(p)) return table->ordinal_;
+    // Strictly inside: p just past a block of theirs is not their memory.
+    if (table->Available(p).value_or(0) > 0) return table->ordinal_;
   }
   return std::nullopt;
 }
@@ -141,13 +142,13 @@ Status AllocationTable::CheckRange(const char* op, const char* arg, const void* 
                                    bool running) const {
   std::optional<size_t> available = Available(p);
   if (available && *available >= bytes) return Status::OK();
-  if (!available) {
-    if (std::optional<int> other = OtherDeviceHolding(p)) {
-      return InternalError(Describe(op, arg, p, bytes) +
-                           " is memory of host device host:" + std::to_string(*other) +
-                           ", but the operation runs on host:" + std::to_string(ordinal_) +
-                           " (a worker used another device's buffer)");
-    }
+  // Not (wholly) in a block of its own, maybe in another device's: p just
+  // past a block of its own may be the start of another device's block.
+  if (std::optional<int> other = OtherDeviceHolding(p)) {
+    return InternalError(Describe(op, arg, p, bytes) +
+                         " is memory of host device host:" + std::to_string(*other) +
+                         ", but the operation runs on host:" + std::to_string(ordinal_) +
+                         " (a worker used another device's buffer)");
   }
   if (running) {
     return DeviceError(Describe(op, arg, p, bytes) +

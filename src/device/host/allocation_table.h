@@ -78,7 +78,8 @@ class AllocationTable {
   static StatusOr<void*> AlignedAlloc(size_t bytes);
 
   // The ordinal of another device's table (other than this one's) with a
-  // live block holding p, if any. REQUIRES: mu_ is not held.
+  // live block holding p (strictly inside it), if any. REQUIRES: mu_ is not
+  // held.
   std::optional<int> OtherDeviceHolding(const void* p) const GEEPS_EXCLUDES(mu_);
 
   const uint64_t budget_;
