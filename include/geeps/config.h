@@ -76,6 +76,19 @@ struct Config {
   int default_slack = 0;
 
   DeviceKind device = DeviceKind::kAuto;
+  // The device (ordinal) of every worker of this process; -1 = automatic:
+  // worker w of a process gets (local_rank * workers_in_process + w) mod
+  // device_count, where local_rank is the process's index on its machine
+  // (OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID or GEEPS_LOCAL_RANK; 0 for an
+  // EmbeddedCluster) and device_count the GPUs (CUDA) or host_devices (host).
+  // An ordinal >= device_count is kInvalidArgument at EmbeddedCluster::Start
+  // and Process::Join. GEEPS_DEVICE_ORDINAL sets it (ApplyEnvironment).
+  int device_ordinal = -1;
+  // Host backend: how many host devices a process presents (each with its
+  // own memory; an operation on another device's buffer is kInternal), so
+  // that device selection is tested without GPUs. GEEPS_HOST_DEVICES sets it
+  // (ApplyEnvironment). In [1, 1024].
+  int host_devices = 1;
   // Device memory each worker may use, in bytes. 0 = no limit. With a budget,
   // the memory manager plans at FinishVirtualIteration what lives in device
   // memory and what in (pinned) host memory; see docs/memory-manager.md.
@@ -164,8 +177,8 @@ GEEPS_EXPORT Status ValidateConfig(const Config& config);
 
 // Overrides fields of `config` from GEEPS_* environment variables
 // (GEEPS_NUM_WORKERS, GEEPS_NUM_SHARDS, GEEPS_NUM_CHANNELS,
-// GEEPS_READ_MY_WRITES, GEEPS_DEFAULT_SLACK, GEEPS_DEVICE,
-// GEEPS_DEVICE_MEMORY_BUDGET, GEEPS_TIMEOUT_MS, GEEPS_HEARTBEAT_TIMEOUT_MS,
+// GEEPS_READ_MY_WRITES, GEEPS_DEFAULT_SLACK, GEEPS_DEVICE, GEEPS_DEVICE_ORDINAL,
+// GEEPS_HOST_DEVICES, GEEPS_DEVICE_MEMORY_BUDGET, GEEPS_TIMEOUT_MS, GEEPS_HEARTBEAT_TIMEOUT_MS,
 // GEEPS_MAX_MESSAGE_BYTES, GEEPS_MEMORY_GUARANTEE (none|double|local|cache),
 // GEEPS_EMULATED_COPY_BANDWIDTH, GEEPS_EMULATED_COMPUTE_US, GEEPS_ASYNC_HOST_STREAMS,
 // GEEPS_HOST_OPAQUE_POINTERS, GEEPS_STATS_FILE, GEEPS_PREFETCH_DEPTH, GEEPS_DETERMINISTIC_BSP,

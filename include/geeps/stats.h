@@ -63,6 +63,9 @@ struct GEEPS_EXPORT WorkerStats {
   // Resync crossed the push): harmless, dropped without counting a frame.
   int64_t pushes_repeated = 0;
   DataPathBytes data_path;  // bytes moved per stage
+  // The worker's device, "host:1 of 4" or "cuda:3 (NVIDIA H200, sm_90)";
+  // "" until FinishVirtualIteration creates it (Config::device_ordinal).
+  std::string device;
   uint64_t device_bytes_in_use = 0;
   // The memory manager (zero without a device memory budget).
   double memory_stall_seconds = 0;   // the application waited for buffers or copies

@@ -126,6 +126,8 @@ Status Worker::FinishVirtualIteration() {
     return st;
   };
   device::DeviceOptions options;
+  options.ordinal = device_ordinal_;
+  options.host_devices = config_.host_devices;
   options.memory_budget = config_.device_memory_budget;
   options.emulated_copy_bandwidth = config_.emulated_copy_bandwidth;
   {
@@ -139,6 +141,11 @@ Status Worker::FinishVirtualIteration() {
   auto device = device::CreateDevice(config_.device, options);
   if (!device.ok()) return fail(device.status());
   device_ = std::move(device).value();
+  {
+    common::MutexLock name_lock(&device_name_mu_);
+    device_name_ = device_->name();
+  }
+  GEEPS_LOG(Info) << "worker " << rank_ << ": device " << device_->name();
   auto stream = device_->CreateStream();
   if (!stream.ok()) return fail(stream.status());
   stream_ = std::move(stream).value();
@@ -523,39 +530,6 @@ Status Worker::CopyRows(TableId table, const std::vector<RowIndex>& rows, float*
   }
   if (out == nullptr && !rows.empty()) return InvalidArgumentError("CopyRows: out is null");
   return data_->CopyRows(table, rows, out);
-}
-
-WorkerStats Worker::GetStats() const {
-  WorkerStats s;
-  s.rank = rank_;
-  s.clock = clock_.load();
-  s.iterations = iterations_.load();
-  s.read_wait_seconds = static_cast<double>(read_wait_ns_.load()) * 1e-9;
-  s.reads_waited = reads_waited_.load();
-  s.messages_sent = counters_.messages_sent.load();
-  s.messages_received = counters_.messages_received.load();
-  s.bytes_sent = counters_.bytes_sent.load();
-  s.bytes_received = counters_.bytes_received.load();
-  s.pushes_installed = counters_.pushes_installed.load();
-  s.pushes_installed_by_app = counters_.pushes_installed_by_app.load();
-  s.updates_direct = updates_direct_.load();
-  s.reads_in_place = reads_in_place_.load();
-  s.frames_dropped = counters_.frames_dropped.load();
-  s.connection_losses = counters_.connection_losses.load();
-  s.reconnects = counters_.reconnects.load();
-  s.updates_resent = counters_.updates_resent.load();
-  s.pushes_repeated = counters_.pushes_repeated.load();
-  s.data_path.gather = counters_.gather_bytes.load();
-  s.data_path.zero = counters_.zero_bytes.load();
-  s.data_path.scatter_add = counters_.scatter_add_bytes.load();
-  s.data_path.to_slot = counters_.to_slot_bytes.load();
-  s.data_path.pack = counters_.pack_bytes.load();
-  s.data_path.install = counters_.install_bytes.load();
-  s.data_path.app_copies = counters_.app_copy_bytes.load();
-  s.device_bytes_in_use = device_bytes_.load();
-  if (tables_ready_.load(std::memory_order_acquire) && data_->memory())
-    data_->memory()->FillStats(&s);
-  return s;
 }
 
 StatusOr<int64_t> Worker::RequestCheckpoint() {

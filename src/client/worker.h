@@ -90,6 +90,9 @@ class Worker {
   // cluster that restored its shards from the checkpoint of `clock`: the
   // worker starts at that clock and discards its prologue's updates.
   void SetResumeClock(int64_t clock) { resume_clock_ = clock; }
+  // The device ordinal (device/selection.h) the worker creates its device
+  // with at FinishVirtualIteration; before it, by the cluster that chose it.
+  void SetDeviceOrdinal(int ordinal) { device_ordinal_ = ordinal; }
   int64_t resumed_clock() const { return resume_clock_; }
   StatusOr<int64_t> RequestCheckpoint();
 
@@ -173,6 +176,10 @@ class Worker {
   std::atomic<int64_t> read_wait_ns_{0}, reads_waited_{0};
   std::atomic<uint64_t> device_bytes_{0};
   int64_t resume_clock_ = 0;  // > 0: resumed from that checkpoint
+  int device_ordinal_ = -1;   // DeviceOptions::ordinal
+  // The device's name (WorkerStats::device), set once it exists.
+  mutable common::Mutex device_name_mu_;
+  std::string device_name_ GEEPS_GUARDED_BY(device_name_mu_);
   // Updates of this clock ask for a checkpoint.
   int64_t checkpoint_flag_clock_ GEEPS_GUARDED_BY(api_mu_) = -1;
   bool DiscardingPrologue() const GEEPS_REQUIRES(api_mu_) {

@@ -8,6 +8,7 @@
 #include "cluster/embedded_cluster_testing.h"
 #include "common/mutex.h"
 #include "device/device.h"
+#include "device/selection.h"
 #include "server/checkpoint.h"
 #include "server/shard_channel.h"
 #include "transport/socket_util.h"
@@ -35,6 +36,10 @@ StatusOr<std::unique_ptr<EmbeddedCluster>> EmbeddedCluster::Start(const Config& 
   // A forced backend that cannot work (GEEPS_DEVICE=cuda without a GPU)
   // fails here, not at each worker's FinishVirtualIteration.
   GEEPS_RETURN_IF_ERROR(device::CheckDeviceAvailable(config.device));
+  // Every worker's device ordinal, checked before anything is allocated; an
+  // embedded cluster is one process, local rank 0.
+  GEEPS_ASSIGN_OR_RETURN(std::vector<int> ordinals,
+                         device::SelectWorkerDevices(config, /*local_rank=*/0, config.num_workers));
   auto impl = std::make_unique<Impl>();
   impl->config = config;
   GEEPS_ASSIGN_OR_RETURN(impl->context, transport::NewContext());
@@ -70,6 +75,7 @@ StatusOr<std::unique_ptr<EmbeddedCluster>> EmbeddedCluster::Start(const Config& 
   for (int r = 0; r < config.num_workers; ++r) {
     auto impl = std::make_unique<client::Worker>(config, r, c.context.get(), endpoints);
     impl->SetResumeClock(resume_clock);
+    impl->SetDeviceOrdinal(ordinals[r]);
     c.impls.push_back(impl.get());
     c.workers.push_back(internal::GeePSAccess::Make(std::move(impl)));
   }

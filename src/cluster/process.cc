@@ -19,6 +19,7 @@
 #include "cluster/membership.h"
 #include "common/logging.h"
 #include "common/mutex.h"
+#include "device/selection.h"
 #include "server/checkpoint.h"
 #include "server/shard_channel.h"
 #include "transport/fingerprint.h"
@@ -164,6 +165,18 @@ StatusOr<std::unique_ptr<Process>> Process::Join(const Config& config,
     impl->rank = env.rank;
     impl->world_size = env.world_size;
     local_rank = env.local_rank;
+  }
+  // The worker's device (one worker per process), checked before anything
+  // is allocated or bound.
+  int device_ordinal = -1;
+  if (HasWorker(options.role)) {
+    StatusOr<std::vector<int>> ordinals =
+        device::SelectWorkerDevices(config, local_rank, /*workers_in_process=*/1);
+    if (!ordinals.ok())
+      return Status(ordinals.status().code(), "rank " + std::to_string(impl->rank) +
+                                                  " (local rank " + std::to_string(local_rank) +
+                                                  "): " + ordinals.status().message());
+    device_ordinal = ordinals->front();
   }
   cluster::HostPort coordinator;
   if (!options.coordinator.empty()) {
@@ -321,6 +334,7 @@ StatusOr<std::unique_ptr<Process>> Process::Join(const Config& config,
     auto worker = std::make_unique<client::Worker>(
         job, layout.worker_index[impl->rank], impl->context.get(), endpoints, impl->security.get());
     worker->SetResumeClock(layout.resume_clock);
+    worker->SetDeviceOrdinal(device_ordinal);
     impl->worker_impl = worker.get();
     impl->worker = internal::GeePSAccess::Make(std::move(worker));
   }

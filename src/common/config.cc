@@ -14,6 +14,7 @@ constexpr int kMaxWorkers = 4096;
 constexpr int kMaxShards = 4096;
 constexpr int kMaxChannels = 64;
 constexpr int kMaxPartitions = 4096;
+constexpr int kMaxDevices = 1024;  // device_ordinal, host_devices
 constexpr uint64_t kMinMessageBytes = 64;
 constexpr uint64_t kMaxMessageBytes =
     (1ull << 31) - 4096;  // below libzmq's 2 GB limit  // shards x channels: one thread each
@@ -53,6 +54,13 @@ Status ValidateConfig(const Config& c) {
   if (c.prefetch_depth < 0 || c.prefetch_depth > 64)
     return InvalidArgumentError("prefetch_depth must be in [0, 64], got " +
                                 std::to_string(c.prefetch_depth));
+  if (c.device_ordinal < -1 || c.device_ordinal >= kMaxDevices)
+    return InvalidArgumentError("device_ordinal must be -1 (automatic) or in [0, " +
+                                std::to_string(kMaxDevices) + "), got " +
+                                std::to_string(c.device_ordinal));
+  if (c.host_devices < 1 || c.host_devices > kMaxDevices)
+    return InvalidArgumentError("host_devices must be in [1, " + std::to_string(kMaxDevices) +
+                                "], got " + std::to_string(c.host_devices));
   if (c.default_slack < 0)
     return InvalidArgumentError("default_slack must be >= 0, got " +
                                 std::to_string(c.default_slack));
@@ -136,6 +144,8 @@ Status ApplyEnvironment(Config* c) {
       {"GEEPS_NUM_CHANNELS", &c->num_channels, 1, kMaxChannels},
       {"GEEPS_DEFAULT_SLACK", &c->default_slack, 0, 1 << 30},
       {"GEEPS_PREFETCH_DEPTH", &c->prefetch_depth, 0, 64},
+      {"GEEPS_DEVICE_ORDINAL", &c->device_ordinal, -1, kMaxDevices - 1},
+      {"GEEPS_HOST_DEVICES", &c->host_devices, 1, kMaxDevices},
   };
   for (const IntVar& v : int_vars) {
     if (const char* text = std::getenv(v.name)) {

@@ -3,6 +3,25 @@
 #include "geeps/stats.h"
 
 namespace geeps {
+namespace {
+
+// A string's characters as inside a JSON string literal.
+std::string JsonEscape(const std::string& text) {
+  std::string out;
+  for (char ch : text) {
+    if (ch == '"' || ch == '\\') {
+      out += '\\';
+      out += ch;
+    } else if (static_cast<unsigned char>(ch) < 0x20) {
+      out += ' ';
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
+
+}  // namespace
 
 std::string DataPathBytes::ToJson() const {
   std::ostringstream o;
@@ -24,6 +43,7 @@ std::string WorkerStats::ToJson() const {
     << ",\"frames_dropped\":" << frames_dropped << ",\"connection_losses\":" << connection_losses
     << ",\"reconnects\":" << reconnects << ",\"updates_resent\":" << updates_resent
     << ",\"pushes_repeated\":" << pushes_repeated << ",\"data_path_bytes\":" << data_path.ToJson()
+    << ",\"device\":\"" << JsonEscape(device) << "\""
     << ",\"device_bytes_in_use\":" << device_bytes_in_use
     << ",\"memory_stall_seconds\":" << memory_stall_seconds
     << ",\"bytes_host_to_device\":" << bytes_host_to_device

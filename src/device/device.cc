@@ -46,6 +46,25 @@ Status CheckDeviceAvailable(DeviceKind kind) {
   return InvalidArgumentError("unknown DeviceKind " + std::to_string(static_cast<int>(kind)));
 }
 
+StatusOr<int> DeviceCount(DeviceKind kind, int host_devices) {
+  switch (kind) {
+    case DeviceKind::kAuto:
+      if (!CudaUsable().ok()) return host_devices;
+      [[fallthrough]];
+    case DeviceKind::kCuda:
+      GEEPS_RETURN_IF_ERROR(CudaUsable());
+#ifdef GEEPS_HAVE_CUDA
+      return cuda::CudaDeviceCount();
+#else
+      return InternalError("CUDA usable without the CUDA backend");
+#endif
+    case DeviceKind::kHost:
+      return host_devices;
+  }
+  return InvalidArgumentError("DeviceCount: unknown DeviceKind " +
+                              std::to_string(static_cast<int>(kind)));
+}
+
 StatusOr<std::unique_ptr<Device>> CreateDevice(DeviceKind kind, const DeviceOptions& options) {
   switch (kind) {
     case DeviceKind::kAuto:

@@ -41,6 +41,15 @@ class Event {
 };
 
 struct DeviceOptions {
+  // Which device of its kind (CUDA: the GPU ordinal; host: 0 ..
+  // host_devices - 1). -1: CUDA takes the device current on the creating
+  // thread (cudaGetDevice), host takes 0. Resolved from Config by
+  // SelectDeviceOrdinal (device/selection.h) and checked against
+  // DeviceCount before any device is created.
+  int ordinal = -1;
+  // Host backend only: how many host devices the process presents (for the
+  // device's name, "host:1 of 4"). See Config::host_devices.
+  int host_devices = 1;
   // Bytes of device memory Allocate() may hand out in total; 0 = no limit.
   uint64_t memory_budget = 0;
   // Host backend only, an emulation for benchmarks: host<->device copies
@@ -66,7 +75,10 @@ class Device {
   virtual ~Device() = default;
 
   virtual DeviceKind kind() const = 0;
+  // "host:1 of 4", "cuda:3 (NVIDIA H200, sm_90)".
   virtual std::string name() const = 0;
+  // The device's ordinal among the devices of its kind in this process.
+  virtual int ordinal() const = 0;
 
   // Device memory. kResourceExhausted when the budget would be exceeded (the
   // message gives requested, in use and budget bytes). Memory is not zeroed.
@@ -146,6 +158,12 @@ class Device {
 // Creates a device. kAuto picks CUDA when the backend is built and a GPU is
 // present, else host. kCuda without CUDA is kUnavailable with the reason.
 StatusOr<std::unique_ptr<Device>> CreateDevice(DeviceKind kind, const DeviceOptions& options);
+
+// How many devices of `kind` this process can use: for kHost,
+// `host_devices`; for kCuda, cudaGetDeviceCount (kUnavailable as
+// CheckDeviceAvailable without one); kAuto is kCuda when a GPU is usable,
+// else kHost.
+StatusOr<int> DeviceCount(DeviceKind kind, int host_devices);
 
 // Whether CreateDevice(kind) can succeed, without creating anything: OK for
 // kHost and kAuto; for kCuda, kUnavailable naming the reason ("CUDA backend

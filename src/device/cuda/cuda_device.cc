@@ -80,6 +80,7 @@ class CudaStream final : public Stream {
   }
   void* native_handle() const override { return stream_; }
   cudaStream_t get() const { return stream_; }
+  int ordinal() const { return ordinal_; }
 
  private:
   const cudaStream_t stream_;
@@ -88,23 +89,39 @@ class CudaStream final : public Stream {
 
 class CudaEvent final : public Event {
  public:
-  explicit CudaEvent(cudaEvent_t event) : event_(event) {}
-  ~CudaEvent() override { LogIfFailed("cudaEventDestroy", cudaEventDestroy(event_)); }
+  CudaEvent(cudaEvent_t event, int ordinal) : event_(event), ordinal_(ordinal) {}
+  ~CudaEvent() override {
+    LogIfFailed("cudaSetDevice", cudaSetDevice(ordinal_));
+    LogIfFailed("cudaEventDestroy", cudaEventDestroy(event_));
+  }
   cudaEvent_t get() const { return event_; }
+  int ordinal() const { return ordinal_; }
 
  private:
   const cudaEvent_t event_;
+  const int ordinal_;
 };
 
-StatusOr<cudaStream_t> AsCuda(Stream* stream) {
+// A stream or event of another device (a worker handed another worker's):
+// kInternal, as on the host backend.
+Status CheckSameDevice(const char* what, int theirs, int ours) {
+  if (theirs == ours) return Status::OK();
+  return InternalError(std::string("cuda device: a ") + what + " of cuda:" +
+                       std::to_string(theirs) + " used on cuda:" + std::to_string(ours));
+}
+
+StatusOr<cudaStream_t> AsCuda(Stream* stream, int ordinal) {
   if (stream == nullptr) return InvalidArgumentError("stream is null");
   auto* cuda = dynamic_cast<CudaStream*>(stream);
   if (cuda == nullptr) {
     return InvalidArgumentError("stream was not created by a CUDA device");
   }
+  GEEPS_RETURN_IF_ERROR(CheckSameDevice("stream", cuda->ordinal(), ordinal));
   return cuda->get();
 }
 
+// Events may be waited for across devices (cudaStreamWaitEvent allows it);
+// recording needs the stream's device, checked through the stream.
 StatusOr<cudaEvent_t> AsCuda(Event* event) {
   if (event == nullptr) return InvalidArgumentError("event is null");
   auto* cuda = dynamic_cast<CudaEvent*>(event);
@@ -155,10 +172,27 @@ Status CudaAvailable() {
   return *kAvailable;
 }
 
+StatusOr<int> CudaDeviceCount() {
+  GEEPS_RETURN_IF_ERROR(CudaAvailable());
+  int count = 0;
+  GEEPS_CUDA_RETURN_IF_ERROR("cuda device: cudaGetDeviceCount", cudaGetDeviceCount(&count));
+  return count;
+}
+
 StatusOr<std::unique_ptr<Device>> CudaDevice::Create(const DeviceOptions& options) {
   GEEPS_RETURN_IF_ERROR(CudaAvailable());
-  int ordinal = 0;
-  GEEPS_CUDA_RETURN_IF_ERROR("cuda device: cudaGetDevice", cudaGetDevice(&ordinal));
+  int ordinal = options.ordinal;
+  if (ordinal < 0) {
+    GEEPS_CUDA_RETURN_IF_ERROR("cuda device: cudaGetDevice", cudaGetDevice(&ordinal));
+  } else {
+    GEEPS_ASSIGN_OR_RETURN(int count, CudaDeviceCount());
+    if (ordinal >= count)
+      return InvalidArgumentError("cuda device: ordinal " + std::to_string(ordinal) +
+                                  " but cudaGetDeviceCount found " + std::to_string(count) +
+                                  " devices");
+  }
+  // The creating thread uses the device from here on (CreateStream etc.).
+  GEEPS_CUDA_RETURN_IF_ERROR("cuda device: cudaSetDevice", cudaSetDevice(ordinal));
   cudaDeviceProp prop;
   GEEPS_CUDA_RETURN_IF_ERROR("cuda device: cudaGetDeviceProperties",
                              cudaGetDeviceProperties(&prop, ordinal));
@@ -261,7 +295,7 @@ StatusOr<std::unique_ptr<Event>> CudaDevice::CreateEvent() {
   GEEPS_CUDA_RETURN_IF_ERROR("cudaEventCreateWithFlags",
                              cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
   try {
-    return std::unique_ptr<Event>(new CudaEvent(event));
+    return std::unique_ptr<Event>(new CudaEvent(event, ordinal_));
   } catch (const std::bad_alloc&) {
     cudaEventDestroy(event);
     return ResourceExhaustedError("cuda device: out of memory");
@@ -270,7 +304,7 @@ StatusOr<std::unique_ptr<Event>> CudaDevice::CreateEvent() {
 
 Status CudaDevice::Copy(void* dst, const void* src, size_t bytes, CopyKind kind, Stream* stream) {
   static constexpr char kOp[] = "Copy";
-  GEEPS_ASSIGN_OR_RETURN(cudaStream_t s, AsCuda(stream));
+  GEEPS_ASSIGN_OR_RETURN(cudaStream_t s, AsCuda(stream, ordinal_));
   GEEPS_RETURN_IF_ERROR(CheckNotNull(kOp, "dst", dst));
   GEEPS_RETURN_IF_ERROR(CheckNotNull(kOp, "src", src));
   switch (kind) {
@@ -301,7 +335,7 @@ Status CudaDevice::Copy(void* dst, const void* src, size_t bytes, CopyKind kind,
 }
 
 Status CudaDevice::HostFunction(std::function<void()> work, Stream* stream) {
-  GEEPS_ASSIGN_OR_RETURN(cudaStream_t s, AsCuda(stream));
+  GEEPS_ASSIGN_OR_RETURN(cudaStream_t s, AsCuda(stream, ordinal_));
   if (!work) return InvalidArgumentError("HostFunction: work is empty");
   auto* heap = new (std::nothrow) std::function<void()>(std::move(work));
   if (heap == nullptr) return ResourceExhaustedError("HostFunction: out of memory");
@@ -316,7 +350,7 @@ Status CudaDevice::HostFunction(std::function<void()> work, Stream* stream) {
 
 Status CudaDevice::Rows(int op, const char* name, float* dst, const float* src,
                         const uint32_t* index, size_t n, size_t width, Stream* stream) {
-  GEEPS_ASSIGN_OR_RETURN(cudaStream_t s, AsCuda(stream));
+  GEEPS_ASSIGN_OR_RETURN(cudaStream_t s, AsCuda(stream, ordinal_));
   GEEPS_RETURN_IF_ERROR(CheckNotNull(name, "dst", dst));
   GEEPS_RETURN_IF_ERROR(CheckNotNull(name, "src", src));
   GEEPS_RETURN_IF_ERROR(CheckNotNull(name, "index", index));
@@ -346,7 +380,7 @@ Status CudaDevice::Scatter(float* dst, const float* src, const uint32_t* index, 
 }
 
 Status CudaDevice::Add(float* dst, const float* src, size_t count, Stream* stream) {
-  GEEPS_ASSIGN_OR_RETURN(cudaStream_t s, AsCuda(stream));
+  GEEPS_ASSIGN_OR_RETURN(cudaStream_t s, AsCuda(stream, ordinal_));
   GEEPS_RETURN_IF_ERROR(CheckNotNull("Add", "dst", dst));
   GEEPS_RETURN_IF_ERROR(CheckNotNull("Add", "src", src));
   GEEPS_RETURN_IF_ERROR(CheckSize("Add", count, 1));
@@ -366,7 +400,7 @@ Status CudaDevice::Add(float* dst, const float* src, size_t count, Stream* strea
 }
 
 Status CudaDevice::Fill(float* dst, float value, size_t count, Stream* stream) {
-  GEEPS_ASSIGN_OR_RETURN(cudaStream_t s, AsCuda(stream));
+  GEEPS_ASSIGN_OR_RETURN(cudaStream_t s, AsCuda(stream, ordinal_));
   GEEPS_RETURN_IF_ERROR(CheckNotNull("Fill", "dst", dst));
   GEEPS_RETURN_IF_ERROR(CheckSize("Fill", count, 1));
   if (count == 0) return Status::OK();
@@ -377,14 +411,17 @@ Status CudaDevice::Fill(float* dst, float value, size_t count, Stream* stream) {
 
 Status CudaDevice::Record(Event* event, Stream* stream) {
   GEEPS_ASSIGN_OR_RETURN(cudaEvent_t e, AsCuda(event));
-  GEEPS_ASSIGN_OR_RETURN(cudaStream_t s, AsCuda(stream));
+  GEEPS_ASSIGN_OR_RETURN(cudaStream_t s, AsCuda(stream, ordinal_));
+  // cudaEventRecord needs the event and the stream on one device.
+  GEEPS_RETURN_IF_ERROR(
+      CheckSameDevice("event", static_cast<CudaEvent*>(event)->ordinal(), ordinal_));
   GEEPS_RETURN_IF_ERROR(MakeCurrent());
   GEEPS_CUDA_RETURN_IF_ERROR("Record: cudaEventRecord", cudaEventRecord(e, s));
   return Status::OK();
 }
 
 Status CudaDevice::StreamWait(Stream* stream, Event* event) {
-  GEEPS_ASSIGN_OR_RETURN(cudaStream_t s, AsCuda(stream));
+  GEEPS_ASSIGN_OR_RETURN(cudaStream_t s, AsCuda(stream, ordinal_));
   GEEPS_ASSIGN_OR_RETURN(cudaEvent_t e, AsCuda(event));
   GEEPS_RETURN_IF_ERROR(MakeCurrent());
   GEEPS_CUDA_RETURN_IF_ERROR("StreamWait: cudaStreamWaitEvent", cudaStreamWaitEvent(s, e, 0));
@@ -392,7 +429,7 @@ Status CudaDevice::StreamWait(Stream* stream, Event* event) {
 }
 
 Status CudaDevice::Synchronize(Stream* stream) {
-  GEEPS_ASSIGN_OR_RETURN(cudaStream_t s, AsCuda(stream));
+  GEEPS_ASSIGN_OR_RETURN(cudaStream_t s, AsCuda(stream, ordinal_));
   GEEPS_RETURN_IF_ERROR(MakeCurrent());
   GEEPS_CUDA_RETURN_IF_ERROR("Synchronize: cudaStreamSynchronize", cudaStreamSynchronize(s));
   return Status::OK();

@@ -14,8 +14,13 @@
 //   memory) with the CUDA error name and string in the message; an error of
 //   an enqueued operation is reported by a later Synchronize/EventSynchronize
 //   (CUDA errors in kernels are sticky: the context is then unusable).
-// - The device is the CUDA device current when it was created (device 0
-//   unless the thread chose another); every call makes it current again.
+// - The device is DeviceOptions::ordinal (chosen by device/selection.h from
+//   Config::device_ordinal), or with -1 the CUDA device current when it was
+//   created. Every call that allocates, launches, copies or waits makes it
+//   current on the calling thread first (cudaSetDevice is per thread), and
+//   stream and event destructors do too. A stream or event of another
+//   device is kInternal naming both. (Compiled, not run on a GPU: the host
+//   backend's N host devices test the same rules; host_device.h.)
 // - Free/FreePinned return blocks to the pool: they never call cudaFree or
 //   cudaFreeHost (which synchronise the whole device). The pools give the
 //   memory back when the device is destroyed.
@@ -40,6 +45,10 @@ namespace geeps::device::cuda {
 // process (the answer is cached).
 Status CudaAvailable();
 
+// The number of CUDA devices (cudaGetDeviceCount). REQUIRES: CudaAvailable()
+// is OK.
+StatusOr<int> CudaDeviceCount();
+
 class CudaDevice final : public Device {
  public:
   // REQUIRES: CudaAvailable() is OK.
@@ -51,6 +60,7 @@ class CudaDevice final : public Device {
 
   DeviceKind kind() const override { return DeviceKind::kCuda; }
   std::string name() const override { return name_; }
+  int ordinal() const override { return ordinal_; }
 
   StatusOr<void*> Allocate(size_t bytes) override;
   void Free(void* p) override;  // unknown pointers are logged and ignored

@@ -5,6 +5,7 @@
 #include <new>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "common/mutex.h"
 #include "device/host/host_device.h"
@@ -18,7 +19,47 @@ std::string Describe(const char* op, const char* arg, const void* p, size_t byte
   return os.str();
 }
 
+// Every live AllocationTable of the process. Lock order: registry, then a
+// table's mu_.
+struct Registry {
+  common::Mutex mu;
+  std::vector<const AllocationTable*> tables GEEPS_GUARDED_BY(mu);
+};
+
+Registry& TheRegistry() {
+  static Registry* const kRegistry = new Registry;  // never destroyed
+  return *kRegistry;
+}
+
 }  // namespace
+
+AllocationTable::AllocationTable(uint64_t budget, uintptr_t offset, int ordinal)
+    : budget_(budget), offset_(offset), ordinal_(ordinal) {
+  Registry& registry = TheRegistry();
+  common::MutexLock lock(&registry.mu);
+  registry.tables.push_back(this);
+}
+
+AllocationTable::~AllocationTable() {
+  {
+    Registry& registry = TheRegistry();
+    common::MutexLock lock(&registry.mu);
+    auto it = std::find(registry.tables.begin(), registry.tables.end(), this);
+    if (it != registry.tables.end()) registry.tables.erase(it);
+  }
+  FreeAll();
+}
+
+std::optional<int> AllocationTable::OtherDeviceHolding(const void* p) const {
+  Registry& registry = TheRegistry();
+  common::MutexLock lock(&registry.mu);
+  for (const AllocationTable* table : registry.tables) {
+    if (table == this || table->ordinal_ == ordinal_) continue;
+    // Strictly inside: p just past a block of theirs is not their memory.
+    if (table->Available(p).value_or(0) > 0) return table->ordinal_;
+  }
+  return std::nullopt;
+}
 
 StatusOr<void*> AllocationTable::Allocate(size_t bytes) {
   common::MutexLock lock(&mu_);
@@ -101,6 +142,14 @@ Status AllocationTable::CheckRange(const char* op, const char* arg, const void* 
                                    bool running) const {
   std::optional<size_t> available = Available(p);
   if (available && *available >= bytes) return Status::OK();
+  // Not (wholly) in a block of its own, maybe in another device's: p just
+  // past a block of its own may be the start of another device's block.
+  if (std::optional<int> other = OtherDeviceHolding(p)) {
+    return InternalError(Describe(op, arg, p, bytes) +
+                         " is memory of host device host:" + std::to_string(*other) +
+                         ", but the operation runs on host:" + std::to_string(ordinal_) +
+                         " (a worker used another device's buffer)");
+  }
   if (running) {
     return DeviceError(Describe(op, arg, p, bytes) +
                        " is no longer inside a live device allocation "

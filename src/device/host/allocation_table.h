@@ -25,8 +25,11 @@ namespace geeps::device::host {
 class AllocationTable {
  public:
   // `budget`: bytes of device blocks allowed at once (0: no limit).
-  AllocationTable(uint64_t budget, uintptr_t offset) : budget_(budget), offset_(offset) {}
-  ~AllocationTable() { FreeAll(); }
+  // `ordinal`: the host device it belongs to. Every table is listed in a
+  // process-wide registry while it lives, so that a pointer into another
+  // device's memory is told apart from a pointer into no device's.
+  AllocationTable(uint64_t budget, uintptr_t offset, int ordinal = 0);
+  ~AllocationTable();
   AllocationTable(const AllocationTable&) = delete;
   AllocationTable& operator=(const AllocationTable&) = delete;
 
@@ -59,7 +62,9 @@ class AllocationTable {
   std::optional<size_t> Available(const void* p) const;
 
   // kInvalidArgument (when enqueuing) or kDeviceError (when running) unless
-  // [p, p + bytes) lies inside one live device block.
+  // [p, p + bytes) lies inside one live device block; kInternal, naming both
+  // devices, when p lies in a live block of a host device with another
+  // ordinal (a worker using another device's memory: a bug in libgeeps).
   Status CheckRange(const char* op, const char* arg, const void* p, size_t bytes,
                     bool running) const;
 
@@ -72,8 +77,14 @@ class AllocationTable {
   // distinct address.
   static StatusOr<void*> AlignedAlloc(size_t bytes);
 
+  // The ordinal of another device's table (other than this one's) with a
+  // live block holding p (strictly inside it), if any. REQUIRES: mu_ is not
+  // held.
+  std::optional<int> OtherDeviceHolding(const void* p) const GEEPS_EXCLUDES(mu_);
+
   const uint64_t budget_;
   const uintptr_t offset_;  // device address - host address
+  const int ordinal_;
   mutable common::Mutex mu_;
   // Block (device address) -> bytes. std::less<> orders any two pointers.
   std::map<const char*, size_t, std::less<>> device_ GEEPS_GUARDED_BY(mu_);

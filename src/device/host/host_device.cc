@@ -82,18 +82,37 @@ StatusOr<size_t> FloatBytes(const char* op, size_t n, size_t width) {
 }  // namespace
 
 HostDevice::HostDevice(const DeviceOptions& options)
-    : memory_budget_(options.memory_budget),
+    : ordinal_(std::max(0, options.ordinal)),
+      host_devices_(std::max(1, options.host_devices)),
+      memory_budget_(options.memory_budget),
       copy_bandwidth_(options.emulated_copy_bandwidth),
       async_streams_(options.async_streams),
       async_max_delay_(options.async_max_delay),
-      table_(std::make_shared<AllocationTable>(options.memory_budget,
-                                               options.opaque_pointers ? kOpaqueOffset : 0)) {}
+      table_(std::make_shared<AllocationTable>(
+          options.memory_budget, options.opaque_pointers ? kOpaqueOffset : 0, ordinal_)) {}
 
 HostDevice::~HostDevice() { table_->FreeAll(); }
 
-std::string HostDevice::name() const { return "host"; }
+std::string HostDevice::name() const {
+  return "host:" + std::to_string(ordinal_) + " of " + std::to_string(host_devices_);
+}
 
-StatusOr<void*> HostDevice::Allocate(size_t bytes) { return table_->Allocate(bytes); }
+void HostDevice::MakeCurrent() const { SetCurrentHostDevice(ordinal_); }
+
+StatusOr<HostStream*> HostDevice::OwnStream(Stream* stream) const {
+  GEEPS_ASSIGN_OR_RETURN(HostStream * host, AsHostStream(stream));
+  if (host->ordinal() != ordinal_) {
+    return InternalError("host device: a stream of host:" + std::to_string(host->ordinal()) +
+                         " used on host:" + std::to_string(ordinal_));
+  }
+  MakeCurrent();
+  return host;
+}
+
+StatusOr<void*> HostDevice::Allocate(size_t bytes) {
+  MakeCurrent();
+  return table_->Allocate(bytes);
+}
 
 void HostDevice::Free(void* p) {
   if (p == nullptr || table_->Free(p)) return;
@@ -116,8 +135,9 @@ uint64_t HostDevice::bytes_in_use() const { return table_->in_use(); }
 uint64_t HostDevice::memory_budget() const { return memory_budget_; }
 
 StatusOr<std::unique_ptr<Stream>> HostDevice::CreateStream() {
+  MakeCurrent();
   GEEPS_ASSIGN_OR_RETURN(std::unique_ptr<HostStream> stream,
-                         HostStream::Create(async_streams_, async_max_delay_));
+                         HostStream::Create(async_streams_, async_max_delay_, ordinal_));
   return std::unique_ptr<Stream>(std::move(stream));
 }
 
@@ -131,7 +151,7 @@ StatusOr<std::unique_ptr<Event>> HostDevice::CreateEvent() {
 
 Status HostDevice::Copy(void* dst, const void* src, size_t bytes, CopyKind kind, Stream* stream) {
   static constexpr char kOp[] = "Copy";
-  GEEPS_ASSIGN_OR_RETURN(HostStream * host_stream, AsHostStream(stream));
+  GEEPS_ASSIGN_OR_RETURN(HostStream * host_stream, OwnStream(stream));
   GEEPS_RETURN_IF_ERROR(CheckNotNull(kOp, "dst", dst));
   GEEPS_RETURN_IF_ERROR(CheckNotNull(kOp, "src", src));
   bool dst_on_device = false;
@@ -184,7 +204,7 @@ Status HostDevice::Copy(void* dst, const void* src, size_t bytes, CopyKind kind,
 }
 
 Status HostDevice::HostFunction(std::function<void()> work, Stream* stream) {
-  GEEPS_ASSIGN_OR_RETURN(HostStream * host_stream, AsHostStream(stream));
+  GEEPS_ASSIGN_OR_RETURN(HostStream * host_stream, OwnStream(stream));
   if (!work) return InvalidArgumentError("HostFunction: work is empty");
   return host_stream->Enqueue(
       [work = std::move(work)]() -> Status {
@@ -197,7 +217,7 @@ Status HostDevice::HostFunction(std::function<void()> work, Stream* stream) {
 Status HostDevice::EnqueueIndexed(const char* op, float* dst, const float* src,
                                   const uint32_t* index, size_t n, size_t width,
                                   IndexedSide indexed, Stream* stream, RowKernel kernel) {
-  GEEPS_ASSIGN_OR_RETURN(HostStream * host_stream, AsHostStream(stream));
+  GEEPS_ASSIGN_OR_RETURN(HostStream * host_stream, OwnStream(stream));
   GEEPS_RETURN_IF_ERROR(CheckNotNull(op, "dst", dst));
   GEEPS_RETURN_IF_ERROR(CheckNotNull(op, "src", src));
   GEEPS_RETURN_IF_ERROR(CheckNotNull(op, "index", index));
@@ -258,7 +278,7 @@ Status HostDevice::Scatter(float* dst, const float* src, const uint32_t* index, 
 
 Status HostDevice::Add(float* dst, const float* src, size_t count, Stream* stream) {
   static constexpr char kOp[] = "Add";
-  GEEPS_ASSIGN_OR_RETURN(HostStream * host_stream, AsHostStream(stream));
+  GEEPS_ASSIGN_OR_RETURN(HostStream * host_stream, OwnStream(stream));
   GEEPS_RETURN_IF_ERROR(CheckNotNull(kOp, "dst", dst));
   GEEPS_RETURN_IF_ERROR(CheckNotNull(kOp, "src", src));
   GEEPS_ASSIGN_OR_RETURN(size_t bytes, FloatBytes(kOp, count, 1));
@@ -289,7 +309,7 @@ Status HostDevice::Add(float* dst, const float* src, size_t count, Stream* strea
 
 Status HostDevice::Fill(float* dst, float value, size_t count, Stream* stream) {
   static constexpr char kOp[] = "Fill";
-  GEEPS_ASSIGN_OR_RETURN(HostStream * host_stream, AsHostStream(stream));
+  GEEPS_ASSIGN_OR_RETURN(HostStream * host_stream, OwnStream(stream));
   GEEPS_RETURN_IF_ERROR(CheckNotNull(kOp, "dst", dst));
   GEEPS_ASSIGN_OR_RETURN(size_t bytes, FloatBytes(kOp, count, 1));
   GEEPS_RETURN_IF_ERROR(table_->CheckRange(kOp, "dst", dst, bytes, false));
@@ -307,7 +327,7 @@ Status HostDevice::Fill(float* dst, float value, size_t count, Stream* stream) {
 
 Status HostDevice::Record(Event* event, Stream* stream) {
   GEEPS_ASSIGN_OR_RETURN(HostEvent * host_event, AsHostEvent(event));
-  GEEPS_ASSIGN_OR_RETURN(HostStream * host_stream, AsHostStream(stream));
+  GEEPS_ASSIGN_OR_RETURN(HostStream * host_stream, OwnStream(stream));
   std::shared_ptr<EventState> state = host_event->state();
   // The generation counts as recorded before its marker is queued, so the
   // marker never completes one that is not yet recorded; the marker may
@@ -337,7 +357,7 @@ Status HostDevice::Record(Event* event, Stream* stream) {
 }
 
 Status HostDevice::StreamWait(Stream* stream, Event* event) {
-  GEEPS_ASSIGN_OR_RETURN(HostStream * host_stream, AsHostStream(stream));
+  GEEPS_ASSIGN_OR_RETURN(HostStream * host_stream, OwnStream(stream));
   GEEPS_ASSIGN_OR_RETURN(HostEvent * host_event, AsHostEvent(event));
   std::shared_ptr<EventState> state = host_event->state();
   uint64_t target;
@@ -357,7 +377,7 @@ Status HostDevice::StreamWait(Stream* stream, Event* event) {
 }
 
 Status HostDevice::Synchronize(Stream* stream) {
-  GEEPS_ASSIGN_OR_RETURN(HostStream * host_stream, AsHostStream(stream));
+  GEEPS_ASSIGN_OR_RETURN(HostStream * host_stream, OwnStream(stream));
   return host_stream->Synchronize();
 }
 

@@ -29,6 +29,16 @@
 // and their error messages, use the caller's pointers. Pinned memory stays
 // ordinary host memory.
 //
+// Several host devices (DeviceOptions::ordinal, host_devices; see
+// Config::host_devices) stand in for the GPUs of a machine, so that device
+// selection is tested without GPUs: each device has its own allocation
+// table, and, as the CUDA backend calls cudaSetDevice, every entry point
+// that allocates, launches, copies or waits makes the device current on the
+// calling thread (CurrentHostDevice, host_stream.h). An operation on memory
+// of another host device, or on a stream of another host device, is
+// kInternal naming both; so is a queued operation that runs on a thread
+// whose current device is another.
+//
 // Thread safety: every method may be called from any thread at the same time,
 // including several threads enqueuing on one stream. Streams and events may
 // outlive the device; memory the device still owns is freed with it.
@@ -66,7 +76,8 @@ class HostDevice final : public Device {
   HostDevice& operator=(const HostDevice&) = delete;
 
   DeviceKind kind() const override { return DeviceKind::kHost; }
-  std::string name() const override;
+  std::string name() const override;  // "host:1 of 4"
+  int ordinal() const override { return ordinal_; }
 
   // bytes_in_use() counts the bytes requested (not the rounding up to
   // kAlignment). Allocate(0) returns a distinct non-null block of 0 bytes.
@@ -123,6 +134,14 @@ class HostDevice final : public Device {
                         size_t n, size_t width, IndexedSide indexed, Stream* stream,
                         RowKernel kernel);
 
+  // Makes this device the calling thread's current one (cudaSetDevice).
+  void MakeCurrent() const;
+  // The host stream behind `stream`; kInternal when it belongs to another
+  // host device.
+  StatusOr<HostStream*> OwnStream(Stream* stream) const;
+
+  const int ordinal_;       // DeviceOptions::ordinal (-1 taken as 0)
+  const int host_devices_;  // DeviceOptions::host_devices
   const uint64_t memory_budget_;
   const uint64_t copy_bandwidth_;  // DeviceOptions::emulated_copy_bandwidth
   const bool async_streams_;       // DeviceOptions::async_streams

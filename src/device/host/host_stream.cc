@@ -11,12 +11,21 @@
 #include "common/mutex.h"
 
 namespace geeps::device::host {
+namespace {
+
+thread_local int current_host_device = -1;
+
+}  // namespace
+
+int CurrentHostDevice() { return current_host_device; }
+void SetCurrentHostDevice(int ordinal) { current_host_device = ordinal; }
 
 StatusOr<std::unique_ptr<HostStream>> HostStream::Create(bool async,
-                                                         std::chrono::microseconds max_delay) {
+                                                         std::chrono::microseconds max_delay,
+                                                         int ordinal) {
   std::unique_ptr<HostStream> stream;
   try {
-    stream.reset(new HostStream(async, max_delay));
+    stream.reset(new HostStream(async, max_delay, ordinal));
     stream->thread_ = std::thread([s = stream.get()] { s->Run(); });
   } catch (const std::bad_alloc&) {
     return ResourceExhaustedError("host device: out of memory");
@@ -73,13 +82,15 @@ Status HostStream::Synchronize() {
   return first;
 }
 
-HostStream::HostStream(bool async, std::chrono::microseconds max_delay)
+HostStream::HostStream(bool async, std::chrono::microseconds max_delay, int ordinal)
     : async_(async),
+      ordinal_(ordinal),
       max_delay_us_(std::max<int64_t>(0, max_delay.count())),
       random_(static_cast<uint32_t>(reinterpret_cast<uintptr_t>(this) >> 4) ^
               static_cast<uint32_t>(std::chrono::steady_clock::now().time_since_epoch().count())) {}
 
 void HostStream::Run() {
+  SetCurrentHostDevice(ordinal_);  // as a CUDA stream's work runs on its device
   common::MutexLock lock(&mu_);
   for (;;) {
     lock.Wait(work_cv_,
@@ -115,7 +126,15 @@ void HostStream::RunFront(common::MutexLock& lock) {
   if (!queue_.empty() || stopping_) work_cv_.notify_one();
 }
 
-Status HostStream::RunTask(const Task& task) {
+Status HostStream::RunTask(const Task& task) const {
+  // A task runs on the stream's thread or inline in a caller (Enqueue,
+  // Synchronize), which HostDevice made current first; another current
+  // device means an entry point or thread that forgot to.
+  if (const int current = CurrentHostDevice(); current != ordinal_) {
+    return InternalError(
+        "host device: an operation of a stream of host:" + std::to_string(ordinal_) +
+        " ran on a thread whose current device is host:" + std::to_string(current) + " (-1: none)");
+  }
   try {
     return task();
   } catch (const std::exception& e) {

@@ -21,6 +21,13 @@
 
 namespace geeps::device::host {
 
+// The calling thread's current host device (-1: none yet), the host
+// backend's cudaGetDevice / cudaSetDevice: HostDevice sets it at every entry
+// point that allocates, launches or copies, a stream's thread sets it to the
+// stream's device, and every task checks it when it runs.
+int CurrentHostDevice();
+void SetCurrentHostDevice(int ordinal);
+
 // A worker thread running queued tasks in order.
 class HostStream final : public Stream {
  public:
@@ -29,8 +36,14 @@ class HostStream final : public Stream {
   // `async`: the asynchronous host mode (DeviceOptions::async_streams):
   // each task runs on the stream's thread after a random delay of up to
   // `max_delay`, and Synchronize() never runs tasks inline.
+  // `ordinal`: the host device the stream belongs to. Its thread makes that
+  // device current, and a task that runs on a thread whose current device
+  // is another fails with kInternal naming both (reported by Synchronize).
   static StatusOr<std::unique_ptr<HostStream>> Create(bool async,
-                                                      std::chrono::microseconds max_delay);
+                                                      std::chrono::microseconds max_delay,
+                                                      int ordinal = 0);
+
+  int ordinal() const { return ordinal_; }
 
   // Runs what is still queued, then joins the thread.
   ~HostStream() override;
@@ -51,16 +64,17 @@ class HostStream final : public Stream {
   Status Synchronize();
 
  private:
-  HostStream(bool async, std::chrono::microseconds max_delay);
+  HostStream(bool async, std::chrono::microseconds max_delay, int ordinal);
 
   void Run();
   // Runs the task at the front of the queue with mu_ released (through
   // `lock`, which holds it). REQUIRES: !running_, the queue is not empty.
   // Not analysed: the analysis cannot tie a MutexLock parameter to mu_.
   void RunFront(common::MutexLock& lock) GEEPS_REQUIRES(mu_) GEEPS_NO_THREAD_SAFETY_ANALYSIS;
-  static Status RunTask(const Task& task);
+  Status RunTask(const Task& task) const;
 
   const bool async_;
+  const int ordinal_;
   const int64_t max_delay_us_;
   std::minstd_rand random_;  // the stream thread's only
   common::Mutex mu_;
