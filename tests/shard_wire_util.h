@@ -11,6 +11,7 @@
 
 #include "geeps/config.h"
 #include "server/shard_channel.h"
+#include "transport/routing_id.h"
 #include "transport/tsan.h"
 #include "transport/wire.h"
 

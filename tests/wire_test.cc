@@ -264,15 +264,5 @@ TEST(WireTest, ValidateRowsOfAPushIsAnErrorNotACrash) {
   EXPECT_EQ(ValidateRows(*d, 0, 10).code(), StatusCode::kInvalidArgument);
 }
 
-TEST(WireTest, RoutingIds) {
-  EXPECT_EQ(WorkerRoutingId(12), "w12");
-  EXPECT_EQ(ParseWorkerRoutingId("w12", 3, 13), 12);
-  EXPECT_EQ(ParseWorkerRoutingId("w12", 3, 12), -1);
-  EXPECT_EQ(ParseWorkerRoutingId("w01", 3, 12), -1);
-  EXPECT_EQ(ParseWorkerRoutingId("x1", 2, 12), -1);
-  EXPECT_EQ(ParseWorkerRoutingId("w", 1, 12), -1);
-  EXPECT_EQ(ParseWorkerRoutingId("w-1", 3, 12), -1);
-}
-
 }  // namespace
 }  // namespace geeps::transport

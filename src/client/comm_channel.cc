@@ -12,8 +12,8 @@
 #include "client/oplog.h"
 #include "common/logging.h"
 #include "common/mutex.h"
-#include "transport/security.h"
 #include "transport/socket_util.h"
+#include "transport/sockets.h"
 #include "transport/tsan.h"
 #include "transport/wire.h"
 
@@ -64,36 +64,38 @@ Status CommChannel::Start() {
   stream_ = std::move(stream).value();
   GEEPS_ASSIGN_OR_RETURN(wake_fd_, transport::NewWakeFd("worker " + std::to_string(ctx_.rank) +
                                                         " channel " + std::to_string(channel_)));
-  try {
-    const std::string id = transport::WorkerRoutingId(ctx_.rank);
-    for (const std::string& ep : endpoints_) {
-      auto s = std::make_unique<zmq::socket_t>(*zmq_context_, zmq::socket_type::dealer);
-      s->set(zmq::sockopt::routing_id, id);
-      s->set(zmq::sockopt::sndhwm, 0);
-      s->set(zmq::sockopt::rcvhwm, 0);
-      s->set(zmq::sockopt::linger, 1000);
-      s->set(zmq::sockopt::maxmsgsize, transport::LargestFrameBytes(*ctx_.config));
-      if (ep.rfind("inproc://", 0) != 0) transport::ConfigureCurveClient(*s, ctx_.security);
-      s->connect(ep);
-      zmq_fds_.push_back(static_cast<int>(s->get(zmq::sockopt::fd)));
-      std::unique_ptr<zmq::socket_t> monitor;
-      if (ep.rfind("inproc://", 0) != 0) {
-        // Connection losses (a reset, a peer that closed): counted, and
-        // named by a Read that times out on this partition's rows.
-        monitor = transport::MonitorDisconnects(*zmq_context_, *s);
-        monitor_fds_.push_back(static_cast<int>(monitor->get(zmq::sockopt::fd)));
-      }
-      monitors_.push_back(std::move(monitor));
-      shards_.push_back(std::move(s));
+  const std::string where =
+      "worker " + std::to_string(ctx_.rank) + " channel " + std::to_string(channel_);
+  auto failed = [&where](const Status& why) {
+    return Status(why.code(), where + ": socket setup failed: " + why.message());
+  };
+  for (const std::string& ep : endpoints_) {
+    auto s = transport::ConnectWorkerDealer(*zmq_context_, ep, ctx_.rank,
+                                            transport::LargestFrameBytes(*ctx_.config),
+                                            ctx_.security);  // CURVE unless inproc (null: off)
+    if (!s.ok()) return failed(s.status());
+    const int fd = transport::SocketFd(**s);
+    if (fd < 0) return failed(UnavailableError("cannot read the socket descriptor of " + ep));
+    zmq_fds_.push_back(fd);
+    std::unique_ptr<zmq::socket_t> monitor;
+    if (ep.rfind("inproc://", 0) != 0) {
+      // Connection losses (a reset, a peer that closed): counted, and
+      // named by a Read that times out on this partition's rows.
+      auto m = transport::NewDisconnectMonitor(*zmq_context_, **s, ep);
+      if (!m.ok()) return failed(m.status());
+      monitor = std::move(m).value();
+      const int monitor_fd = transport::SocketFd(*monitor);
+      if (monitor_fd < 0)
+        return failed(UnavailableError("cannot read the monitor descriptor of " + ep));
+      monitor_fds_.push_back(monitor_fd);
     }
-    resend_ = ctx_.config->resend_after_connection_loss;
-    losses_ = std::make_unique<Losses[]>(shards_.size());
-    num_losses_ = shards_.size();
-    partial_.assign(shards_.size(), std::vector<PartialPush>(ctx_.tables->size()));
-  } catch (const zmq::error_t& e) {
-    return UnavailableError("worker " + std::to_string(ctx_.rank) + " channel " +
-                            std::to_string(channel_) + ": socket setup failed: " + e.what());
+    monitors_.push_back(std::move(monitor));
+    shards_.push_back(std::move(s).value());
   }
+  resend_ = ctx_.config->resend_after_connection_loss;
+  losses_ = std::make_unique<Losses[]>(shards_.size());
+  num_losses_ = shards_.size();
+  partial_.assign(shards_.size(), std::vector<PartialPush>(ctx_.tables->size()));
   lock.Unlock();
   started_.store(true);
   thread_ = std::thread([this] { Run(); });
@@ -132,7 +134,7 @@ int CommChannel::PumpLocked(bool app) {
   for (size_t s = 0; s < shards_.size(); ++s) {
     // ZMQ_EVENTS also resets the socket's ZMQ_FD: loop until it reports
     // nothing more to read, so the next arrival signals the descriptor.
-    while (shards_[s]->get(zmq::sockopt::events) & ZMQ_POLLIN) {
+    while (transport::HasInput(*shards_[s])) {
       if (!transport::TryRecvMultipart(*shards_[s], zmq_context_, &frames)) break;
       if (HandlePush(static_cast<int>(s), frames)) ++installed;
     }

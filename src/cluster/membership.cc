@@ -1,29 +1,18 @@
 #include "cluster/membership.h"
 
 #include <algorithm>
-#include <cctype>
-#include <cstdio>
-#include <random>
-#include <sstream>
 
 #include "common/logging.h"
 #include "common/mutex.h"
+#include "transport/routing_id.h"
 #include "transport/security.h"
 #include "transport/socket_util.h"
+#include "transport/sockets.h"
 
 namespace geeps::cluster {
 namespace {
 
-static_assert(kMaxControlText == static_cast<size_t>(transport::kControlFrameLimit));
-
 using SteadyClock = std::chrono::steady_clock;
-
-std::string NewRoutingId(int rank) {
-  std::random_device random;
-  char nonce[17];
-  std::snprintf(nonce, sizeof(nonce), "%08x%08x", random(), random());
-  return "r" + std::to_string(rank) + "." + nonce;
-}
 
 std::string Join(const std::vector<int>& v) {
   std::string s;
@@ -46,7 +35,7 @@ Membership::Membership(zmq::context_t* context, int rank, int world_size, HostPo
       control_endpoint_("inproc://geeps-membership-" +
                         std::to_string(reinterpret_cast<uintptr_t>(this))),
       security_(security),
-      routing_id_(NewRoutingId(rank)),
+      routing_id_(transport::NewPeerRoutingId(rank)),
       peer_ids_(static_cast<size_t>(std::max(world_size, 1))) {}
 
 Membership::~Membership() { Stop(); }
@@ -64,19 +53,14 @@ StatusOr<JobLayout> Membership::Rendezvous(const PeerInfo& self, uint64_t finger
 StatusOr<JobLayout> Membership::RendezvousAsCoordinator(const PeerInfo& self, uint64_t fingerprint,
                                                         int channels, const ResumeChooser& choose) {
   const std::string endpoint = "tcp://" + FormatHostPort(coordinator_);
-  socket_ = std::make_unique<zmq::socket_t>(*context_, zmq::socket_type::router);
-  socket_->set(zmq::sockopt::router_mandatory, 1);
-  socket_->set(zmq::sockopt::maxmsgsize, transport::kControlFrameLimit);
-  socket_->set(zmq::sockopt::linger, 1000);
-  transport::ConfigureCurveServer(*socket_, security_);  // CURVE (null: off)
-  try {
-    socket_->bind(endpoint);
-  } catch (const zmq::error_t& e) {
-    socket_.reset();
-    return UnavailableError("rank 0 cannot bind the coordinator at " + endpoint + ": " + e.what() +
-                            " (is another job using that port? choose another with "
-                            "GEEPS_COORDINATOR=host:port)");
+  StatusOr<transport::SocketPtr> router =
+      transport::BindControlRouter(*context_, endpoint, security_);  // CURVE (null: off)
+  if (!router.ok()) {
+    return Status(router.status().code(), "rank 0 " + router.status().message() +
+                                              " (is another job using that port? choose "
+                                              "another with GEEPS_COORDINATOR=host:port)");
   }
+  socket_ = std::move(router).value();
   std::vector<PeerInfo> peers(world_size_);
   std::vector<bool> joined(world_size_, false);
   peers[0] = self;
@@ -115,13 +99,13 @@ StatusOr<JobLayout> Membership::RendezvousAsCoordinator(const PeerInfo& self, ui
         Drop("rendezvous frame count");
         continue;
       }
-      const int from = ParsePeerId(frames[0].to_string());
+      const int from = transport::ParsePeerRoutingId(frames[0].to_string());
       const std::string id = frames[0].to_string();
       if (from >= world_size_)
         return refuse(id, "a process started as rank " + std::to_string(from) +
                               ", but the world size is " + std::to_string(world_size_) +
                               " (check GEEPS_WORLD_SIZE on every rank)");
-      StatusOr<Hello> hello = DecodeHello(frames[1].to_string(), from);
+      StatusOr<Hello> hello = transport::DecodeHello(frames[1].to_string(), from);
       if (!hello.ok()) {
         Drop("malformed HELLO");
         continue;
@@ -154,7 +138,7 @@ StatusOr<JobLayout> Membership::RendezvousAsCoordinator(const PeerInfo& self, ui
       }
     }
   }
-  JobLayout layout = MakeLayout(std::move(peers));
+  JobLayout layout = transport::MakeLayout(std::move(peers));
   if (choose) {
     StatusOr<int64_t> clock = choose(layout);
     if (!clock.ok()) {
@@ -163,7 +147,7 @@ StatusOr<JobLayout> Membership::RendezvousAsCoordinator(const PeerInfo& self, ui
     }
     layout.resume_clock = *clock;
   }
-  const std::string welcome = EncodeWelcome(layout);
+  const std::string welcome = transport::EncodeWelcome(layout);
   for (int r = 1; r < world_size_; ++r) Send(welcome, r);
   return layout;
 }
@@ -171,13 +155,13 @@ StatusOr<JobLayout> Membership::RendezvousAsCoordinator(const PeerInfo& self, ui
 StatusOr<JobLayout> Membership::RendezvousAsPeer(const PeerInfo& self, uint64_t fingerprint,
                                                  int channels) {
   const std::string endpoint = "tcp://" + FormatHostPort(coordinator_);
-  socket_ = std::make_unique<zmq::socket_t>(*context_, zmq::socket_type::dealer);
-  socket_->set(zmq::sockopt::routing_id, routing_id_);
-  socket_->set(zmq::sockopt::maxmsgsize, transport::kControlFrameLimit);
-  socket_->set(zmq::sockopt::linger, 1000);
-  transport::ConfigureCurveClient(*socket_, security_);  // CURVE (null: off)
-  socket_->connect(endpoint);
-  Send(EncodeHello(self, world_size_, fingerprint));
+  StatusOr<transport::SocketPtr> dealer =
+      transport::ConnectControlDealer(*context_, endpoint, routing_id_, security_);  // CURVE
+  if (!dealer.ok()) {
+    return Status(dealer.status().code(), "rendezvous failed: " + dealer.status().message());
+  }
+  socket_ = std::move(dealer).value();
+  Send(transport::EncodeHello(self, world_size_, fingerprint));
   // A little longer than rank 0 waits, so that its ABORT (naming the
   // missing rank) arrives first.
   const auto deadline = SteadyClock::now() + timeout_ + std::chrono::seconds(5);
@@ -190,7 +174,8 @@ StatusOr<JobLayout> Membership::RendezvousAsPeer(const PeerInfo& self, uint64_t 
       if (text.rfind("ABORT ", 0) == 0) {
         return UnavailableError("the job could not start (rank 0 says): " + text.substr(6));
       }
-      if (text.rfind("WELCOME", 0) == 0) return DecodeWelcome(text, world_size_, channels);
+      if (text.rfind("WELCOME", 0) == 0)
+        return transport::DecodeWelcome(text, world_size_, channels);
       Drop("unexpected frame during rendezvous");
     }
   }
@@ -205,12 +190,12 @@ StatusOr<JobLayout> Membership::RendezvousAsPeer(const PeerInfo& self, uint64_t 
 Status Membership::Start(LostFn on_lost) {
   if (!socket_) return FailedPreconditionError("Membership::Start before Rendezvous");
   on_lost_ = std::move(on_lost);
-  try {
-    control_ = std::make_unique<zmq::socket_t>(*context_, zmq::socket_type::pull);
-    control_->bind(control_endpoint_);
-  } catch (const zmq::error_t& e) {
-    return UnavailableError(std::string("membership control socket: ") + e.what());
+  StatusOr<transport::SocketPtr> control = transport::BindWakePull(*context_, control_endpoint_);
+  if (!control.ok()) {
+    return Status(control.status().code(),
+                  "membership control socket: " + control.status().message());
   }
+  control_ = std::move(control).value();
   thread_ = std::thread([this] { Run(); });
   return Status::OK();
 }
@@ -304,7 +289,8 @@ void Membership::RunCoordinator() {
   while (!stop_.load()) {
     WaitForInput(interval);
     while (transport::TryRecvMultipart(*socket_, context_, &frames)) {
-      const int from = frames.size() == 2 ? ParsePeerId(frames[0].to_string()) : -1;
+      const int from =
+          frames.size() == 2 ? transport::ParsePeerRoutingId(frames[0].to_string()) : -1;
       const std::string id = frames.size() == 2 ? frames[0].to_string() : "";
       const std::string text = frames.size() == 2 ? frames[1].to_string() : "";
       const bool known = from > 0 && from < world_size_ && id == peer_ids_[from];
@@ -374,7 +360,7 @@ void Membership::RunPeer() {
         return;
       } else if (text.rfind("LOST ", 0) == 0) {
         last_seen = SteadyClock::now();
-        const int lost = ParseLost(text, world_size_);
+        const int lost = transport::ParseLost(text, world_size_);
         if (lost < 0) {
           Drop("malformed LOST");
           continue;

@@ -2,7 +2,7 @@
 // coordinator) and the heartbeats that detect a lost process.
 //
 // Rendezvous: rank 0 binds a ROUTER at the coordinator address; every other
-// rank connects a DEALER (routing id "r<rank>") and sends HELLO with its
+// rank connects a DEALER (routing id "r<rank>.<nonce>") and sends HELLO with its
 // role, its shard endpoints and a fingerprint of its config. When all ranks
 // are in, rank 0 answers each with WELCOME and the whole job's layout; if a
 // rank is missing at the deadline, or one differs, it answers ABORT with the
@@ -17,6 +17,8 @@
 //
 // Control messages are one text frame each (they are few and small); every
 // field is parsed and checked, and a frame that fails is counted and dropped.
+// The sockets, the routing ids and the messages' text are src/transport's
+// (sockets.h, routing_id.h, control_messages.h).
 #ifndef GEEPS_CLUSTER_MEMBERSHIP_H_
 #define GEEPS_CLUSTER_MEMBERSHIP_H_
 
@@ -31,16 +33,22 @@
 #include <zmq.hpp>
 
 #include "cluster/bootstrap.h"
-#include "cluster/control_text.h"
 #include "common/mutex.h"
 #include "geeps/process.h"
 #include "geeps/status.h"
+#include "transport/control_messages.h"
 
 namespace geeps::transport {
 class SecurityConfig;
 }  // namespace geeps::transport
 
 namespace geeps::cluster {
+
+// The control messages' types, encoded by src/transport.
+using transport::Hello;
+using transport::JobLayout;
+using transport::PeerInfo;
+using transport::ResumeChooser;
 
 class Membership {
  public:
@@ -93,8 +101,7 @@ class Membership {
   const std::string control_endpoint_;
   const transport::SecurityConfig* const security_;  // null: CURVE off
   // This process's routing id at the coordinator: "r<rank>.<nonce>", the
-  // nonce random per process, so that two processes that claim one rank
-  // are told apart (ZeroMQ would drop the second one's messages).
+  // nonce random per process (transport::NewPeerRoutingId).
   const std::string routing_id_;
   // Rank 0: each rank's routing id, from its HELLO (written during the
   // rendezvous, read by the heartbeat thread it starts after).

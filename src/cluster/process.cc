@@ -25,6 +25,7 @@
 #include "transport/fingerprint.h"
 #include "transport/security.h"
 #include "transport/socket_util.h"
+#include "transport/sockets.h"
 
 namespace geeps {
 namespace {
@@ -230,9 +231,9 @@ StatusOr<std::unique_ptr<Process>> Process::Join(const Config& config,
         endpoint = "tcp://" + host + ":" + (port > 0 ? std::to_string(port) : "*");
       }
       std::string actual;
-      auto socket = server::ShardChannel::BindSocket(impl->context.get(), endpoint, &actual,
-                                                     transport::LargestFrameBytes(config),
-                                                     impl->security.get());
+      auto socket =
+          transport::BindShardRouter(*impl->context, endpoint, transport::LargestFrameBytes(config),
+                                     impl->security.get(), &actual);
       if (!socket.ok())
         return Status(socket.status().code(),
                       "rank " + std::to_string(impl->rank) + ": " + socket.status().message());

@@ -9,8 +9,9 @@
 
 #include "common/logging.h"
 #include "transport/fingerprint.h"
-#include "transport/security.h"
+#include "transport/routing_id.h"
 #include "transport/socket_util.h"
+#include "transport/sockets.h"
 #include "transport/tsan.h"
 
 namespace geeps::server {
@@ -92,33 +93,11 @@ ShardChannel::~ShardChannel() {
   if (wake_fd_ >= 0) ::close(wake_fd_);
 }
 
-StatusOr<std::unique_ptr<zmq::socket_t>> ShardChannel::BindSocket(
-    zmq::context_t* context, const std::string& endpoint, std::string* actual,
-    int64_t max_frame_bytes, const transport::SecurityConfig* security) {
-  try {
-    auto socket = std::make_unique<zmq::socket_t>(*context, zmq::socket_type::router);
-    socket->set(zmq::sockopt::maxmsgsize, max_frame_bytes);
-    socket->set(zmq::sockopt::sndhwm, 0);
-    socket->set(zmq::sockopt::rcvhwm, 0);
-    socket->set(zmq::sockopt::router_mandatory, 1);
-    // A worker's routing id held by another connection (a stale one of the
-    // same worker, or a stranger that claimed it first) passes to the
-    // newest: otherwise ZeroMQ drops every message of the real worker.
-    socket->set(zmq::sockopt::router_handover, 1);
-    socket->set(zmq::sockopt::linger, 1000);
-    transport::ConfigureCurveServer(*socket, security);  // CURVE (null: off)
-    socket->bind(endpoint);
-    if (actual) *actual = socket->get(zmq::sockopt::last_endpoint);
-    return socket;
-  } catch (const zmq::error_t& e) {
-    return UnavailableError("shard: cannot bind " + endpoint + ": " + e.what());
-  }
-}
-
 Status ShardChannel::Start() {
   if (started_) return FailedPreconditionError("shard channel already started");
   if (!socket_) {
-    auto socket = BindSocket(context_, endpoint_, nullptr, transport::LargestFrameBytes(config_));
+    auto socket =
+        transport::BindShardRouter(*context_, endpoint_, transport::LargestFrameBytes(config_));
     if (!socket.ok()) {
       return Status(socket.status().code(), "shard partition " + std::to_string(partition_) + ": " +
                                                 socket.status().message());
@@ -132,12 +111,12 @@ Status ShardChannel::Start() {
   if (!monitor_ && endpoint_.rfind("inproc://", 0) != 0) {
     // Connections that end (a worker that left, a stranger cut off for an
     // oversized frame or a failed handshake): counted.
-    try {
-      monitor_ = transport::MonitorDisconnects(*context_, *socket_);
-    } catch (const zmq::error_t& e) {
-      return UnavailableError("shard partition " + std::to_string(partition_) +
-                              ": socket monitor: " + e.what());
+    auto monitor = transport::NewDisconnectMonitor(*context_, *socket_, endpoint_);
+    if (!monitor.ok()) {
+      return Status(monitor.status().code(), "shard partition " + std::to_string(partition_) +
+                                                 ": socket monitor: " + monitor.status().message());
     }
+    monitor_ = std::move(monitor).value();
   }
   started_ = true;
   checkpoints_.Start();  // with a checkpoint_dir
@@ -188,15 +167,15 @@ void ShardChannel::Run() {
   // Polls the socket's ZMQ_FD (not zmq_poll, which costs a syscall per
   // socket per call to read its state): edge-triggered, so receive until
   // ZMQ_EVENTS shows nothing more before blocking again.
-  pollfd fds[3] = {{static_cast<int>(socket_->get(zmq::sockopt::fd)), POLLIN, 0},
+  pollfd fds[3] = {{transport::SocketFd(*socket_), POLLIN, 0},
                    {wake_fd_, POLLIN, 0},
-                   {monitor_ ? static_cast<int>(monitor_->get(zmq::sockopt::fd)) : -1, POLLIN, 0}};
+                   {monitor_ ? transport::SocketFd(*monitor_) : -1, POLLIN, 0}};
   auto next_stall_check = std::chrono::steady_clock::now();
   while (!stop_.load()) {
     try {
       int budget = 0;
       for (; budget < 256 && !stop_.load(); ++budget) {
-        if (!(socket_->get(zmq::sockopt::events) & ZMQ_POLLIN)) break;
+        if (!transport::HasInput(*socket_)) break;
         if (!transport::TryRecvMultipart(*socket_, context_, &frames)) break;
         HandleMessage(frames);
         // Close the message now: over inproc its payload may be the

@@ -38,29 +38,16 @@
 #include "server/partition_table.h"
 #include "transport/wire.h"
 
-namespace geeps::transport {
-class SecurityConfig;
-}  // namespace geeps::transport
-
 namespace geeps::server {
 
 class ShardChannel {
  public:
   // `context` must outlive this object. `bound`, if given, is a ROUTER
-  // already bound by BindSocket() (a process binds before it knows its
-  // partition); else Start() binds `endpoint`.
+  // already bound by transport::BindShardRouter() (a process binds before
+  // it knows its partition); else Start() binds `endpoint` with it.
   ShardChannel(zmq::context_t* context, const Config& config, int partition, std::string endpoint,
                std::unique_ptr<zmq::socket_t> bound = nullptr);
 
-  // Binds a ROUTER with the options shard channels use. `endpoint` may ask
-  // for any port ("tcp://host:*"); the bound address is stored in `*actual`.
-  // A port in use is kUnavailable naming it. `security` (null: none) makes
-  // it a CURVE server (transport/security.h); never for inproc://.
-  // `max_frame_bytes` (transport::LargestFrameBytes of the job's config)
-  // becomes ZMQ_MAXMSGSIZE: a larger frame disconnects its sender.
-  static StatusOr<std::unique_ptr<zmq::socket_t>> BindSocket(
-      zmq::context_t* context, const std::string& endpoint, std::string* actual,
-      int64_t max_frame_bytes, const transport::SecurityConfig* security = nullptr);
   ~ShardChannel();  // Stop()
   ShardChannel(const ShardChannel&) = delete;
   ShardChannel& operator=(const ShardChannel&) = delete;

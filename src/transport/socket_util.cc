@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "transport/sockets.h"
 #include "transport/tsan.h"
 
 namespace geeps::transport {
@@ -88,11 +89,10 @@ void ClearWakeFd(int fd) {
 }
 
 void WakeUp(zmq::context_t* context, const std::string& endpoint) {
+  StatusOr<SocketPtr> wake = ConnectWakePush(*context, endpoint);
+  if (!wake.ok()) return;
   try {
-    zmq::socket_t wake(*context, zmq::socket_type::push);
-    wake.set(zmq::sockopt::linger, 0);
-    wake.connect(endpoint);
-    wake.send(zmq::str_buffer("w"), zmq::send_flags::dontwait);
+    (*wake)->send(zmq::str_buffer("w"), zmq::send_flags::dontwait);
   } catch (const zmq::error_t&) {
   }
 }

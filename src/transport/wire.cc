@@ -127,18 +127,4 @@ uint64_t RowsPerPart(uint32_t row_width, bool with_rows, uint64_t max_bytes) {
   return std::max<uint64_t>(1, max_bytes / std::max<uint64_t>(1, row_bytes));
 }
 
-std::string WorkerRoutingId(int rank) { return "w" + std::to_string(rank); }
-
-int ParseWorkerRoutingId(const void* data, size_t size, int num_workers) {
-  const char* s = static_cast<const char*>(data);
-  if (size < 2 || size > 11 || s[0] != 'w') return -1;
-  long long v = 0;
-  for (size_t i = 1; i < size; ++i) {
-    if (s[i] < '0' || s[i] > '9') return -1;
-    if (i == 1 && s[i] == '0' && size > 2) return -1;  // no leading zeros
-    v = v * 10 + (s[i] - '0');
-  }
-  return v < num_workers ? static_cast<int>(v) : -1;
-}
-
 }  // namespace geeps::transport

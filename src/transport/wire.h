@@ -5,7 +5,7 @@
 //  rows    row_count uint64 row indexes, strictly increasing (kSubscribe,
 //          kUpdate); absent for kPush, whose rows are the subscription.
 //  payload row_count * row_width float32 values (kUpdate, kPush).
-// A ROUTER socket adds the peer's routing id as a first frame.
+// A ROUTER socket adds the peer's routing id as a first frame (routing_id.h).
 //
 // Large messages travel in parts (libzmq 4.3 fails on frames over 2 GB): each
 // part is a message of the same type, table and clock carrying rows
@@ -100,11 +100,6 @@ void EncodeHeader(const WireHeader& h, void* out);
 // Rows per part so that a part's rows and payload stay within max_bytes
 // (at least one row per part).
 uint64_t RowsPerPart(uint32_t row_width, bool with_rows, uint64_t max_bytes);
-
-// Routing ids of worker sockets: "w" followed by the decimal rank.
-std::string WorkerRoutingId(int rank);
-// Parses a routing id; -1 when it is not a worker id below num_workers.
-int ParseWorkerRoutingId(const void* data, size_t size, int num_workers);
 
 }  // namespace geeps::transport
 

@@ -1,13 +1,14 @@
-// Fuzz target: the control plane's text messages (src/cluster/
-// control_text.cc), which the coordinator's port takes from anyone who can
-// connect (and a peer from whatever answers at the coordinator's address).
+// Fuzz target: the control plane's text messages (src/transport/
+// control_messages.cc) and routing ids (src/transport/routing_id.cc), which the coordinator's port
+// takes from anyone who can connect (and a peer from whatever answers at the coordinator's
+// address).
 //
 // Input layout: byte 0 picks the decoder (mod 4), byte 1 a parameter, the
 // rest is the message:
 //   0: DecodeHello(text, from = byte1 % 10)       (the coordinator)
 //   1: DecodeWelcome(text, world = byte1 % 8 + 1,
 //                    channels = byte1 / 8 % 4)     (every other rank)
-//   2: ParsePeerId(text)                           (the coordinator's routing ids)
+//   2: ParsePeerRoutingId(text)                    (the coordinator's routing ids)
 //   3: ParseLost(text, world = byte1 % 16 + 1)     (every other rank)
 //
 // Properties checked (beyond "never crashes"): whatever a decoder accepts is
@@ -18,8 +19,9 @@
 #include <cstdint>
 #include <string>
 
-#include "cluster/control_text.h"
 #include "fuzz_util.h"
+#include "transport/control_messages.h"
+#include "transport/routing_id.h"
 
 #ifndef GEEPS_FUZZ_ENTRY
 #define GEEPS_FUZZ_ENTRY LLVMFuzzerTestOneInput
@@ -27,8 +29,8 @@
 
 namespace geeps::fuzz::control {
 
-using cluster::JobLayout;
-using cluster::PeerInfo;
+using transport::JobLayout;
+using transport::PeerInfo;
 
 bool SamePeer(const PeerInfo& a, const PeerInfo& b) {
   return a.rank == b.rank && a.role == b.role && a.endpoints == b.endpoints &&
@@ -41,7 +43,7 @@ bool ValidRole(ProcessRole r) {
 }
 
 void CheckHello(const std::string& text, int from) {
-  StatusOr<cluster::Hello> h = cluster::DecodeHello(text, from);
+  StatusOr<transport::Hello> h = transport::DecodeHello(text, from);
   if (!h.ok()) {
     GEEPS_FUZZ_CHECK(h.status().code() == StatusCode::kInvalidArgument);
     return;
@@ -51,15 +53,15 @@ void CheckHello(const std::string& text, int from) {
   GEEPS_FUZZ_CHECK(h->peer.endpoints.size() <= 64);
   for (const auto& ep : h->peer.endpoints) GEEPS_FUZZ_CHECK(!ep.empty() && ep.size() <= 512);
   for (const auto& [p, k] : h->peer.checkpoints) GEEPS_FUZZ_CHECK(p >= 0 && k > 0);
-  const std::string again = cluster::EncodeHello(h->peer, h->world_size, h->fingerprint);
-  StatusOr<cluster::Hello> h2 = cluster::DecodeHello(again, from);
+  const std::string again = transport::EncodeHello(h->peer, h->world_size, h->fingerprint);
+  StatusOr<transport::Hello> h2 = transport::DecodeHello(again, from);
   GEEPS_FUZZ_CHECK(h2.ok());
   GEEPS_FUZZ_CHECK(h2->world_size == h->world_size && h2->fingerprint == h->fingerprint);
   GEEPS_FUZZ_CHECK(SamePeer(h2->peer, h->peer));
 }
 
 void CheckWelcome(const std::string& text, int world, int channels) {
-  StatusOr<JobLayout> l = cluster::DecodeWelcome(text, world, channels);
+  StatusOr<JobLayout> l = transport::DecodeWelcome(text, world, channels);
   if (!l.ok()) {
     GEEPS_FUZZ_CHECK(l.status().code() == StatusCode::kInvalidArgument);
     return;
@@ -78,14 +80,14 @@ void CheckWelcome(const std::string& text, int world, int channels) {
     GEEPS_FUZZ_CHECK(l->worker_index[r] == (p.role != ProcessRole::kServer ? workers++ : -1));
   }
   GEEPS_FUZZ_CHECK(l->num_workers == workers && l->num_shards == shards);
-  StatusOr<JobLayout> l2 = cluster::DecodeWelcome(cluster::EncodeWelcome(*l), world, channels);
+  StatusOr<JobLayout> l2 = transport::DecodeWelcome(transport::EncodeWelcome(*l), world, channels);
   GEEPS_FUZZ_CHECK(l2.ok());
   GEEPS_FUZZ_CHECK(l2->resume_clock == l->resume_clock);
   for (int r = 0; r < world; ++r) GEEPS_FUZZ_CHECK(SamePeer(l2->peers[r], l->peers[r]));
 }
 
 void CheckPeerId(const std::string& text) {
-  const int v = cluster::ParsePeerId(text);
+  const int v = transport::ParsePeerRoutingId(text);
   GEEPS_FUZZ_CHECK(v >= -1);
   if (v < 0) return;
   const std::string prefix = "r" + std::to_string(v) + ".";
@@ -94,7 +96,7 @@ void CheckPeerId(const std::string& text) {
 }
 
 void CheckLost(const std::string& text, int world) {
-  const int v = cluster::ParseLost(text, world);
+  const int v = transport::ParseLost(text, world);
   GEEPS_FUZZ_CHECK(v == -1 || (v > 0 && v < world));
   if (v > 0) GEEPS_FUZZ_CHECK(text == "LOST " + std::to_string(v));
 }

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "fuzz_util.h"
+#include "transport/routing_id.h"
 #include "transport/wire.h"
 
 #ifndef GEEPS_FUZZ_ENTRY

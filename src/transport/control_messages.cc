@@ -1,9 +1,8 @@
-#include "cluster/control_text.h"
+#include "transport/control_messages.h"
 
-#include <cctype>
 #include <sstream>
 
-namespace geeps::cluster {
+namespace geeps::transport {
 namespace {
 
 bool ValidRole(int role) { return role >= 0 && role <= 2; }
@@ -55,16 +54,6 @@ int CanonicalDecimal(const std::string& s) {
 }
 
 }  // namespace
-
-int ParsePeerId(const std::string& s) {
-  const size_t dot = s.find('.');
-  if (s.size() < 4 || s.size() > 40 || s[0] != 'r' || dot == std::string::npos || dot < 2 ||
-      dot > 8 || dot + 1 == s.size())
-    return -1;
-  for (size_t i = dot + 1; i < s.size(); ++i)
-    if (!std::isxdigit(static_cast<unsigned char>(s[i]))) return -1;
-  return CanonicalDecimal(s.substr(1, dot - 1));
-}
 
 JobLayout MakeLayout(std::vector<PeerInfo> peers) {
   JobLayout l;
@@ -136,4 +125,4 @@ int ParseLost(const std::string& text, int world_size) {
   return v > 0 && v < world_size ? v : -1;
 }
 
-}  // namespace geeps::cluster
+}  // namespace geeps::transport

@@ -1,13 +1,14 @@
 // The control plane's text messages: a process's HELLO to the coordinator
-// (rank 0), the coordinator's WELCOME with the job's layout, the routing ids
-// ranks connect with, and the heartbeat thread's LOST notice. Decoding is
+// (rank 0), the coordinator's WELCOME with the job's layout, and the
+// heartbeat thread's LOST notice (the routing ids ranks connect with are in
+// routing_id.h). Decoding is
 // strict and bounded (every count is checked before it sizes anything): the
 // coordinator's port takes frames from anyone who can connect.
 // tests/fuzz/fuzz_control.cc fuzzes every decoder here.
 //
 // Nothing here needs ZeroMQ.
-#ifndef GEEPS_CLUSTER_CONTROL_TEXT_H_
-#define GEEPS_CLUSTER_CONTROL_TEXT_H_
+#ifndef GEEPS_TRANSPORT_CONTROL_MESSAGES_H_
+#define GEEPS_TRANSPORT_CONTROL_MESSAGES_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -19,10 +20,10 @@
 #include "geeps/process.h"
 #include "geeps/status.h"
 
-namespace geeps::cluster {
+namespace geeps::transport {
 
-// The longest control message decoded (ZMQ_MAXMSGSIZE on the control
-// sockets, transport::kControlFrameLimit, is the same).
+// The longest control message decoded (the control sockets' ZMQ_MAXMSGSIZE,
+// kControlFrameLimit in socket_util.h, is the same).
 inline constexpr size_t kMaxControlText = size_t{16} << 20;
 
 struct PeerInfo {
@@ -64,14 +65,10 @@ struct Hello {
 // rank, or from a rank <= 0, is malformed.
 StatusOr<Hello> DecodeHello(const std::string& text, int from);
 
-// The rank a routing id "r<rank>.<nonce>" claims (any rank: the caller
-// checks it against the world size), or -1 if it is not one.
-int ParsePeerId(const std::string& id);
-
 // "LOST <rank>" from the coordinator: the rank (1 .. world_size - 1), or -1
 // when the text is malformed or the rank is out of range.
 int ParseLost(const std::string& text, int world_size);
 
-}  // namespace geeps::cluster
+}  // namespace geeps::transport
 
-#endif  // GEEPS_CLUSTER_CONTROL_TEXT_H_
+#endif  // GEEPS_TRANSPORT_CONTROL_MESSAGES_H_
