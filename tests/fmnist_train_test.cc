@@ -260,6 +260,17 @@ TEST(NetTrainerTest, AugmentMirrorsAndShifts) {
   EXPECT_GT(zeros_seen, 10);
 }
 
+// Parameters for every layer of `net`, N(0, 0.3) from `seed` (not a
+// trained network: for tests of the evaluation).
+std::vector<float> RandomParams(const nn::Network& net, uint64_t seed) {
+  const Layout lay = MakeLayout(net, 1);
+  std::vector<float> params(lay.param_rows * kParamRowWidth);
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 0.3f);
+  for (float& p : params) p = normal(rng);
+  return params;
+}
+
 // EvaluateNet's mirror averaging on a small CNN with random weights and
 // synthetic 28x28 data: images equal to their mirror image give the same
 // result as without averaging; for others the result does not depend on
@@ -268,11 +279,7 @@ TEST(NetTrainerTest, AugmentMirrorsAndShifts) {
 TEST(NetTrainerTest, TestMirrorAveragesAnImageWithItsMirrorImage) {
   auto net = BuildModel("cnn");
   ASSERT_TRUE(net.ok()) << net.status();
-  const Layout lay = MakeLayout(*net, 1);
-  std::vector<float> params(lay.param_rows * kParamRowWidth);
-  std::mt19937_64 rng(5);
-  std::normal_distribution<float> normal(0.0f, 0.3f);
-  for (float& p : params) p = normal(rng);
+  const std::vector<float> params = RandomParams(*net, 5);
   Dataset train, data;
   MakeSyntheticData(10, 250, 9, &train, &data);
   ASSERT_EQ(data.dim, 28 * 28);
@@ -333,11 +340,7 @@ TEST(NetTrainerTest, TestBeforeTrainingOnlyWhenAsked) {
 TEST(NetTrainerTest, EvaluationOverThreadsSeesEveryExampleOnce) {
   auto net = BuildModel("cnn");
   ASSERT_TRUE(net.ok()) << net.status();
-  const Layout lay = MakeLayout(*net, 1);
-  std::vector<float> params(lay.param_rows * kParamRowWidth);
-  std::mt19937_64 rng(6);
-  std::normal_distribution<float> normal(0.0f, 0.3f);
-  for (float& p : params) p = normal(rng);
+  const std::vector<float> params = RandomParams(*net, 6);
   Dataset train, data;
   MakeSyntheticData(10, 1001, 11, &train, &data);
   const Evaluation one = EvaluateNet(*net, params, data, false, 1);

@@ -337,22 +337,20 @@ Status HostDevice::Record(Event* event, Stream* stream) {
     common::MutexLock lock(&state->mu);
     generation = ++state->recorded;
   }
-  Status queued = host_stream->Enqueue([state, generation] {
+  // Marks `generation` completed and wakes the waiters.
+  auto complete = [state, generation] {
     {
       common::MutexLock marker_lock(&state->mu);
       state->completed = std::max(state->completed, generation);
     }
     state->cv.notify_all();
+  };
+  Status queued = host_stream->Enqueue([complete] {
+    complete();
     return Status::OK();
   });
-  if (!queued.ok()) {
-    // Not queued: nothing will complete it, so no one may wait for it.
-    {
-      common::MutexLock lock(&state->mu);
-      state->completed = std::max(state->completed, generation);
-    }
-    state->cv.notify_all();
-  }
+  // Not queued: nothing will complete it, so no one may wait for it.
+  if (!queued.ok()) complete();
   return queued;
 }
 
