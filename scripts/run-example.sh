@@ -18,7 +18,7 @@ cd "$(dirname "$0")/.."
 
 bash scripts/setup.sh
 cuda=OFF
-if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
+if command -v nvidia-smi >/dev/null 2>&1 && grep -q '^GPU' <<<"$(nvidia-smi -L 2>/dev/null)"; then
   cuda=AUTO
 fi
 build_dir="${GEEPS_EXAMPLE_BUILD_DIR:-build-example}"
