@@ -122,12 +122,16 @@ TEST_P(ExactSumTest, AsyncConvergesToExactSums) {
 // Threads: any shape. Processes: every process a worker and a shard.
 const Shape kThreadShapes[] = {{1, 1, 1}, {2, 2, 1}, {4, 3, 2}, {3, 2, 3}};
 const Shape kProcessShapes[] = {{2, 2, 1}, {3, 3, 2}};
+// Machine-level aggregation (threads): 2 machines x 2 workers, with 3
+// shards x 2 channels, 2 x 4, and machines of 2, 2 and 1.
+const Shape kAggregatedShapes[] = {{4, 2, 1, 2}, {4, 3, 2, 2}, {8, 2, 1, 4}, {5, 2, 2, 2}};
 
 // "1w1s1c": the shape (the instantiation names the cluster and transport).
 std::string ShapeName(const ::testing::TestParamInfo<std::tuple<Backend, Shape>>& info) {
   const Shape& s = std::get<1>(info.param);
   return std::to_string(s.workers) + "w" + std::to_string(s.shards) + "s" +
-         std::to_string(s.channels) + "c";
+         std::to_string(s.channels) + "c" +
+         (s.per_machine >= 0 ? std::to_string(s.per_machine) + "m" : "");
 }
 
 // Every shape of `shapes` on the cluster of `kind` over `transport`.
@@ -140,6 +144,10 @@ auto Over(ClusterKind kind, const char* transport, DeviceKind device, const Shap
 INSTANTIATE_TEST_SUITE_P(Inproc, ExactSumTest,
                          Over(ClusterKind::kThreads, "inproc", DeviceKind::kHost, kThreadShapes),
                          ShapeName);
+INSTANTIATE_TEST_SUITE_P(InprocAggregated, ExactSumTest,
+                         Over(ClusterKind::kThreads, "inproc", DeviceKind::kHost,
+                              kAggregatedShapes),
+                         ShapeName);
 INSTANTIATE_TEST_SUITE_P(Ipc, ExactSumTest,
                          Over(ClusterKind::kProcesses, "ipc", DeviceKind::kHost, kProcessShapes),
                          ShapeName);
@@ -148,6 +156,10 @@ INSTANTIATE_TEST_SUITE_P(Tcp, ExactSumTest,
                          ShapeName);
 INSTANTIATE_TEST_SUITE_P(InprocCuda, ExactSumTest,
                          Over(ClusterKind::kThreads, "inproc", DeviceKind::kCuda, kThreadShapes),
+                         ShapeName);
+INSTANTIATE_TEST_SUITE_P(InprocAggregatedCuda, ExactSumTest,
+                         Over(ClusterKind::kThreads, "inproc", DeviceKind::kCuda,
+                              kAggregatedShapes),
                          ShapeName);
 INSTANTIATE_TEST_SUITE_P(IpcCuda, ExactSumTest,
                          Over(ClusterKind::kProcesses, "ipc", DeviceKind::kCuda, kProcessShapes),

@@ -51,12 +51,18 @@ Status Train(GeePS& ps, int iterations, uint32_t delay_seed, std::vector<float>*
   return ps.CopyRows(0, rows, out->data());
 }
 
-std::vector<std::vector<float>> RunJob(int channels, int shards, uint32_t delay_seed) {
+// per_machine >= 0: machine-level aggregation, machines of that many workers.
+std::vector<std::vector<float>> RunJob(int channels, int shards, uint32_t delay_seed,
+                                       int per_machine = -1) {
   Config c;
   c.num_workers = 4;
   c.num_shards = shards;
   c.num_channels = channels;
   c.deterministic_bsp = true;
+  if (per_machine >= 0) {
+    c.aggregate_per_machine = true;
+    c.workers_per_machine = per_machine;
+  }
   c.tables = {{"w", kRows, kWidth}};
   auto cluster = EmbeddedCluster::Start(c);
   EXPECT_TRUE(cluster.ok()) << cluster.status();
@@ -77,6 +83,32 @@ TEST(DeterministicBspTest, RunsAreBitwiseIdenticalAcrossChannelsAndTiming) {
   for (int w = 0; w < 4; ++w) EXPECT_TRUE(SameBits(base[0], other[w])) << "worker " << w;
   const auto again = RunJob(2, 1, 5);
   for (int w = 0; w < 4; ++w) EXPECT_TRUE(SameBits(base[0], again[w])) << "worker " << w;
+}
+
+// With machine-level aggregation the order is: each machine's sum of its
+// workers' deltas in rank order, added into the rows in machine order. Runs
+// are bitwise identical whatever the layout or timing.
+TEST(DeterministicBspTest, AggregatedRunsAreBitwiseIdenticalAcrossChannelsAndTiming) {
+  const auto base = RunJob(1, 1, 0, 2);
+  for (int w = 1; w < 4; ++w) EXPECT_TRUE(SameBits(base[0], base[w])) << "worker " << w;
+  const auto other = RunJob(3, 2, 77, 2);
+  for (int w = 0; w < 4; ++w) EXPECT_TRUE(SameBits(base[0], other[w])) << "worker " << w;
+  const auto again = RunJob(2, 1, 5, 2);
+  for (int w = 0; w < 4; ++w) EXPECT_TRUE(SameBits(base[0], again[w])) << "worker " << w;
+  // Only the grouping of the additions differs from the job without
+  // aggregation: the same values up to float rounding.
+  const auto plain = RunJob(1, 1, 0);
+  ASSERT_EQ(plain[0].size(), base[0].size());
+  for (size_t k = 0; k < base[0].size(); ++k)
+    EXPECT_NEAR(base[0][k], plain[0][k], 1e-4f * (1.0f + std::fabs(plain[0][k]))) << "value " << k;
+}
+
+// Machines of one worker add in the same order as no aggregation: the same
+// bits.
+TEST(DeterministicBspTest, MachinesOfOneWorkerGiveTheBitsOfNoAggregation) {
+  const auto plain = RunJob(2, 2, 0);
+  const auto single = RunJob(2, 2, 33, 1);
+  for (int w = 0; w < 4; ++w) EXPECT_TRUE(SameBits(plain[0], single[w])) << "worker " << w;
 }
 
 }  // namespace

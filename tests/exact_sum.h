@@ -21,11 +21,16 @@ namespace geeps::testing {
 
 struct Shape {
   int workers, shards, channels;
+  // >= 0: Config::aggregate_per_machine with this workers_per_machine
+  // (threads only).
+  int per_machine = -1;
 };
 
-// "2w2s1c", in test output and CTest's test properties.
+// "2w2s1c" ("4w2s1c2m": machines of 2 workers), in test output and CTest's
+// test properties.
 inline void PrintTo(const Shape& s, std::ostream* os) {
   *os << s.workers << "w" << s.shards << "s" << s.channels << "c";
+  if (s.per_machine >= 0) *os << s.per_machine << "m";
 }
 
 // Tables: 0 width 1, 1 width 3, 2 width 129 (odd widths, few rows), and a
@@ -35,6 +40,10 @@ inline Config MakeConfig(const Shape& s) {
   c.num_workers = s.workers;
   c.num_shards = s.shards;
   c.num_channels = s.channels;
+  if (s.per_machine >= 0) {
+    c.aggregate_per_machine = true;
+    c.workers_per_machine = s.per_machine;
+  }
   c.tables = {{"narrow", 37, 1}, {"mid", 50, 3}, {"wide", 9, 129}, {"tiny", 2, 5}};
   c.timeout = std::chrono::milliseconds(20000);
   return c;

@@ -119,30 +119,7 @@ TEST(MultiDeviceConfigTest, ValidatesTheNewFields) {
   EXPECT_TRUE(Contains(ValidateConfig(c).message(), "host_devices"));
 }
 
-// Sets an environment variable for one scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    const char* old = std::getenv(name);
-    had_ = old != nullptr;
-    if (had_) old_ = old;
-    setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (had_) {
-      setenv(name_, old_.c_str(), 1);
-    } else {
-      unsetenv(name_);
-    }
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  bool had_ = false;
-  std::string old_;
-};
+using testing::ScopedEnv;
 
 TEST(MultiDeviceConfigTest, EnvironmentSetsThem) {
   Config c = SmallConfig();

@@ -547,5 +547,40 @@ TEST(PartitionTableTest, RestoredRowsArePushedAtSubscriptionAndStallsNamed) {
   EXPECT_EQ(rig.table().values(), (std::vector<float>{6, 6}));
 }
 
+// Machine-level aggregation: only the machines' leaders (workers 0 and 2 of
+// 4) participate. The minimum clock follows them alone, and a frame from
+// another worker is dropped as from a wrong sender, naming it.
+TEST(PartitionTableTest, OnlyParticipantsHoldTheMinimumBack) {
+  PartitionTable::Options o;
+  o.num_workers = 4;
+  o.participants = {true, false, true, false};
+  Rig rig(o, 2, 1);
+  ASSERT_FALSE(rig.Subscribe(0, {0, 1}).dropped);
+  ASSERT_FALSE(rig.Subscribe(2, {0, 1}).dropped);
+  EXPECT_EQ(rig.Update(0, 0, {0, 1}, {1.0f, 2.0f}).advanced_to, 0);
+  // Worker 2 completes clock 0: 1 and 3 do not hold the minimum at 0.
+  EXPECT_EQ(rig.Update(2, 0, {0}, {10.0f}).advanced_to, 1);
+  EXPECT_EQ(rig.table().min_clock(), 1);
+  EXPECT_EQ(rig.table().values(), (std::vector<float>{11, 2}));
+  for (int w : {1, 3}) {
+    const TableOutcome sub = rig.Subscribe(w, {0});
+    EXPECT_TRUE(sub.dropped);
+    EXPECT_EQ(sub.drop_reason, server::kDropSender);
+    EXPECT_NE(sub.drop_what.find("worker " + std::to_string(w)), std::string::npos)
+        << sub.drop_what;
+    EXPECT_TRUE(rig.Update(w, 1, {0}, {5.0f}).dropped);
+    EXPECT_TRUE(rig.Ack(w, 1).dropped);
+  }
+  EXPECT_EQ(rig.table().values(), (std::vector<float>{11, 2}));
+  // A restored table starts its participants at the checkpoint's clock.
+  Rig restored(o, 2, 1);
+  restored.table().Restore({1.0f, 1.0f}, 5);
+  EXPECT_EQ(restored.table().min_clock(), 5);
+  ASSERT_FALSE(restored.Subscribe(0, {0}).dropped);
+  ASSERT_FALSE(restored.Subscribe(2, {0}).dropped);
+  EXPECT_EQ(restored.Update(0, 5, {0}, {1.0f}).advanced_to, 0);
+  EXPECT_EQ(restored.Update(2, 5, {0}, {1.0f}).advanced_to, 6);
+}
+
 }  // namespace
 }  // namespace geeps

@@ -72,6 +72,17 @@ struct Config {
   // (costs a buffer per worker and clock on the servers).
   bool deterministic_bsp = false;
 
+  // Machine-level aggregation (off by default; docs/operations.md, "Several
+  // GPUs per machine"): the workers of one machine add their updates of a
+  // clock together, in rank order, and one relay per machine sends the sum to
+  // every partition as the machine's one participant and shares each push
+  // with them. Reads see what they see without it (BSP exact, SSP's bound per
+  // worker). So far the workers of an EmbeddedCluster, grouped into machines
+  // of `workers_per_machine` consecutive ranks (0: all of them one machine);
+  // Process::Join refuses it.
+  bool aggregate_per_machine = false;
+  int workers_per_machine = 0;  // in [0, num_workers]
+
   // Slack of VirtualRead calls that give none. 0 = BSP.
   int default_slack = 0;
 

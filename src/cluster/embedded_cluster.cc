@@ -6,6 +6,8 @@
 #include "client/geeps_access.h"
 #include "client/worker.h"
 #include "cluster/embedded_cluster_testing.h"
+#include "cluster/machine_relay.h"
+#include "common/machines.h"
 #include "common/mutex.h"
 #include "device/device.h"
 #include "device/selection.h"
@@ -21,6 +23,9 @@ struct EmbeddedCluster::Impl {
   // Declared first so that it is destroyed last, after every socket.
   std::unique_ptr<zmq::context_t> context;
   std::vector<std::unique_ptr<server::ShardChannel>> partitions;  // p = s*C + k
+  // With aggregate_per_machine: one per machine, between its workers and
+  // the partitions.
+  std::vector<std::unique_ptr<cluster::MachineRelay>> relays;
   std::vector<std::unique_ptr<GeePS>> workers;
   std::vector<client::Worker*> impls;  // the workers' implementations
   common::Mutex shutdown_mu;
@@ -72,8 +77,19 @@ StatusOr<std::unique_ptr<EmbeddedCluster>> EmbeddedCluster::Start(const Config& 
       GEEPS_RETURN_IF_ERROR(c.partitions[p]->Restore(resume_clock));
   }
   for (auto& p : c.partitions) GEEPS_RETURN_IF_ERROR(p->Start());
+  if (config.aggregate_per_machine) {
+    for (int m = 0; m < common::NumMachines(config); ++m) {
+      c.relays.push_back(
+          std::make_unique<cluster::MachineRelay>(c.context.get(), config, m, endpoints));
+      c.relays.back()->SetStartClock(resume_clock);
+      GEEPS_RETURN_IF_ERROR(c.relays.back()->Start());
+    }
+  }
   for (int r = 0; r < config.num_workers; ++r) {
-    auto impl = std::make_unique<client::Worker>(config, r, c.context.get(), endpoints);
+    auto impl = std::make_unique<client::Worker>(
+        config, r, c.context.get(),
+        config.aggregate_per_machine ? c.relays[common::MachineOf(config, r)]->LocalEndpoints()
+                                     : endpoints);
     impl->SetResumeClock(resume_clock);
     impl->SetDeviceOrdinal(ordinals[r]);
     c.impls.push_back(impl.get());
@@ -156,6 +172,8 @@ Status EmbeddedCluster::Shutdown() {
     Status st = w->Shutdown();
     if (first.ok() && !st.ok()) first = st;
   }
+  // What the workers sent last passes the relays before the partitions stop.
+  for (auto& r : impl_->relays) r->Stop();
   for (auto& p : impl_->partitions) p->Stop();
   return first;
 }

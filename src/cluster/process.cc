@@ -143,6 +143,11 @@ Process::~Process() { Shutdown().ok(); }
 
 StatusOr<std::unique_ptr<Process>> Process::Join(const Config& config,
                                                  const ProcessOptions& options) {
+  if (config.aggregate_per_machine)
+    return InvalidArgumentError(
+        "aggregate_per_machine is not supported by multi-process jobs yet: so far it sums the "
+        "updates of an EmbeddedCluster's workers (docs/operations.md, \"Several GPUs per "
+        "machine\")");
   Config job = config;
   job.num_workers = 1;  // set from the roles below; ValidateConfig needs >= 1
   job.num_shards = 1;

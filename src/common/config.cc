@@ -61,6 +61,14 @@ Status ValidateConfig(const Config& c) {
   if (c.host_devices < 1 || c.host_devices > kMaxDevices)
     return InvalidArgumentError("host_devices must be in [1, " + std::to_string(kMaxDevices) +
                                 "], got " + std::to_string(c.host_devices));
+  if (c.workers_per_machine < 0 || c.workers_per_machine > c.num_workers)
+    return InvalidArgumentError(
+        "workers_per_machine must be in [0, num_workers = " + std::to_string(c.num_workers) +
+        "], got " + std::to_string(c.workers_per_machine));
+  if (c.workers_per_machine > 0 && !c.aggregate_per_machine)
+    return InvalidArgumentError("workers_per_machine is " + std::to_string(c.workers_per_machine) +
+                                " but aggregate_per_machine is off (it groups workers only for "
+                                "machine-level aggregation)");
   if (c.default_slack < 0)
     return InvalidArgumentError("default_slack must be >= 0, got " +
                                 std::to_string(c.default_slack));
@@ -146,6 +154,7 @@ Status ApplyEnvironment(Config* c) {
       {"GEEPS_PREFETCH_DEPTH", &c->prefetch_depth, 0, 64},
       {"GEEPS_DEVICE_ORDINAL", &c->device_ordinal, -1, kMaxDevices - 1},
       {"GEEPS_HOST_DEVICES", &c->host_devices, 1, kMaxDevices},
+      {"GEEPS_WORKERS_PER_MACHINE", &c->workers_per_machine, 0, kMaxWorkers},
   };
   for (const IntVar& v : int_vars) {
     if (const char* text = std::getenv(v.name)) {
@@ -156,6 +165,10 @@ Status ApplyEnvironment(Config* c) {
   if (const char* text = std::getenv("GEEPS_DETERMINISTIC_BSP")) {
     GEEPS_ASSIGN_OR_RETURN(long long value, ParseInt("GEEPS_DETERMINISTIC_BSP", text, 0, 1));
     c->deterministic_bsp = value != 0;
+  }
+  if (const char* text = std::getenv("GEEPS_AGGREGATE_PER_MACHINE")) {
+    GEEPS_ASSIGN_OR_RETURN(long long value, ParseInt("GEEPS_AGGREGATE_PER_MACHINE", text, 0, 1));
+    c->aggregate_per_machine = value != 0;
   }
   if (const char* text = std::getenv("GEEPS_READ_MY_WRITES")) {
     GEEPS_ASSIGN_OR_RETURN(long long value, ParseInt("GEEPS_READ_MY_WRITES", text, 0, 1));

@@ -16,6 +16,8 @@ PartitionTable::PartitionTable(common::RowSpan span, uint32_t width, const Optio
   const auto n = static_cast<size_t>(options_.num_workers);
   rows_->values.assign(span_.size() * width_, 0.0f);
   clocks_.assign(n, 0);
+  for (size_t w = 0; w < n; ++w)
+    if (!Participates(static_cast<int>(w))) clocks_[w] = kNotParticipating;
   subscriptions_.resize(n);
   subscribed_.assign(n, false);
   parts_.resize(n);
@@ -27,7 +29,8 @@ void PartitionTable::Restore(std::vector<float> values, int64_t clock) {
   // Fresh rows: pushes of the old ones (if any) keep those alive.
   rows_ = std::make_shared<SharedRows>();
   rows_->values = std::move(values);
-  std::fill(clocks_.begin(), clocks_.end(), clock);
+  for (size_t w = 0; w < clocks_.size(); ++w)
+    if (Participates(static_cast<int>(w))) clocks_[w] = clock;
   min_clock_ = clock;
   start_clock_ = clock;
 }
@@ -61,6 +64,10 @@ bool PartitionTable::AcceptPart(int worker, const DecodedMessage& m) {
 }
 
 TableOutcome PartitionTable::Subscribe(int worker, const DecodedMessage& m) {
+  if (!Participates(worker))
+    return Dropped(kDropSender,
+                   "a frame from worker " + std::to_string(worker) +
+                       ", whose machine's leader sends for it (aggregate_per_machine)");
   // A subscription cut off by a lost connection is sent again whole.
   if (m.header.offset == 0 && parts_[worker].type == m.header.type) parts_[worker] = PartState{};
   if (!AcceptPart(worker, m)) return Dropped(kDropFraming, "message part out of sequence");
@@ -109,6 +116,10 @@ TableOutcome PartitionTable::Subscribe(int worker, const DecodedMessage& m) {
 }
 
 TableOutcome PartitionTable::Update(int worker, const DecodedMessage& m) {
+  if (!Participates(worker))
+    return Dropped(kDropSender,
+                   "a frame from worker " + std::to_string(worker) +
+                       ", whose machine's leader sends for it (aggregate_per_machine)");
   // `aux` acknowledges the last push the worker had installed (0: none).
   // One above the minimum was never sent: the whole update is dropped.
   if (m.header.aux > min_clock_)
@@ -283,6 +294,10 @@ void PartitionTable::ReleaseHold() {
 }
 
 TableOutcome PartitionTable::AckOrResync(int worker, const DecodedMessage& m) {
+  if (!Participates(worker))
+    return Dropped(kDropSender,
+                   "a frame from worker " + std::to_string(worker) +
+                       ", whose machine's leader sends for it (aggregate_per_machine)");
   const int64_t installed = m.header.aux;
   // A message the worker may be sending in parts is left as it is: a
   // resent update restarts at offset 0 (Update).
@@ -404,6 +419,7 @@ std::vector<int> PartitionTable::TakeStalledWorkers(std::chrono::steady_clock::t
   std::vector<int> missing;
   bool someone_ahead = false;
   for (int w = 0; w < options_.num_workers; ++w) {
+    if (!Participates(w)) continue;
     if (clocks_[w] > min_clock_)
       someone_ahead = true;
     else

@@ -113,6 +113,10 @@ class PartitionTable {
  public:
   struct Options {
     int num_workers = 1;
+    // Which workers send their own updates (Config::aggregate_per_machine:
+    // each machine's leader, for its machine); empty: all. The others'
+    // clocks never hold the minimum back, and their frames are dropped.
+    std::vector<bool> participants;
     bool deterministic = false;        // Config::deterministic_bsp
     uint64_t pipeline_part_bytes = 0;  // Config::pipeline_part_bytes (0: off)
     // Hold the last push until every subscriber acknowledged it:
@@ -186,6 +190,11 @@ class PartitionTable {
   };
 
   static TableOutcome Dropped(DropReason reason, std::string what);
+  bool Participates(int worker) const {
+    return options_.participants.empty() || options_.participants[worker];
+  }
+  // The clock of a worker whose machine's leader sends for it.
+  static constexpr int64_t kNotParticipating = INT64_MAX;
   // Checks that `m` continues the message `worker` is sending in parts (or
   // starts one) and records it; false (drop it) otherwise.
   bool AcceptPart(int worker, const transport::DecodedMessage& m);

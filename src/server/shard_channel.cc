@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "common/logging.h"
+#include "common/machines.h"
 #include "transport/fingerprint.h"
 #include "transport/routing_id.h"
 #include "transport/socket_util.h"
@@ -55,6 +56,10 @@ ShardChannel::ShardChannel(zmq::context_t* context, const Config& config, int pa
   worker_fd_ended_.assign(config_.num_workers, false);
   PartitionTable::Options options;
   options.num_workers = config_.num_workers;
+  if (config_.aggregate_per_machine) {
+    for (int w = 0; w < config_.num_workers; ++w)
+      options.participants.push_back(common::IsParticipant(config_, w));
+  }
   options.deterministic = config_.deterministic_bsp;
   options.pipeline_part_bytes = config_.pipeline_part_bytes;
   options.holds_pushes = holds_pushes_;

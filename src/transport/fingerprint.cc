@@ -13,6 +13,9 @@ std::string FingerprintText(const Config& c, FingerprintScope scope) {
   if (checkpoint) s += ";slack=" + std::to_string(c.default_slack);
   s += c.deterministic_bsp ? ";deterministic" : ";plain";
   if (!checkpoint && !c.resend_after_connection_loss) s += ";noresend";
+  if (!checkpoint && c.aggregate_per_machine)
+    s += ";aggregate=" + std::to_string(c.workers_per_machine);
+
   for (const TableSpec& t : c.tables) {
     s += ";" + std::to_string(t.name.size()) + ":" + t.name + "," + std::to_string(t.num_rows) +
          "," + std::to_string(t.row_width) + "," + (t.local ? "l" : "s");

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/machines.h"
 #include "transport/sockets.h"
 #include "transport/tsan.h"
 
@@ -154,10 +155,15 @@ SocketNeeds EmbeddedClusterNeeds(const Config& c) {
   SocketNeeds n;
   // A ROUTER per partition, a DEALER per worker and partition, a few made
   // for a moment (wake-ups).
-  n.sockets = partitions + workers * partitions + 16;
+  // With machine-level aggregation, a relay per machine: a ROUTER and a
+  // DEALER per partition.
+  const uint64_t machines =
+      c.aggregate_per_machine ? static_cast<uint64_t>(common::NumMachines(c)) : 0;
+  n.sockets = partitions + workers * partitions + 2 * machines * partitions + 16;
   // A mailbox per socket, a wake-up descriptor per partition and per
   // worker channel, ZeroMQ's own (I/O thread, reaper) and the process'.
-  n.descriptors = 64 + 2 * partitions + workers * c.num_channels * (c.num_shards + 3);
+  n.descriptors = 64 + 2 * partitions + workers * c.num_channels * (c.num_shards + 3) +
+                  2 * machines * partitions;
   return n;
 }
 

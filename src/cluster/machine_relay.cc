@@ -1,0 +1,494 @@
+#include "cluster/machine_relay.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "common/logging.h"
+#include "common/machines.h"
+#include "common/partition.h"
+#include "transport/routing_id.h"
+#include "transport/socket_util.h"
+#include "transport/sockets.h"
+#include "transport/tsan.h"
+
+namespace geeps::cluster {
+
+using transport::DecodedMessage;
+using transport::FrameView;
+using transport::MsgType;
+using transport::WireHeader;
+
+namespace {
+
+// Frees a zero-copy frame: drops its hold on the buffer it points into.
+void ReleaseHold(void* /*data*/, void* hint) { delete static_cast<std::shared_ptr<void>*>(hint); }
+
+zmq::message_t HeldFrame(const void* data, size_t bytes, const std::shared_ptr<void>& owner) {
+  return zmq::message_t(const_cast<void*>(data), bytes, &ReleaseHold,
+                        new std::shared_ptr<void>(owner));
+}
+
+}  // namespace
+
+MachineRelay::MachineRelay(zmq::context_t* context, const Config& config, int machine,
+                           std::vector<std::string> upstream)
+    : context_(context),
+      config_(config),
+      machine_(machine),
+      members_(common::MachineMembers(config, machine)),
+      upstream_(std::move(upstream)) {}
+
+MachineRelay::~MachineRelay() { Stop(); }
+
+std::string MachineRelay::LocalEndpoint(int machine, int partition) {
+  return "inproc://geeps-relay-" + std::to_string(machine) + "-partition-" +
+         std::to_string(partition);
+}
+
+std::vector<std::string> MachineRelay::LocalEndpoints() const {
+  std::vector<std::string> out;
+  for (size_t p = 0; p < upstream_.size(); ++p)
+    out.push_back(LocalEndpoint(machine_, static_cast<int>(p)));
+  return out;
+}
+
+Status MachineRelay::Start() {
+  if (started_) return FailedPreconditionError("machine relay started twice");
+  if (members_.empty())
+    return InvalidArgumentError("machine " + std::to_string(machine_) + " has no workers");
+  const int num_partitions = static_cast<int>(upstream_.size());
+  const int64_t max_frame = transport::LargestFrameBytes(config_);
+  partitions_.resize(upstream_.size());
+  for (int p = 0; p < num_partitions; ++p) {
+    Partition& part = partitions_[p];
+    GEEPS_ASSIGN_OR_RETURN(
+        part.down, transport::BindShardRouter(*context_, LocalEndpoint(machine_, p), max_frame));
+    GEEPS_ASSIGN_OR_RETURN(
+        part.up, transport::ConnectWorkerDealer(*context_, upstream_[p], members_[0], max_frame));
+    part.tables.resize(config_.tables.size());
+    for (size_t t = 0; t < config_.tables.size(); ++t) {
+      const TableSpec& spec = config_.tables[t];
+      TableState& ts = part.tables[t];
+      ts.shared = !spec.local;
+      ts.width = spec.row_width;
+      const common::RowSpan span = common::PartitionRows(spec.num_rows, p, num_partitions);
+      ts.row_begin = span.begin;
+      ts.row_end = span.end;
+      ts.members.resize(members_.size());
+      for (MemberTable& m : ts.members) m.next_clock = start_clock_;
+      ts.next_up = start_clock_;
+    }
+  }
+  started_ = true;
+  thread_ = std::thread([this] { Run(); });
+  return Status::OK();
+}
+
+void MachineRelay::Stop() {
+  if (!started_) return;
+  started_ = false;
+  stop_.store(true);
+  if (thread_.joinable()) thread_.join();
+  partitions_.clear();  // closes the sockets (they linger until sent)
+}
+
+void MachineRelay::Run() {
+  std::vector<zmq::pollitem_t> items;
+  for (Partition& part : partitions_) {
+    items.push_back({part.down->handle(), 0, ZMQ_POLLIN, 0});
+    items.push_back({part.up->handle(), 0, ZMQ_POLLIN, 0});
+  }
+  auto next_stall_check = std::chrono::steady_clock::now();
+  try {
+    while (!stop_.load()) {
+      zmq::poll(items.data(), items.size(), std::chrono::milliseconds(100));
+      for (size_t p = 0; p < partitions_.size(); ++p) Drain(static_cast<int>(p));
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= next_stall_check) {
+        CheckStalls();
+        next_stall_check = now + std::chrono::milliseconds(250);
+      }
+    }
+    // The members have stopped: pass on what they sent last.
+    bool any = true;
+    while (any) {
+      any = false;
+      for (size_t p = 0; p < partitions_.size(); ++p) any = Drain(static_cast<int>(p)) || any;
+    }
+  } catch (const zmq::error_t& e) {
+    GEEPS_LOG(Error) << "machine relay " << machine_ << ": " << e.what() << "; the relay stops";
+  }
+}
+
+bool MachineRelay::Drain(int p) {
+  Partition& part = partitions_[p];
+  bool any = false;
+  std::vector<zmq::message_t> frames;
+  for (zmq::socket_t* s : {part.down.get(), part.up.get()}) {
+    while (true) {
+      frames.clear();
+      zmq::message_t first;
+      if (!s->recv(first, zmq::recv_flags::dontwait)) break;
+      transport::AcquireAfterRecv(context_);
+      frames.push_back(std::move(first));
+      while (frames.back().more()) {
+        zmq::message_t next;
+        (void)s->recv(next, zmq::recv_flags::none);
+        frames.push_back(std::move(next));
+      }
+      any = true;
+      if (s == part.down.get())
+        HandleDown(p, frames);
+      else
+        HandleUp(p, frames);
+    }
+  }
+  return any;
+}
+
+bool MachineRelay::Accept(Assembly* a, const DecodedMessage& m, uint32_t width, bool* complete) {
+  *complete = false;
+  const uint64_t n = m.header.row_count;
+  if (m.header.offset == 0) {
+    a->active = true;
+    a->type = m.header.type;
+    a->clock = m.header.clock;
+    a->aux = m.header.aux;
+    a->flags = m.header.flags & ~transport::kFlagMore;
+    a->next = 0;
+    a->rows.clear();
+    a->values.clear();
+  } else if (!a->active || a->type != m.header.type || a->clock != m.header.clock ||
+             a->next != m.header.offset ||
+             (m.rows != nullptr && n > 0 && !a->rows.empty() && m.RowAt(0) <= a->rows.back())) {
+    a->active = false;
+    return false;
+  }
+  if (m.rows != nullptr)
+    for (uint64_t i = 0; i < n; ++i) a->rows.push_back(m.RowAt(i));
+  if (m.payload != nullptr && n > 0) {
+    const size_t floats = static_cast<size_t>(n) * width;
+    const size_t at = a->values.size();
+    a->values.resize(at + floats);
+    std::memcpy(a->values.data() + at, m.payload, floats * sizeof(float));
+  }
+  a->next += n;
+  if (!(m.header.flags & transport::kFlagMore)) {
+    a->active = false;
+    *complete = true;
+  }
+  return true;
+}
+
+void MachineRelay::HandleDown(int p, std::vector<zmq::message_t>& frames) {
+  if (frames.size() < 2 || frames.size() > 4) return Drop("a member's frame count");
+  const int rank =
+      transport::ParseWorkerRoutingId(frames[0].data(), frames[0].size(), config_.num_workers);
+  const auto it = std::find(members_.begin(), members_.end(), rank);
+  if (it == members_.end()) return Drop("a sender that is not a worker of this machine");
+  const size_t member = static_cast<size_t>(it - members_.begin());
+  FrameView views[3];
+  for (size_t i = 1; i < frames.size(); ++i) views[i - 1] = {frames[i].data(), frames[i].size()};
+  StatusOr<DecodedMessage> decoded = transport::DecodeFrames(views, frames.size() - 1);
+  if (!decoded.ok()) return Drop(decoded.status().message());
+  const DecodedMessage& m = *decoded;
+  if (m.header.sender != static_cast<uint32_t>(rank))
+    return Drop("header sender does not match routing id");
+  if (m.type == MsgType::kAck || m.type == MsgType::kResync) return;  // inproc: nothing to do
+  if (m.type != MsgType::kSubscribe && m.type != MsgType::kUpdate)
+    return Drop(std::string("unexpected ") + transport::MsgTypeName(m.type) + " from a member");
+  Partition& part = partitions_[p];
+  if (m.header.table >= part.tables.size() || !part.tables[m.header.table].shared)
+    return Drop("unknown or local table " + std::to_string(m.header.table));
+  TableState& t = part.tables[m.header.table];
+  if (m.type == MsgType::kUpdate && m.header.row_width != t.width)
+    return Drop("row width does not match the table");
+  Status rows_ok = transport::ValidateRows(m, t.row_begin, t.row_end);
+  if (!rows_ok.ok()) return Drop(rows_ok.message());
+  MemberTable& mt = t.members[member];
+  bool complete = false;
+  if (!Accept(&mt.partial, m, t.width, &complete)) return Drop("message part out of sequence");
+  if (!complete) return;
+  Assembly& a = mt.partial;
+  if (a.type == static_cast<uint16_t>(MsgType::kSubscribe)) {
+    if (mt.subscribed) return Drop("a second subscription of worker " + std::to_string(rank));
+    if (t.subscribed_up)
+      return Drop("a subscription of worker " + std::to_string(rank) + " after its first update");
+    mt.subscription = std::move(a.rows);
+    mt.subscribed = true;
+    return;
+  }
+  if (a.clock != mt.next_clock)
+    return Drop("an update of clock " + std::to_string(a.clock) + " from worker " +
+                std::to_string(rank) + ", which is at clock " + std::to_string(mt.next_clock));
+  Delta& d = mt.ready[a.clock];
+  d.rows = std::move(a.rows);
+  d.values = std::move(a.values);
+  d.checkpoint = (a.flags & transport::kFlagCheckpoint) != 0;
+  ++mt.next_clock;
+  TrySum(p, m.header.table);
+}
+
+void MachineRelay::TrySum(int p, uint32_t table) {
+  TableState& t = partitions_[p].tables[table];
+  while (true) {
+    for (const MemberTable& mt : t.members)
+      if (mt.ready.count(t.next_up) == 0) return;
+    if (!t.subscribed_up) SubscribeUp(p, table);
+    // The sum, in rank order: over the same rows (the usual case) one add
+    // per member, else over the union of the rows.
+    Delta sum;
+    bool same = true;
+    const Delta& first = t.members[0].ready[t.next_up];
+    for (const MemberTable& mt : t.members) {
+      const Delta& d = mt.ready.at(t.next_up);
+      same = same && d.rows == first.rows;
+      sum.checkpoint = sum.checkpoint || d.checkpoint;
+    }
+    const size_t w = t.width;
+    if (same) {
+      sum.rows = first.rows;
+      sum.values = first.values;
+      for (size_t i = 1; i < t.members.size(); ++i) {
+        const std::vector<float>& v = t.members[i].ready.at(t.next_up).values;
+        for (size_t k = 0; k < v.size(); ++k) sum.values[k] += v[k];
+      }
+    } else {
+      for (const MemberTable& mt : t.members) {
+        const std::vector<uint64_t>& r = mt.ready.at(t.next_up).rows;
+        std::vector<uint64_t> merged;
+        std::set_union(sum.rows.begin(), sum.rows.end(), r.begin(), r.end(),
+                       std::back_inserter(merged));
+        sum.rows = std::move(merged);
+      }
+      sum.values.assign(sum.rows.size() * w, 0.0f);
+      for (const MemberTable& mt : t.members) {
+        const Delta& d = mt.ready.at(t.next_up);
+        size_t at = 0;
+        for (size_t i = 0; i < d.rows.size(); ++i) {
+          while (sum.rows[at] != d.rows[i]) ++at;
+          float* out = sum.values.data() + at * w;
+          const float* in = d.values.data() + i * w;
+          for (size_t k = 0; k < w; ++k) out[k] += in[k];
+        }
+      }
+    }
+    SendUp(p, table, t.next_up, sum);
+    for (MemberTable& mt : t.members) mt.ready.erase(t.next_up);
+    ++t.next_up;
+    t.waiting_since = {};
+  }
+}
+
+void MachineRelay::SubscribeUp(int p, uint32_t table) {
+  TableState& t = partitions_[p].tables[table];
+  t.subscribed_up = true;
+  for (const MemberTable& mt : t.members) {
+    std::vector<uint64_t> merged;
+    std::set_union(t.rows_up.begin(), t.rows_up.end(), mt.subscription.begin(),
+                   mt.subscription.end(), std::back_inserter(merged));
+    t.rows_up = std::move(merged);
+  }
+  t.pick.assign(t.members.size(), {});
+  t.whole.assign(t.members.size(), false);
+  for (size_t i = 0; i < t.members.size(); ++i) {
+    const MemberTable& mt = t.members[i];
+    if (!mt.subscribed) continue;
+    t.whole[i] = mt.subscription.size() == t.rows_up.size();
+    if (t.whole[i]) continue;
+    size_t at = 0;
+    for (uint64_t row : mt.subscription) {
+      while (t.rows_up[at] != row) ++at;
+      t.pick[i].push_back(static_cast<uint32_t>(at));
+    }
+  }
+  if (t.rows_up.empty()) return;
+  Partition& part = partitions_[p];
+  WireHeader h;
+  h.type = static_cast<uint16_t>(MsgType::kSubscribe);
+  h.sender = static_cast<uint32_t>(members_[0]);
+  h.table = table;
+  h.row_width = t.width;
+  const uint64_t per = transport::RowsPerPart(t.width, true, config_.max_message_bytes);
+  const uint64_t total = t.rows_up.size();
+  for (uint64_t first = 0; first < total; first += per) {
+    const uint64_t n = std::min(per, total - first);
+    h.offset = first;
+    h.row_count = n;
+    h.flags = first + n < total ? transport::kFlagMore : 0;
+    zmq::message_t frames[2];
+    frames[0].rebuild(transport::kHeaderBytes);
+    transport::EncodeHeader(h, frames[0].data());
+    frames[1].rebuild(t.rows_up.data() + first, n * sizeof(uint64_t));
+    SendFrames(*part.up, frames, 2);
+  }
+}
+
+void MachineRelay::SendUp(int p, uint32_t table, int64_t clock, const Delta& sum) {
+  TableState& t = partitions_[p].tables[table];
+  WireHeader h;
+  h.type = static_cast<uint16_t>(MsgType::kUpdate);
+  h.sender = static_cast<uint32_t>(members_[0]);
+  h.table = table;
+  h.clock = clock;
+  h.aux = t.shared_clock;  // an acknowledgement
+  h.row_width = t.width;
+  const uint32_t extra = sum.checkpoint ? transport::kFlagCheckpoint : 0;
+  const uint64_t pipeline = config_.pipeline_part_bytes;
+  const uint64_t max_bytes =
+      pipeline > 0 ? std::min(pipeline, config_.max_message_bytes) : config_.max_message_bytes;
+  const uint64_t per = transport::RowsPerPart(t.width, true, max_bytes);
+  const uint64_t total = sum.rows.size();
+  const size_t row_bytes = static_cast<size_t>(t.width) * sizeof(float);
+  uint64_t first = 0;
+  do {
+    const uint64_t n = std::min(per, total - first);
+    h.offset = first;
+    h.row_count = n;
+    h.flags = extra | (first + n < total ? transport::kFlagMore : 0);
+    zmq::message_t frames[3];
+    frames[0].rebuild(transport::kHeaderBytes);
+    transport::EncodeHeader(h, frames[0].data());
+    size_t count = 1;
+    if (n > 0) {
+      frames[count++].rebuild(sum.rows.data() + first, n * sizeof(uint64_t));
+      frames[count++].rebuild(sum.values.data() + first * t.width, n * row_bytes);
+    }
+    SendFrames(*partitions_[p].up, frames, count);
+    first += n;
+  } while (first < total);
+  updates_up_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void MachineRelay::HandleUp(int p, std::vector<zmq::message_t>& frames) {
+  if (frames.empty() || frames.size() > 3) return Drop("a partition's frame count");
+  FrameView views[3];
+  for (size_t i = 0; i < frames.size(); ++i) views[i] = {frames[i].data(), frames[i].size()};
+  StatusOr<DecodedMessage> decoded = transport::DecodeFrames(views, frames.size());
+  if (!decoded.ok()) return Drop(decoded.status().message());
+  const DecodedMessage& m = *decoded;
+  if (m.type != MsgType::kPush)
+    return Drop(std::string("unexpected ") + transport::MsgTypeName(m.type) + " from a partition");
+  if (m.header.sender != static_cast<uint32_t>(p)) return Drop("push from the wrong partition");
+  Partition& part = partitions_[p];
+  if (m.header.table >= part.tables.size() || !part.tables[m.header.table].shared)
+    return Drop("push of an unknown or local table");
+  TableState& t = part.tables[m.header.table];
+  if (m.header.row_width != t.width || t.rows_up.empty() ||
+      m.header.offset + m.header.row_count > t.rows_up.size())
+    return Drop("push shape does not match the subscription");
+  const bool more = (m.header.flags & transport::kFlagMore) != 0;
+  if (m.header.offset == 0 && !more) {
+    // A push in one part: shared from the frame it came in.
+    if (m.header.row_count != t.rows_up.size()) return Drop("push ended before all its rows");
+    auto owner = std::make_shared<zmq::message_t>(std::move(frames.back()));
+    t.push.active = false;
+    t.shared_clock = m.header.clock;
+    SharePush(p, m.header.table, m.header.clock, m.header.aux,
+              reinterpret_cast<const float*>(owner->data()), owner);
+    return;
+  }
+  bool complete = false;
+  if (!Accept(&t.push, m, t.width, &complete)) return Drop("push part out of sequence");
+  if (!complete) return;
+  if (t.push.next != t.rows_up.size()) return Drop("push ended before all its rows");
+  t.shared_clock = t.push.clock;
+  auto owner = std::make_shared<std::vector<float>>(std::move(t.push.values));
+  SharePush(p, m.header.table, t.push.clock, t.push.aux, owner->data(), owner);
+}
+
+void MachineRelay::SharePush(int p, uint32_t table, int64_t clock, int64_t aux, const float* values,
+                             const std::shared_ptr<void>& owner) {
+  TableState& t = partitions_[p].tables[table];
+  const size_t w = t.width;
+  const uint64_t per = transport::RowsPerPart(t.width, false, config_.max_message_bytes);
+  for (size_t i = 0; i < t.members.size(); ++i) {
+    if (!t.members[i].subscribed) continue;
+    const float* from = values;
+    std::shared_ptr<void> hold = owner;
+    uint64_t total = t.rows_up.size();
+    if (!t.whole[i]) {
+      // This member's rows only.
+      auto own = std::make_shared<std::vector<float>>(t.pick[i].size() * w);
+      for (size_t k = 0; k < t.pick[i].size(); ++k)
+        std::memcpy(own->data() + k * w, values + static_cast<size_t>(t.pick[i][k]) * w,
+                    w * sizeof(float));
+      from = own->data();
+      total = t.pick[i].size();
+      hold = own;
+    }
+    WireHeader h;
+    h.type = static_cast<uint16_t>(MsgType::kPush);
+    h.sender = static_cast<uint32_t>(p);
+    h.table = table;
+    h.clock = clock;
+    h.aux = aux;
+    h.row_width = t.width;
+    const std::string id = transport::WorkerRoutingId(members_[i]);
+    for (uint64_t first = 0; first < total; first += per) {
+      const uint64_t n = std::min(per, total - first);
+      h.offset = first;
+      h.row_count = n;
+      h.flags = first + n < total ? transport::kFlagMore : 0;
+      zmq::message_t frames[3];
+      frames[0].rebuild(id.data(), id.size());
+      frames[1].rebuild(transport::kHeaderBytes);
+      transport::EncodeHeader(h, frames[1].data());
+      frames[2] = HeldFrame(from + first * w, n * w * sizeof(float), hold);
+      SendFrames(*partitions_[p].down, frames, 3);
+    }
+  }
+  pushes_down_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void MachineRelay::SendFrames(zmq::socket_t& socket, zmq::message_t* frames, size_t count) {
+  transport::ReleaseBeforeSend(context_);
+  try {
+    for (size_t i = 0; i < count; ++i)
+      socket.send(frames[i], i + 1 < count ? zmq::send_flags::sndmore : zmq::send_flags::none);
+  } catch (const zmq::error_t& e) {
+    if (e.num() == ETERM) throw;
+    Drop(std::string("a send failed: ") + e.what());
+  }
+}
+
+void MachineRelay::CheckStalls() {
+  const auto now = std::chrono::steady_clock::now();
+  for (size_t p = 0; p < partitions_.size(); ++p) {
+    for (size_t id = 0; id < partitions_[p].tables.size(); ++id) {
+      TableState& t = partitions_[p].tables[id];
+      if (!t.shared || t.stall_logged == t.next_up) continue;
+      std::string missing;
+      bool someone = false;
+      for (size_t i = 0; i < t.members.size(); ++i) {
+        if (t.members[i].ready.count(t.next_up) > 0)
+          someone = true;
+        else
+          missing += (missing.empty() ? "" : ", ") + std::to_string(members_[i]);
+      }
+      if (!someone || missing.empty()) {
+        t.waiting_since = {};
+        continue;
+      }
+      if (t.waiting_since == std::chrono::steady_clock::time_point{}) t.waiting_since = now;
+      if (now - t.waiting_since < config_.timeout / 2) continue;
+      t.stall_logged = t.next_up;
+      GEEPS_LOG(Warning) << "machine " << machine_ << ", partition " << p << ", table " << id
+                         << " ('" << config_.tables[id].name << "'): clock " << t.next_up
+                         << " waits for the update of worker " << missing
+                         << " (the machine's others have sent theirs, and the machine's sum "
+                            "leaves only with it): is it stuck?";
+    }
+  }
+}
+
+void MachineRelay::Drop(const std::string& what) {
+  frames_dropped_.fetch_add(1, std::memory_order_relaxed);
+  if (logged_drop_) return;
+  logged_drop_ = true;
+  GEEPS_LOG(Warning) << "machine relay " << machine_ << ": dropped a frame (" << what
+                     << "); further drops are only counted";
+}
+
+}  // namespace geeps::cluster

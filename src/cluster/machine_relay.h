@@ -1,0 +1,152 @@
+// The relay of one machine's workers under Config::aggregate_per_machine
+// (docs/architecture.md, "Several devices per machine"). The machine's
+// workers connect their channels to the relay instead of the partitions;
+// the relay speaks to every partition as the machine's leader (its lowest
+// rank), so a partition sees one participant per machine:
+//   - Subscribe: the union of the members' subscriptions, sent just before
+//     the machine's first update (every worker subscribes before its first
+//     update, so all have arrived by then);
+//   - Update: when every member has sent clock c of a table to a partition,
+//     the sum of their deltas, added in rank order (so deterministic BSP is
+//     bitwise reproducible), as one update of clock c;
+//   - Push: each push is handed to every subscribed member, as its own
+//     subscription's rows (the same buffer, without a copy, where a member's
+//     subscription is the union).
+// Acknowledgements and resyncs of the members are not passed on: the
+// members' connections to the relay are inproc and cannot be lost.
+//
+// Threads: one, the relay's own; it owns every socket between Start() and
+// Stop(). The public methods are for the thread that owns the relay.
+#ifndef GEEPS_CLUSTER_MACHINE_RELAY_H_
+#define GEEPS_CLUSTER_MACHINE_RELAY_H_
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+#include <zmq.hpp>
+
+#include "geeps/config.h"
+#include "geeps/status.h"
+#include "transport/wire.h"
+
+namespace geeps::cluster {
+
+class MachineRelay {
+ public:
+  // Relays the members of machine `machine` (common::MachineMembers) to
+  // every partition p at `upstream[p]`.
+  MachineRelay(zmq::context_t* context, const Config& config, int machine,
+               std::vector<std::string> upstream);
+  ~MachineRelay();  // Stop()
+  MachineRelay(const MachineRelay&) = delete;
+  MachineRelay& operator=(const MachineRelay&) = delete;
+
+  // Where the members' channels connect for partition p (inproc).
+  static std::string LocalEndpoint(int machine, int partition);
+  std::vector<std::string> LocalEndpoints() const;
+
+  // Before Start(): the clock the members' first updates have (a resumed
+  // checkpoint's clock; 0 otherwise).
+  void SetStartClock(int64_t clock) { start_clock_ = clock; }
+  // Binds the members' sockets, connects to the partitions, starts the thread.
+  Status Start();
+  // Passes on what the members have sent, then joins the thread and closes
+  // the sockets. Idempotent.
+  void Stop();
+
+  // Statistics (any thread).
+  int64_t updates_relayed() const { return updates_up_.load(); }
+  int64_t pushes_shared() const { return pushes_down_.load(); }
+  int64_t frames_dropped() const { return frames_dropped_.load(); }
+
+ private:
+  // A message arriving in parts (kFlagMore / offset).
+  struct Assembly {
+    bool active = false;
+    uint16_t type = 0;
+    int64_t clock = 0;
+    int64_t aux = 0;
+    uint32_t flags = 0;  // the first part's, without kFlagMore
+    uint64_t next = 0;   // the offset the next part must have
+    std::vector<uint64_t> rows;
+    std::vector<float> values;
+  };
+  struct Delta {
+    std::vector<uint64_t> rows;
+    std::vector<float> values;
+    bool checkpoint = false;
+  };
+  struct MemberTable {
+    int64_t next_clock = 0;          // the clock its next update must have
+    std::map<int64_t, Delta> ready;  // complete updates not yet summed
+    std::vector<uint64_t> subscription;
+    bool subscribed = false;
+    Assembly partial;  // the update or subscription arriving in parts
+  };
+  struct TableState {
+    bool shared = false;
+    uint32_t width = 0;
+    uint64_t row_begin = 0, row_end = 0;  // the partition's rows
+    std::vector<MemberTable> members;     // by position in members_
+    int64_t next_up = 0;                  // the clock of the next sum sent
+    bool subscribed_up = false;
+    std::vector<uint64_t> rows_up;  // the union of the subscriptions
+    // Per member: its rows' positions in rows_up; `whole`: all of them.
+    std::vector<std::vector<uint32_t>> pick;
+    std::vector<bool> whole;
+    Assembly push;             // a push arriving in parts
+    int64_t shared_clock = 0;  // the last push shared with the members
+    // Since when some members have sent clock next_up and others not (a
+    // stall is logged once per clock after Config::timeout / 2).
+    std::chrono::steady_clock::time_point waiting_since{};
+    int64_t stall_logged = -1;
+  };
+  struct Partition {
+    std::unique_ptr<zmq::socket_t> down;  // ROUTER: the members' channels
+    std::unique_ptr<zmq::socket_t> up;    // DEALER: the partition, as the leader
+    std::vector<TableState> tables;
+  };
+
+  void Run();
+  // Receives and handles every queued message; true if any.
+  bool Drain(int p);
+  void HandleDown(int p, std::vector<zmq::message_t>& frames);
+  void HandleUp(int p, std::vector<zmq::message_t>& frames);
+  // Adds part `m` to `a` (rows and payload of `width` floats when the type
+  // has them); false when it does not continue `a`. `*complete` on the last.
+  static bool Accept(Assembly* a, const transport::DecodedMessage& m, uint32_t width,
+                     bool* complete);
+  // Sends the sums of every clock all members have completed.
+  void TrySum(int p, uint32_t table);
+  void SubscribeUp(int p, uint32_t table);
+  void SendUp(int p, uint32_t table, int64_t clock, const Delta& sum);
+  // Hands a whole push (values: rows_up.size() * width floats, kept alive
+  // by `owner`) to every subscribed member.
+  void SharePush(int p, uint32_t table, int64_t clock, int64_t aux, const float* values,
+                 const std::shared_ptr<void>& owner);
+  void SendFrames(zmq::socket_t& socket, zmq::message_t* frames, size_t count);
+  void CheckStalls();
+  void Drop(const std::string& what);
+
+  zmq::context_t* const context_;
+  const Config config_;
+  const int machine_;
+  const std::vector<int> members_;  // ranks, ascending; members_[0] leads
+  const std::vector<std::string> upstream_;
+  int64_t start_clock_ = 0;
+  std::vector<Partition> partitions_;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  bool started_ = false;
+  bool logged_drop_ = false;  // relay thread only
+  std::atomic<int64_t> updates_up_{0}, pushes_down_{0}, frames_dropped_{0};
+};
+
+}  // namespace geeps::cluster
+
+#endif  // GEEPS_CLUSTER_MACHINE_RELAY_H_

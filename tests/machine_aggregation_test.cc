@@ -1,0 +1,161 @@
+// Machine-level aggregation (Config::aggregate_per_machine): the workers of a
+// machine send one summed update per clock and partition through their
+// machine's relay, which shares each push with them. The exact-sum suites
+// run it over several shapes (cluster_test.cc, "InprocAggregated") and the
+// deterministic suite checks its order of additions
+// (deterministic_test.cc); this file checks the config, what the shards see
+// and a stalled worker inside a machine.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "exact_sum.h"
+#include "geeps/embedded_cluster.h"
+#include "geeps/process.h"
+#include "test_util.h"
+
+namespace geeps {
+namespace {
+
+Config Aggregated(int workers, int per_machine) {
+  Config c = testing::MakeConfig({workers, 2, 2});
+  c.aggregate_per_machine = true;
+  c.workers_per_machine = per_machine;
+  return c;
+}
+
+TEST(MachineAggregationConfigTest, BadSettingsAreNamed) {
+  Config c = Aggregated(4, 5);
+  Status st = ValidateConfig(c);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("workers_per_machine must be in [0, num_workers = 4], got 5"),
+            std::string::npos)
+      << st;
+  c.workers_per_machine = -1;
+  EXPECT_EQ(ValidateConfig(c).code(), StatusCode::kInvalidArgument);
+  c = Aggregated(4, 2);
+  c.aggregate_per_machine = false;
+  st = ValidateConfig(c);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("aggregate_per_machine is off"), std::string::npos) << st;
+  EXPECT_OK(ValidateConfig(Aggregated(4, 2)));
+  EXPECT_OK(ValidateConfig(Aggregated(4, 0)));
+  EXPECT_OK(ValidateConfig(Aggregated(5, 2)));  // machines of 2, 2 and 1
+}
+
+TEST(MachineAggregationConfigTest, EnvironmentSetsIt) {
+  Config c = testing::MakeConfig({4, 1, 1});
+  {
+    testing::ScopedEnv on("GEEPS_AGGREGATE_PER_MACHINE", "1");
+    testing::ScopedEnv size("GEEPS_WORKERS_PER_MACHINE", "2");
+    ASSERT_OK(ApplyEnvironment(&c));
+  }
+  EXPECT_TRUE(c.aggregate_per_machine);
+  EXPECT_EQ(c.workers_per_machine, 2);
+  testing::ScopedEnv bad("GEEPS_AGGREGATE_PER_MACHINE", "yes");
+  const Status st = ApplyEnvironment(&c);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("GEEPS_AGGREGATE_PER_MACHINE"), std::string::npos) << st;
+}
+
+TEST(MachineAggregationConfigTest, MultiProcessJobsRefuseItNamingWhy) {
+  ProcessOptions o;
+  o.rank = 0;
+  o.world_size = 1;
+  o.coordinator = "127.0.0.1:1";
+  auto p = Process::Join(Aggregated(1, 1), o);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(p.status().message().find("aggregate_per_machine is not supported by multi-process"),
+            std::string::npos)
+      << p.status();
+}
+
+struct RunCounts {
+  int64_t updates_applied = 0;
+  int64_t pushes_sent = 0;
+  int64_t frames_dropped = 0;
+  std::vector<int64_t> pushes_installed;
+};
+
+// The exact-sum workload (every read checked exactly) on `c`.
+RunCounts RunExactSums(const Config& c, int iterations) {
+  RunCounts out;
+  auto cluster = EmbeddedCluster::Start(c);
+  EXPECT_TRUE(cluster.ok()) << cluster.status();
+  if (!cluster.ok()) return out;
+  EXPECT_OK((*cluster)->RunWorkers([&](GeePS& ps) {
+    return testing::RunWorker(ps, c, 0, iterations, std::chrono::milliseconds(0));
+  }));
+  for (int s = 0; s < c.num_shards; ++s) {
+    const ShardStats st = (*cluster)->GetShardStats(s);
+    out.updates_applied += st.updates_applied;
+    out.pushes_sent += st.pushes_sent;
+    out.frames_dropped += st.frames_dropped;
+  }
+  for (int w = 0; w < c.num_workers; ++w)
+    out.pushes_installed.push_back((*cluster)->worker(w)->GetStats().pushes_installed);
+  EXPECT_OK((*cluster)->Shutdown());
+  return out;
+}
+
+// 4 workers in 2 machines: the shards apply half the updates and send half
+// the pushes of the same job without aggregation, and every worker still
+// installs every push it did (the relay shares each with its members).
+TEST(MachineAggregationTest, ShardsSeeOneParticipantPerMachine) {
+  Config plain = testing::MakeConfig({4, 2, 2});
+  const RunCounts p = RunExactSums(plain, 5);
+  const RunCounts a = RunExactSums(Aggregated(4, 2), 5);
+  EXPECT_EQ(p.frames_dropped, 0);
+  EXPECT_EQ(a.frames_dropped, 0);
+  ASSERT_GT(p.updates_applied, 0);
+  EXPECT_EQ(a.updates_applied * 2, p.updates_applied);
+  EXPECT_EQ(a.pushes_sent * 2, p.pushes_sent);
+  EXPECT_EQ(a.pushes_installed, p.pushes_installed);
+  // One machine of all four: a quarter.
+  const RunCounts one = RunExactSums(Aggregated(4, 0), 5);
+  EXPECT_EQ(one.updates_applied * 4, p.updates_applied);
+}
+
+// A worker of a machine that stops clocking holds its machine's sum back:
+// the other workers' Reads time out naming the partition, and the relay's
+// warning names the worker.
+TEST(MachineAggregationTest, AStalledWorkerInsideAMachineIsNamed) {
+  Config c = Aggregated(2, 2);
+  c.num_shards = 1;
+  c.num_channels = 1;
+  c.timeout = std::chrono::milliseconds(4000);
+  auto cluster = EmbeddedCluster::Start(c);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  ::testing::internal::CaptureStderr();
+  Status worker0;
+  const Status all = (*cluster)->RunWorkers([&](GeePS& ps) -> Status {
+    GEEPS_ASSIGN_OR_RETURN(testing::Recorded rec, testing::Record(ps, c, 0));
+    if (ps.rank() == 1) return Status::OK();  // never clocks again
+    for (int i = 0; i < 3; ++i) {
+      for (TableId t = 0; t < c.tables.size(); ++t) {
+        auto read = ps.Read(rec.reads[t]);
+        if (!read.ok()) {
+          worker0 = read.status();
+          return read.status();
+        }
+        GEEPS_RETURN_IF_ERROR(ps.PostRead(rec.reads[t]));
+      }
+      for (TableId t = 0; t < c.tables.size(); ++t) {
+        GEEPS_RETURN_IF_ERROR(ps.PreUpdate(rec.updates[t]).status());
+        GEEPS_RETURN_IF_ERROR(ps.Update(rec.updates[t]));
+      }
+      GEEPS_RETURN_IF_ERROR(ps.Clock());
+    }
+    return Status::OK();
+  });
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_FALSE(all.ok());
+  EXPECT_EQ(worker0.code(), StatusCode::kDeadlineExceeded) << worker0;
+  EXPECT_NE(log.find("waits for the update of worker 1"), std::string::npos) << log;
+}
+
+}  // namespace
+}  // namespace geeps
