@@ -332,4 +332,31 @@ TEST(FailureTest, ForeignFramesOnAShardPortAreDropped) {
   }
 }
 
+// A process stopped (SIGSTOP) for longer than the timeout while a worker
+// waits for pushes, then continued: the wait's deadline leaves the frozen
+// time out, so the job goes on and ends exact (before, the waiting Read
+// returned kDeadlineExceeded once the process ran again). Worker 1 is slow,
+// so worker 0 is nearly always waiting when the process is stopped; each
+// of three stops outlasts the 1.5 s timeout, and the log must show that a
+// wait spanned one.
+TEST(FrozenProcessTest, StoppedLongerThanTheTimeoutTheJobGoesOn) {
+  Env env;
+  env["GEEPS_TIMEOUT_MS"] = "1500";
+  Child c = Spawn({GEEPS_MULTIPROC_WORKER, "--embedded", "2", "--iterations", "150", "--slow-rank",
+                   "1", "--delay-ms", "40"},
+                  env);
+  std::vector<Child> children = {c};
+  for (int i = 0; i < 3; ++i) {
+    std::this_thread::sleep_for(milliseconds(700));
+    ASSERT_EQ(kill(c.pid, SIGSTOP), 0);
+    std::this_thread::sleep_for(milliseconds(2200));
+    ASSERT_EQ(kill(c.pid, SIGCONT), 0);
+  }
+  EXPECT_TRUE(WaitAll(children, milliseconds(60000))) << Logs(children);
+  const std::string log = Logs(children);
+  EXPECT_EQ(children[0].status, 0) << log;
+  EXPECT_NE(log.find("embedded: 2 workers, 150 iterations exact"), std::string::npos) << log;
+  EXPECT_NE(log.find("does not count against the timeout"), std::string::npos) << log;
+}
+
 }  // namespace

@@ -10,6 +10,10 @@
 // --train 1 runs the deterministic-BSP workload of checkpoint_workload.h
 // instead (checkpoints and resume from GEEPS_CHECKPOINT_*, GEEPS_RESUME) and
 // prints "resumed at clock K" and "params <hex bits of every row>".
+// --embedded N runs the exact-sum workload on an EmbeddedCluster of N
+// workers in this process instead (no job to join; GEEPS_TIMEOUT_MS and the
+// other config variables apply) and prints "embedded: N workers, K
+// iterations exact".
 // Exit codes: 0 success, 1 error, 3 kUnavailable (a lost peer).
 #include <csignal>
 #include <cstdio>
@@ -20,6 +24,7 @@
 
 #include "checkpoint_workload.h"
 #include "exact_sum.h"
+#include "geeps/embedded_cluster.h"
 #include "geeps/process.h"
 #include "test_cluster.h"
 
@@ -56,7 +61,7 @@ void Report(const std::string& dir, geeps::Process& p, const geeps::Status& st) 
 
 int main(int argc, char** argv) {
   int iterations = 8, slack = 0, channels = 2, delay_ms = 0, slow_rank = -1, kill_rank = -1,
-      kill_at = -1, train = 0;
+      kill_at = -1, train = 0, embedded = 0;
   std::string result_dir;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
@@ -79,10 +84,28 @@ int main(int argc, char** argv) {
       kill_at = value;
     else if (flag == "--train")
       train = value;
+    else if (flag == "--embedded")
+      embedded = value;
     else {
       std::fprintf(stderr, "multiproc_worker: unknown flag %s\n", flag.c_str());
       return 2;
     }
+  }
+  if (embedded > 0) {
+    geeps::Config c = geeps::testing::MakeConfig({embedded, 1, channels});
+    geeps::Status st = geeps::ApplyEnvironment(&c);
+    if (!st.ok()) return Fail(-1, st);
+    auto cluster = geeps::EmbeddedCluster::Start(c);
+    if (!cluster.ok()) return Fail(-1, cluster.status());
+    st = (*cluster)->RunWorkers([&](geeps::GeePS& ps) {
+      const bool slow = slow_rank < 0 || ps.rank() == slow_rank;
+      return geeps::testing::RunWorker(ps, c, slack, iterations,
+                                       std::chrono::milliseconds(slow ? delay_ms : 0));
+    });
+    if (st.ok()) st = (*cluster)->Shutdown();
+    if (!st.ok()) return Fail(-1, st);
+    std::printf("embedded: %d workers, %d iterations exact\n", embedded, iterations);
+    return 0;
   }
   geeps::Config config = train ? geeps::testing::TrainConfig(1, 1, channels)
                                : geeps::testing::MakeConfig({1, 1, channels});

@@ -150,6 +150,11 @@ class Worker {
   // table's mutex.
   bool WaitForPushes(common::MutexLock& lock, std::chrono::steady_clock::time_point deadline,
                      const std::function<bool()>& done) GEEPS_NO_THREAD_SAFETY_ANALYSIS;
+  // A poll of WaitForPushes that returns later than asked by more than this
+  // was frozen: the excess is left out of the deadline.
+  static constexpr std::chrono::milliseconds kFrozenGap{1000};
+  void NoteFrozen(std::chrono::steady_clock::duration overslept);  // logs the first
+  std::atomic<bool> logged_frozen_{false};
   WaitState wait_;
   std::vector<pollfd> wait_fds_;  // wait_.wake_fd, then every channel's poll_fds()
   Phase phase_ GEEPS_GUARDED_BY(api_mu_) = Phase::kRecording;

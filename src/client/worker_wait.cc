@@ -9,6 +9,7 @@
 #include <string>
 
 #include "client/worker.h"
+#include "common/logging.h"
 #include "common/mutex.h"
 #include "transport/socket_util.h"
 
@@ -111,8 +112,17 @@ bool Worker::WaitForPushes(common::MutexLock& lock, SteadyClock::time_point dead
     for (pollfd& f : wait_fds_) f.revents = 0;
     // Readable: a push may have arrived, a channel thread installed one,
     // or the worker is shutting down (wake_fd).
-    const int ready = ::poll(wait_fds_.data(), wait_fds_.size(),
-                             static_cast<int>(std::min<int64_t>(left_ms, held ? 1 : 200)));
+    const int poll_ms = static_cast<int>(std::min<int64_t>(left_ms, held ? 1 : 200));
+    const int ready = ::poll(wait_fds_.data(), wait_fds_.size(), poll_ms);
+    // A poll that returns far later than it was asked to means this
+    // process did not run meanwhile (stopped by SIGSTOP or a debugger,
+    // the machine suspended, or starved of CPU): nobody else could make
+    // progress for it then, so that time is left out of the deadline.
+    const auto overslept = SteadyClock::now() - now - std::chrono::milliseconds(poll_ms);
+    if (overslept > kFrozenGap) {
+      deadline += overslept;
+      NoteFrozen(overslept);
+    }
     if (ready > 0 && (wait_fds_[0].revents & POLLIN)) transport::ClearWakeFd(wait_.wake_fd);
     for (auto& c : channels_) c->Pump();
     lock.Lock();
@@ -125,6 +135,15 @@ bool Worker::WaitForPushes(common::MutexLock& lock, SteadyClock::time_point dead
   wait_.last_wait_ns.store(WaitState::NowNs());
   for (auto& c : channels_) c->ResumeBackground();
   return result;
+}
+
+void Worker::NoteFrozen(SteadyClock::duration overslept) {
+  if (logged_frozen_.exchange(true)) return;
+  GEEPS_LOG(Warning) << "worker " << rank_ << ": a wait for pushes woke "
+                     << std::chrono::duration_cast<std::chrono::milliseconds>(overslept).count()
+                     << " ms late (the process was stopped, suspended or starved of CPU); "
+                        "that time does not count against the timeout. Further cases are "
+                        "only counted";
 }
 
 void Worker::WakeWaiters() {
