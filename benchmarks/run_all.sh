@@ -3,16 +3,18 @@
 # <build dir>/benchmark-results, not committed): each benchmark's JSON and
 # CSV, summary.md (the
 # tables quoted in docs/performance.md) and, where gnuplot is installed,
-# scaling.png, scaling_netns.png and swap.png. About 9 minutes on 2 cores
+# scaling.png, scaling_netns.png and swap.png. About 13 minutes on 2 cores
 # (scale, its 8-worker BSP point 5 times: 1 min 45 s; scale-netns, each
-# process a network namespace limited to 1 Gbit/s, as root: 1 min 45 s,
-# skipped elsewhere with its reason in summary.md).
+# process a network namespace limited to 1 Gbit/s, as root: 1 min 45 s;
+# scale-machines, 2 namespaces of 4 processes with and without
+# machine-level aggregation: 4 minutes; both skipped elsewhere with their
+# reason in summary.md).
 #   bash benchmarks/run_all.sh [OUT]
 # Uses build/ (GEEPS_BUILD_DIR names another; bash scripts/build.sh builds
 # the benchmarks); builds it first if a benchmark is missing.
 # GEEPS_BENCHMARKS="scale scale-netns" runs only those stages (of: micro rw
-# rw-2x2 scale scale-netns memory idle training); the summary covers every CSV
-# in OUT.
+# rw-2x2 scale scale-netns scale-machines memory idle training); the summary
+# covers every CSV in OUT.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir="${GEEPS_BUILD_DIR:-build}"
@@ -61,6 +63,10 @@ stage scale "$bin/scale_bench" --repeat 5 --out "$out/scale_bench.json" --csv "$
 # way (needs root; otherwise it prints why and writes only the JSON).
 stage scale-netns "$bin/scale_bench" --netns --rate 1gbit --repeat 3 --out "$out/scale_bench_netns.json" \
   --csv "$out/scale_bench_netns.csv"
+# 2 machines x 4 workers at 1 Gbit/s, with and without machine-level
+# aggregation, and the bytes each machine's link carries per iteration.
+stage scale-machines "$bin/scale_bench" --netns --rate 1gbit --per-machine 4 --workers 1,8 \
+  --aggregate --repeat 3 --out "$out/scale_bench_machines.json" --csv "$out/scale_bench_machines.csv"
 stage memory "$bin/memory_bench" --out "$out/memory_bench.json" --csv "$out/memory_bench.csv"
 stage idle "$bin/idle_bench" --connections 1000 --out "$out/idle_bench.json"
 if [[ -x "$build_dir/examples/fashion_mnist/fmnist_throughput" ]]; then
@@ -82,7 +88,7 @@ shopt -s nullglob
     awk -F, 'NR == 1 { h = "|"; s = "|"; for (i = 1; i <= NF; i++) { h = h " " $i " |"; s = s " --- |" } print h; print s; next }
              { r = "|"; for (i = 1; i <= NF; i++) { v = $i; if (v ~ /^[0-9.e+-]+$/ && v ~ /\./) v = sprintf("%.4g", v); r = r " " v " |" } print r }' "$csv"
     case "$(basename "$csv")" in
-      scale_bench.csv | scale_bench_netns.csv)
+      scale_bench.csv | scale_bench_netns.csv | scale_bench_machines.csv)
         repeated=$(awk -F, 'NR > 1 && $7 != "" { k = $1 " slack " $2 ", " $3 " workers"; if ($7 == "median") m[k] = $6; else e[k] = e[k] (e[k] == "" ? "" : ", ") sprintf("%.3f", $6) }
                             END { for (k in m) printf "* %s: %s; median **%.3f**\n", k, e[k], m[k] }' "$csv" | sort)
         if [[ -n "$repeated" ]]; then
@@ -101,13 +107,15 @@ shopt -s nullglob
         "bsp-bound-computed: the least BSP time when a table is sent whole (compute + 2(N-1)/N x one table's bytes / rate: the update, then the push, of the table read first), not measured."
     fi
   done
-  netns_json="$out/scale_bench_netns.json"
-  if [[ -f "$netns_json" ]] && grep -q '"skipped"' "$netns_json"; then
-    echo
-    echo "## scale_bench_netns"
-    echo
-    echo "Skipped: $(sed -n 's/.*"skipped":"\([^"]*\)".*/\1/p' "$netns_json")"
-  fi
+  for name in scale_bench_netns scale_bench_machines; do
+    netns_json="$out/$name.json"
+    if [[ -f "$netns_json" ]] && grep -q '"skipped"' "$netns_json"; then
+      echo
+      echo "## $name"
+      echo
+      echo "Skipped: $(sed -n 's/.*"skipped":"\([^"]*\)".*/\1/p' "$netns_json")"
+    fi
+  done
   idle_json="$out/idle_bench.json"
   if [[ -f "$idle_json" ]]; then
     echo

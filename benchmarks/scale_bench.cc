@@ -37,11 +37,22 @@
 // first, which nothing can hide). Skipped with one line naming the reason
 // where namespaces cannot be made (not root, no permission, no iproute2).
 //
+// `--per-machine K` (with `--netns`) puts K ranks in each namespace (ranks
+// r of machine r / K), so a machine's workers share its link, and
+// `--aggregate` runs each libgeeps point a second time with machine-level
+// aggregation (Config::aggregate_per_machine, GEEPS_MACHINE = the
+// namespace): system "libgeeps-aggregated". In netns mode the first rank of
+// each machine reads its namespace's eth0 counters (/sys/class/net/eth0/
+// statistics) at the start and end of the timed iterations: the bytes each
+// machine sent and received on the wire per iteration, averaged over the
+// machines, go to the JSON's "wire" list.
+//
 //   scale_bench [--out scale_bench.json] [--csv scale_bench.csv]
 //               [--workers 1,2,4,8] [--params 2000000] [--tables 4]
 //               [--compute-ms 200] [--iterations 20] [--slacks 0,1]
 //               [--repeat 1] [--allreduce PATH|none] [--pipeline BYTES]
-//               [--netns [--rate 1gbit]]   (outputs scale_bench_netns.*)
+//               [--netns [--rate 1gbit] [--per-machine K] [--aggregate]]
+//               (outputs scale_bench_netns.*)
 // On 2 cores shared with a CI build: 1 minute by default, 1 min 45 s with
 // `--repeat 5` (4 more 8-worker BSP and allreduce runs); `--netns`: 1 min
 // 15 s, 1 min 45 s with `--repeat 3`.
@@ -91,6 +102,10 @@ struct Options {
   std::string allreduce;  // path of allreduce_bench; "none" = skip
   bool netns = false;
   std::string rate = "1gbit";
+  int per_machine = 1;      // ranks per namespace
+  bool aggregate = false;   // also run with machine-level aggregation
+  int child_aggregate = 0;  // internal: the child's aggregate_per_machine
+  int child_wire = 0;       // internal: read eth0's counters (first rank of a machine)
   bool child = false;
   int slack = 0;
   std::string probe;  // "recv" or "send": internal link-rate probe
@@ -113,6 +128,7 @@ int RunChild(const Options& o) {
     c.tables.push_back({"layer" + std::to_string(t), rows, kWidth});
   c.timeout = std::chrono::milliseconds(120000);
   c.pipeline_part_bytes = o.pipeline;
+  c.aggregate_per_machine = o.child_aggregate != 0;
   geeps::ProcessOptions po;
   geeps::Status st = geeps::ApplyEnvironment(&po);
   auto p =
@@ -145,8 +161,22 @@ int RunChild(const Options& o) {
     // the worker's copies, as on a GPU.
     const std::vector<float> deltas(static_cast<size_t>(rows) * kWidth, scale);
     Clock::time_point start;
+    // This machine's link counters (netns: eth0 is the machine's veth end).
+    auto wire = [](const char* which) -> long long {
+      std::ifstream in(std::string("/sys/class/net/eth0/statistics/") + which);
+      long long v = -1;
+      in >> v;
+      return v;
+    };
+    long long tx0 = 0, rx0 = 0;
     for (int i = 0; i < warm + o.iterations; ++i) {
-      if (i == warm) start = Clock::now();
+      if (i == warm) {
+        start = Clock::now();
+        if (o.child_wire) {
+          tx0 = wire("tx_bytes");
+          rx0 = wire("rx_bytes");
+        }
+      }
       for (int t = 0; t < o.tables; ++t) {
         GEEPS_ASSIGN_OR_RETURN(const float* w, ps->Read(reads[t]));
         (void)w;
@@ -162,6 +192,12 @@ int RunChild(const Options& o) {
       GEEPS_RETURN_IF_ERROR(ps->Clock());
     }
     const double t = std::chrono::duration<double>(Clock::now() - start).count() / o.iterations;
+    if (o.child_wire) {
+      const long long tx = wire("tx_bytes"), rx = wire("rx_bytes");
+      if (tx >= 0 && rx >= 0 && tx0 >= 0 && rx0 >= 0)
+        std::printf("WIREBYTES %.1f %.1f\n", static_cast<double>(tx - tx0) / o.iterations,
+                    static_cast<double>(rx - rx0) / o.iterations);
+    }
     std::printf("RESULT %.9f\n", t);
     return geeps::Status::OK();
   };
@@ -185,7 +221,14 @@ int NextNetnsPort() {
   return 29500 + (job++ % 1000);
 }
 
-double RunGeeps(const Options& o, int n, int slack, const NetnsCluster* net) {
+// Bytes per iteration on each machine's link, averaged over the machines
+// (netns mode; -1 where not measured).
+struct Wire {
+  double tx = -1, rx = -1;
+};
+
+double RunGeeps(const Options& o, int n, int slack, const NetnsCluster* net, bool aggregate,
+                Wire* wire) {
   std::vector<Child> children;
   const std::string coord = net ? NetnsCluster::Address(0) + ":" + std::to_string(NextNetnsPort())
                                 : "127.0.0.1:" + std::to_string(geeps::testing::FreePort());
@@ -195,10 +238,30 @@ double RunGeeps(const Options& o, int n, int slack, const NetnsCluster* net) {
                {"GEEPS_COORDINATOR", coord}};
     std::vector<std::string> argv = {Self(), "--child"};
     for (const std::string& a : ChildArgs(o, slack)) argv.push_back(a);
-    if (net) argv = net->Wrap(net->Namespace(r), argv);
+    const int machine = r / std::max(1, o.per_machine);
+    if (aggregate) {
+      argv.insert(argv.end(), {"--child-aggregate", "1"});
+      env["GEEPS_MACHINE"] = "m" + std::to_string(machine);
+      env["GEEPS_IPC_DIR"] = "/tmp";
+    }
+    if (net && r % std::max(1, o.per_machine) == 0) argv.insert(argv.end(), {"--child-wire", "1"});
+    if (net) argv = net->Wrap(net->Namespace(machine), argv);
     children.push_back(geeps::testing::Spawn(argv, env));
   }
-  return Collect(children, "libgeeps job");
+  std::vector<std::string> lines;
+  const double t = Collect(children, "libgeeps job", &lines);
+  double tx = 0, rx = 0;
+  int machines = 0;
+  for (const std::string& line : lines) {
+    double a = 0, b = 0;
+    if (std::sscanf(line.c_str(), "WIREBYTES %lf %lf", &a, &b) == 2) {
+      tx += a;
+      rx += b;
+      ++machines;
+    }
+  }
+  if (wire != nullptr && machines > 0) *wire = {tx / machines, rx / machines};
+  return t;
 }
 
 // The MPI_Allreduce baseline through mpirun; < 0 if it cannot run.
@@ -209,7 +272,9 @@ double RunAllreduce(const Options& o, int n, const NetnsCluster* net) {
   if (net) {
     hostfile = geeps::testing::TempFile("hosts");
     std::ofstream h(hostfile);
-    for (int r = 0; r < n; ++r) h << net->Namespace(r) << " slots=1\n";
+    const int k = std::max(1, o.per_machine);
+    for (int m = 0; m * k < n; ++m)
+      h << net->Namespace(m) << " slots=" << std::min(k, n - m * k) << "\n";
     for (const char* a : {"--hostfile", hostfile.c_str(), "--mca", "plm_rsh_agent"})
       argv.push_back(a);
     argv.push_back(Self() + " --rsh-agent");
@@ -293,6 +358,10 @@ int main(int argc, char** argv) {
       .Add("--allreduce", &o.allreduce, "path of allreduce_bench, or none")
       .Add("--netns", &o.netns, "each process in its own network namespace, rate-limited")
       .Add("--rate", &o.rate, "the namespaces' rate (1gbit)")
+      .Add("--per-machine", &o.per_machine, "netns: ranks per namespace (1)")
+      .Add("--aggregate", &o.aggregate, "also run with machine-level aggregation")
+      .Add("--child-aggregate", &o.child_aggregate, "internal: the child aggregates")
+      .Add("--child-wire", &o.child_wire, "internal: the child reads eth0's counters")
       .Add("--child", &o.child, "internal: run one worker or server")
       .Add("--slack", &o.slack, "internal: the child's slack")
       .Add("--probe", &o.probe, "internal: recv or send, a link-rate probe")
@@ -304,6 +373,8 @@ int main(int argc, char** argv) {
     return flags.Fail(
         "--tables, --iterations, --params and --repeat must be >= 1, --compute-ms >= 0");
   if (o.workers.empty() || o.slacks.empty()) return flags.Fail("--workers and --slacks are lists");
+  if (o.per_machine < 1 || (o.per_machine > 1 && !o.netns))
+    return flags.Fail("--per-machine must be >= 1, and more than 1 only with --netns");
   if (o.child) return RunChild(o);
   const double rate_bps = geeps::bench::ParseRate(o.rate);
   if (o.netns && rate_bps <= 0)
@@ -326,7 +397,8 @@ int main(int argc, char** argv) {
   bool goodput_measured = false;
   if (o.netns) {
     std::string why;
-    net = NetnsCluster::Create(std::max(max_workers, 2), rate_bps, &why);
+    net = NetnsCluster::Create(std::max((max_workers + o.per_machine - 1) / o.per_machine, 2),
+                               rate_bps, &why);
     if (!net) {
       std::printf("scale_bench: network-namespace variant skipped: %s\n", why.c_str());
       std::ofstream(o.out) << "{\"benchmark\":\"scale_bench\",\"network\":{\"mode\":\"netns\","
@@ -368,6 +440,7 @@ int main(int argc, char** argv) {
               "iter/s total", "efficiency");
   bool first = true, failed = false;
   std::string repeated;  // the JSON of the repeated points
+  std::string wires;     // the JSON of the wire counters
   auto efficiency = [](int n, double t, double base) {
     return base > 0 && t > 0 ? (n / t) / (n * (1.0 / base)) : -1.0;
   };
@@ -422,13 +495,33 @@ int main(int argc, char** argv) {
   };
   const int repeat_slack =
       std::find(o.slacks.begin(), o.slacks.end(), 0) != o.slacks.end() ? 0 : o.slacks.front();
-  for (int slack : o.slacks) {
-    double base = -1;
-    for (int n : o.workers) {
-      const int reps = n == max_workers && slack == repeat_slack ? o.repeat : 1;
-      const double t = point("libgeeps", slack, n, reps, &base,
-                             [&] { return RunGeeps(o, n, slack, net.get()); });
-      if (t <= 0) failed = true;
+  for (const bool aggregate : {false, true}) {
+    if (aggregate && !o.aggregate) continue;
+    const std::string system = aggregate ? "libgeeps-aggregated" : "libgeeps";
+    for (int slack : o.slacks) {
+      double base = -1;
+      for (int n : o.workers) {
+        const int reps = n == max_workers && slack == repeat_slack ? o.repeat : 1;
+        const double t = point(system, slack, n, reps, &base, [&] {
+          Wire w;
+          const double s = RunGeeps(o, n, slack, net.get(), aggregate, &w);
+          if (s > 0 && w.tx >= 0) {
+            std::printf(
+                "%-18s %5d %7d   wire per machine per iteration: sent %.0f B, "
+                "received %.0f B\n",
+                system.c_str(), slack, n, w.tx, w.rx);
+            std::ostringstream j;
+            j << (wires.empty() ? "" : ",") << "{\"system\":\"" << system
+              << "\",\"slack\":" << slack << ",\"workers\":" << n
+              << ",\"per_machine\":" << o.per_machine
+              << ",\"tx_bytes_per_iteration_per_machine\":" << w.tx
+              << ",\"rx_bytes_per_iteration_per_machine\":" << w.rx << "}";
+            wires += j.str();
+          }
+          return s;
+        });
+        if (t <= 0) failed = true;
+      }
     }
   }
   if (baseline) {
@@ -461,11 +554,15 @@ int main(int argc, char** argv) {
     // update ((N-1)/N of the table leaves each machine) and then its push
     // ((N-1)/N again) cannot overlap compute, even with every other
     // transfer hidden.
+    // With --per-machine K the N workers are on M = ceil(N / K) machines,
+    // and the bound is that of one update and push per machine (what
+    // machine-level aggregation sends); without it, every worker's.
     for (int n : o.workers) {
-      const double t = base + 2.0 * (n - 1) / n * bytes / o.tables / goodput;
+      const int m = (n + o.per_machine - 1) / o.per_machine;
+      const double t = base + 2.0 * (m - 1) / m * bytes / o.tables / goodput;
       report("bsp-bound-computed", 0, n, t, base, "1");
     }
   }
-  json << "],\"repeated\":[" << repeated << "]}\n";
+  json << "],\"repeated\":[" << repeated << "],\"wire\":[" << wires << "]}\n";
   return failed ? 1 : 0;
 }

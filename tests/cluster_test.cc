@@ -125,6 +125,9 @@ const Shape kProcessShapes[] = {{2, 2, 1}, {3, 3, 2}};
 // Machine-level aggregation (threads): 2 machines x 2 workers, with 3
 // shards x 2 channels, 2 x 4, and machines of 2, 2 and 1.
 const Shape kAggregatedShapes[] = {{4, 2, 1, 2}, {4, 3, 2, 2}, {8, 2, 1, 4}, {5, 2, 2, 2}};
+// Processes (each a worker and a shard), machines from GEEPS_MACHINE: 2 x 2,
+// and machines of 2 and 1.
+const Shape kAggregatedProcessShapes[] = {{4, 4, 1, 2}, {3, 3, 2, 2}};
 
 // "1w1s1c": the shape (the instantiation names the cluster and transport).
 std::string ShapeName(const ::testing::TestParamInfo<std::tuple<Backend, Shape>>& info) {
@@ -147,6 +150,14 @@ INSTANTIATE_TEST_SUITE_P(Inproc, ExactSumTest,
 INSTANTIATE_TEST_SUITE_P(InprocAggregated, ExactSumTest,
                          Over(ClusterKind::kThreads, "inproc", DeviceKind::kHost,
                               kAggregatedShapes),
+                         ShapeName);
+INSTANTIATE_TEST_SUITE_P(IpcAggregated, ExactSumTest,
+                         Over(ClusterKind::kProcesses, "ipc", DeviceKind::kHost,
+                              kAggregatedProcessShapes),
+                         ShapeName);
+INSTANTIATE_TEST_SUITE_P(TcpAggregated, ExactSumTest,
+                         Over(ClusterKind::kProcesses, "tcp", DeviceKind::kHost,
+                              kAggregatedProcessShapes),
                          ShapeName);
 INSTANTIATE_TEST_SUITE_P(Ipc, ExactSumTest,
                          Over(ClusterKind::kProcesses, "ipc", DeviceKind::kHost, kProcessShapes),
@@ -173,9 +184,10 @@ INSTANTIATE_TEST_SUITE_P(TcpCuda, ExactSumTest,
 // thread of an EmbeddedCluster cannot be killed.
 class ClusterFailureTest : public ::testing::TestWithParam<Backend> {
  protected:
-  void KillOne(int victim) {
+  // `shape`: 3 processes, or 4 in 2 machines (aggregated).
+  void KillOne(int victim, Shape shape = {3, 3, 2}) {
     Workload w;
-    w.shape = {3, 3, 2};
+    w.shape = shape;
     w.iterations = 50;
     w.kill_rank = victim;
     w.kill_at = 3;
@@ -183,7 +195,7 @@ class ClusterFailureTest : public ::testing::TestWithParam<Backend> {
     const auto start = steady_clock::now();
     const ClusterResult r = MakeCluster(GetParam(), GEEPS_MULTIPROC_WORKER)->Run(w);
     const auto took = steady_clock::now() - start;
-    ASSERT_EQ(r.workers.size(), 3u);
+    ASSERT_EQ(r.workers.size(), static_cast<size_t>(shape.workers));
     EXPECT_FALSE(r.workers[victim].reported) << Describe(r);
     EXPECT_EQ(r.workers[victim].exit, 128 + SIGKILL) << Describe(r);
     for (const WorkerResult& wr : r.workers) {
@@ -200,6 +212,14 @@ class ClusterFailureTest : public ::testing::TestWithParam<Backend> {
 
 TEST_P(ClusterFailureTest, KilledRankIsReportedByEveryOther) { KillOne(2); }
 TEST_P(ClusterFailureTest, KilledCoordinatorIsReportedByEveryOther) { KillOne(0); }
+// Machine-level aggregation, 2 machines of 2 processes: a member (rank 3)
+// and a machine's leader, whose process runs its relay (rank 2).
+TEST_P(ClusterFailureTest, KilledMemberOfAMachineIsReportedByEveryOther) {
+  KillOne(3, {4, 4, 2, 2});
+}
+TEST_P(ClusterFailureTest, KilledLeaderOfAMachineIsReportedByEveryOther) {
+  KillOne(2, {4, 4, 2, 2});
+}
 
 std::string BackendName(const ::testing::TestParamInfo<Backend>& info) {
   return info.param.transport;

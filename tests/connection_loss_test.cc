@@ -22,6 +22,7 @@
 
 #include "geeps/process.h"
 #include "process_util.h"
+#include "test_cluster.h"
 #include "test_util.h"
 
 namespace geeps {
@@ -57,6 +58,10 @@ struct Job {
   int clocks = 300;
   int slack = 0;
   bool resend = true;
+  // > 0: machine-level aggregation, machines of this many ranks (their
+  // relays then hold the connections to the shards).
+  int per_machine = 0;
+  std::string ipc_dir = "/tmp";
 };
 
 struct RankResult {
@@ -75,7 +80,10 @@ RankResult RunRank(const Job& job, int rank, int port, std::atomic<int>* clock_s
   c.timeout = std::chrono::milliseconds(4000);
   c.heartbeat_timeout = std::chrono::milliseconds(4000);
   c.resend_after_connection_loss = job.resend;
+  c.aggregate_per_machine = job.per_machine > 0;
   ProcessOptions po;
+  if (job.per_machine > 0) po.machine = "m" + std::to_string(rank / job.per_machine);
+  po.ipc_dir = job.ipc_dir;
   po.rank = rank;
   po.world_size = job.world;
   po.coordinator = "127.0.0.1:" + std::to_string(port);
@@ -96,7 +104,7 @@ RankResult RunRank(const Job& job, int rank, int port, std::atomic<int>* clock_s
     GEEPS_RETURN_IF_ERROR(ps.StartIterations());
     const std::vector<float> ones(kRows * kWidth, 1.0f);
     std::vector<float> seen(kRows * kWidth);
-    const float world = static_cast<float>(job.world);
+    const auto world = static_cast<float>(job.world);
     for (int i = 0; i < job.clocks; ++i) {
       GEEPS_ASSIGN_OR_RETURN(const float* w, ps.Read(read));
       GEEPS_RETURN_IF_ERROR(ps.CopyToHost(seen.data(), w, seen.size()));
@@ -197,6 +205,37 @@ TEST(ConnectionLossTest, TwentyResetsOfAnSspJobStayWithinTheBound) {
   job.clocks = 700;
   job.slack = 1;
   ExpectSurvived(job, RunWithResets(job, 20, 30));
+}
+
+// Machine-level aggregation: 4 ranks in 2 machines; the resets cut the
+// relays' connections to the shards (the members reach their relay over
+// ipc://). Each relay sends again what was not applied and resyncs, so the
+// job ends exact.
+TEST(ConnectionLossTest, TwentyResetsOfAnAggregatedBspJobLeaveExactSums) {
+  std::string why;
+  if (!CanKillSockets(&why)) GTEST_SKIP() << why;
+  Job job;
+  job.world = 4;
+  job.per_machine = 2;
+  job.clocks = 700;
+  job.ipc_dir = testing::TempDir("relay");
+  const std::vector<RankResult> results = RunWithResets(job, 20, 30);
+  int64_t resyncs = 0;
+  for (const RankResult& r : results) {
+    EXPECT_TRUE(r.status.ok()) << r.status;
+    if (r.status.ok()) EXPECT_EQ(r.last, 4.0f * (job.clocks - 1));
+    EXPECT_EQ(r.stats.frames_dropped, 0);
+    EXPECT_EQ(r.shard.routing_id_handovers, 0);
+    resyncs += r.shard.resyncs_received;
+    std::printf("rank: %s; its shard: resyncs %lld, pushed again %lld, repeated rows %lld\n",
+                r.status.ToString().c_str(), static_cast<long long>(r.shard.resyncs_received),
+                static_cast<long long>(r.shard.repushes),
+                static_cast<long long>(r.shard.repeated_rows_skipped));
+  }
+  // Every reset cut both relays' connections to one shard; each relay that
+  // saw it resynced every table there.
+  EXPECT_GE(resyncs, 10);
+  testing::RemoveDir(job.ipc_dir);
 }
 
 TEST(ConnectionLossTest, WithoutResendALossIsNamed) {

@@ -14,7 +14,9 @@
 #include "exact_sum.h"
 #include "geeps/embedded_cluster.h"
 #include "geeps/process.h"
+#include "test_cluster.h"
 #include "test_util.h"
+#include "transport/control_messages.h"
 
 namespace geeps {
 namespace {
@@ -60,7 +62,9 @@ TEST(MachineAggregationConfigTest, EnvironmentSetsIt) {
   EXPECT_NE(st.message().find("GEEPS_AGGREGATE_PER_MACHINE"), std::string::npos) << st;
 }
 
-TEST(MachineAggregationConfigTest, MultiProcessJobsRefuseItNamingWhy) {
+// A multi-process job finds its machines from their names, never from
+// workers_per_machine; a bad machine name is named.
+TEST(MachineAggregationConfigTest, ProcessesRefuseWorkersPerMachineAndBadNames) {
   ProcessOptions o;
   o.rank = 0;
   o.world_size = 1;
@@ -68,9 +72,43 @@ TEST(MachineAggregationConfigTest, MultiProcessJobsRefuseItNamingWhy) {
   auto p = Process::Join(Aggregated(1, 1), o);
   ASSERT_FALSE(p.ok());
   EXPECT_EQ(p.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(p.status().message().find("aggregate_per_machine is not supported by multi-process"),
+  EXPECT_NE(p.status().message().find("finds its machines from ProcessOptions::machine"),
             std::string::npos)
       << p.status();
+  o.machine = "two words";
+  p = Process::Join(Aggregated(1, 0), o);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(p.status().message().find("machine name 'two words'"), std::string::npos) << p.status();
+  testing::ScopedEnv bad("GEEPS_MACHINE", "a/b");
+  ProcessOptions from_env;
+  const Status st = ApplyEnvironment(&from_env);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("GEEPS_MACHINE='a/b'"), std::string::npos) << st;
+}
+
+// The machine names travel in HELLO and WELCOME ("-": none).
+TEST(MachineAggregationConfigTest, MachineNamesTravelInTheRendezvous) {
+  transport::PeerInfo a;
+  a.rank = 0;
+  a.endpoints = {"tcp://h:1"};
+  a.machine = "node-0.rack:1";
+  transport::PeerInfo b;
+  b.rank = 1;
+  b.role = ProcessRole::kServer;
+  b.endpoints = {"tcp://h:2"};
+  const transport::JobLayout layout = transport::MakeLayout({a, b});
+  auto back = transport::DecodeWelcome(transport::EncodeWelcome(layout), 2, 1);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->peers[0].machine, "node-0.rack:1");
+  EXPECT_EQ(back->peers[1].machine, "");
+  auto hello = transport::DecodeHello(transport::EncodeHello(b, 2, 7), 1);
+  ASSERT_TRUE(hello.ok()) << hello.status();
+  EXPECT_EQ(hello->peer.machine, "");
+  EXPECT_FALSE(transport::ValidMachineName(""));
+  EXPECT_FALSE(transport::ValidMachineName("a b"));
+  EXPECT_FALSE(transport::ValidMachineName(std::string(256, 'a')));
+  EXPECT_TRUE(transport::ValidMachineName(std::string(255, 'a')));
 }
 
 struct RunCounts {
@@ -117,6 +155,34 @@ TEST(MachineAggregationTest, ShardsSeeOneParticipantPerMachine) {
   // One machine of all four: a quarter.
   const RunCounts one = RunExactSums(Aggregated(4, 0), 5);
   EXPECT_EQ(one.updates_applied * 4, p.updates_applied);
+}
+
+// The same over processes: 4 worker-and-shard processes named into 2
+// machines over TCP, whose relays talk to the shards of other processes.
+TEST(MachineAggregationTest, ProcessJobsSendOneUpdatePerMachine) {
+  auto run = [](int per_machine) {
+    testing::Workload w;
+    w.shape = {4, 4, 1, per_machine};
+    w.iterations = 5;
+    const testing::ClusterResult r =
+        testing::MakeCluster({testing::ClusterKind::kProcesses, "tcp"}, GEEPS_MULTIPROC_WORKER)
+            ->Run(w);
+    int64_t applied = 0;
+    for (const testing::WorkerResult& wr : r.workers) {
+      EXPECT_TRUE(wr.status.ok()) << wr.rank << ": " << wr.status << "\n" << r.logs;
+      EXPECT_EQ(wr.iterations, 5) << r.logs;
+    }
+    for (const testing::ShardResult& s : r.shards) {
+      EXPECT_EQ(s.frames_dropped, 0) << r.logs;
+      applied += s.updates_applied;
+    }
+    EXPECT_TRUE(r.ipc_leftovers.empty()) << r.ipc_leftovers.size() << " relay files left";
+    return applied;
+  };
+  const int64_t plain = run(-1);
+  const int64_t aggregated = run(2);
+  ASSERT_GT(plain, 0);
+  EXPECT_EQ(aggregated * 2, plain);
 }
 
 // A worker of a machine that stops clocking holds its machine's sum back:

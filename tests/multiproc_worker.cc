@@ -52,6 +52,7 @@ void Report(const std::string& dir, geeps::Process& p, const geeps::Status& st) 
   r.shard = ss.shard;
   r.frames_dropped = ss.frames_dropped;
   r.early_push_parts = ss.early_push_parts;
+  r.updates_applied = ss.updates_applied;
   if (!geeps::testing::WriteProcessReport(dir, r))
     std::fprintf(stderr, "multiproc_worker rank %d: cannot write %s\n", r.rank,
                  geeps::testing::ResultFileName(dir, r.rank).c_str());

@@ -74,6 +74,7 @@ struct ShardResult {
   int shard = -1;
   int64_t frames_dropped = 0;
   int64_t early_push_parts = 0;
+  int64_t updates_applied = 0;
 };
 
 struct ClusterResult {
@@ -107,12 +108,14 @@ class TestCluster {
 //   shard S             (-1: the process has no shard)
 //   frames_dropped N
 //   early_push_parts N
+//   updates_applied N
 //   end
 struct ProcessReport {
   bool complete = false;
   int rank = -1, worker = -1, shard = -1, device = -1;
   Status status;
-  int64_t iterations = 0, pushes_installed = 0, frames_dropped = 0, early_push_parts = 0;
+  int64_t iterations = 0, pushes_installed = 0, frames_dropped = 0, early_push_parts = 0,
+          updates_applied = 0;
 };
 
 inline std::string ResultFileName(const std::string& dir, int rank) {
@@ -133,7 +136,7 @@ inline bool WriteProcessReport(const std::string& dir, const ProcessReport& r) {
         << static_cast<int>(r.status.code()) << " " << message << "\niterations " << r.iterations
         << "\npushes_installed " << r.pushes_installed << "\ndevice " << r.device << "\nshard "
         << r.shard << "\nframes_dropped " << r.frames_dropped << "\nearly_push_parts "
-        << r.early_push_parts << "\nend\n";
+        << r.early_push_parts << "\nupdates_applied " << r.updates_applied << "\nend\n";
     if (!out.good()) return false;
   }
   return std::rename(tmp.c_str(), path.c_str()) == 0;
@@ -171,6 +174,7 @@ inline ProcessReport ReadProcessReport(const std::string& dir, int rank) {
     if (key == "pushes_installed") r.pushes_installed = v;
     if (key == "frames_dropped") r.frames_dropped = v;
     if (key == "early_push_parts") r.early_push_parts = v;
+    if (key == "updates_applied") r.updates_applied = v;
   }
   return r;
 }
@@ -244,7 +248,7 @@ class ThreadCluster : public TestCluster {
     }
     for (int s = 0; s < c.num_shards; ++s) {
       const ShardStats st = ec.GetShardStats(s);
-      out.shards.push_back({s, st.frames_dropped, st.early_push_parts});
+      out.shards.push_back({s, st.frames_dropped, st.early_push_parts, st.updates_applied});
     }
     const Status down = ec.Shutdown();
     if (!down.ok())
@@ -264,7 +268,9 @@ class ProcessCluster : public TestCluster {
     ClusterResult out;
     const int n = w.shape.workers;
     const std::string results = TempDir("results");
-    const std::string ipc_dir = transport_ == "ipc" ? TempDir("ipc") : "";
+    // Machine-level aggregation: the relays' ipc:// files go there too.
+    const bool aggregate = w.shape.per_machine > 0;
+    const std::string ipc_dir = transport_ == "ipc" || aggregate ? TempDir("ipc") : "";
     const int port = FreePort();
     std::vector<Child> children;
     for (int r = 0; r < n; ++r) {
@@ -279,6 +285,10 @@ class ProcessCluster : public TestCluster {
       // would pass on).
       env["GEEPS_DEVICE"] = w.device == DeviceKind::kCuda ? "cuda" : "host";
       if (!ipc_dir.empty()) env["GEEPS_IPC_DIR"] = ipc_dir;
+      if (aggregate) {
+        env["GEEPS_AGGREGATE_PER_MACHINE"] = "1";
+        env["GEEPS_MACHINE"] = "m" + std::to_string(r / w.shape.per_machine);
+      }
       if (w.max_message_bytes > 0)
         env["GEEPS_MAX_MESSAGE_BYTES"] = std::to_string(w.max_message_bytes);
       if (w.pipeline_part_bytes > 0)
@@ -315,7 +325,8 @@ class ProcessCluster : public TestCluster {
         wr.iterations = rep.iterations;
         wr.pushes_installed = rep.pushes_installed;
         wr.device = rep.device;
-        out.shards.push_back({rep.shard, rep.frames_dropped, rep.early_push_parts});
+        out.shards.push_back(
+            {rep.shard, rep.frames_dropped, rep.early_push_parts, rep.updates_applied});
       } else {
         wr.status = Status(StatusCode::kUnavailable, "process " + std::to_string(r) +
                                                          " reported nothing (exit " +

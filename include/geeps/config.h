@@ -77,9 +77,10 @@ struct Config {
   // clock together, in rank order, and one relay per machine sends the sum to
   // every partition as the machine's one participant and shares each push
   // with them. Reads see what they see without it (BSP exact, SSP's bound per
-  // worker). So far the workers of an EmbeddedCluster, grouped into machines
-  // of `workers_per_machine` consecutive ranks (0: all of them one machine);
-  // Process::Join refuses it.
+  // worker). In a multi-process job the machines are the worker processes
+  // with the same ProcessOptions::machine (GEEPS_MACHINE, else the host
+  // name); in an EmbeddedCluster, `workers_per_machine` consecutive ranks
+  // (0: all of them one machine; it must be 0 in a multi-process job).
   bool aggregate_per_machine = false;
   int workers_per_machine = 0;  // in [0, num_workers]
 

@@ -62,6 +62,12 @@ struct ProcessOptions {
   // authenticated and encrypted, and only holders of the key can connect
   // (docs/security.md). Empty: GEEPS_CURVE_KEYS if set, else CURVE is off.
   std::string curve_key_file;
+  // The machine this process runs on, for Config::aggregate_per_machine:
+  // the worker processes with the same name share one relay, in the one
+  // with the lowest worker rank. Empty: GEEPS_MACHINE if set, else the host
+  // name. 1 to 255 of [A-Za-z0-9._:-] (e.g. one name per network namespace
+  // when several "machines" share a host).
+  std::string machine;
 };
 
 // Overrides options from GEEPS_ROLE (both|worker|server), GEEPS_TRANSPORT

@@ -79,8 +79,9 @@ StatusOr<std::unique_ptr<EmbeddedCluster>> EmbeddedCluster::Start(const Config& 
   for (auto& p : c.partitions) GEEPS_RETURN_IF_ERROR(p->Start());
   if (config.aggregate_per_machine) {
     for (int m = 0; m < common::NumMachines(config); ++m) {
-      c.relays.push_back(
-          std::make_unique<cluster::MachineRelay>(c.context.get(), config, m, endpoints));
+      c.relays.push_back(std::make_unique<cluster::MachineRelay>(
+          c.context.get(), config, m, common::MachineMembers(config, m),
+          cluster::MachineRelay::InprocEndpoints(m, num_partitions), endpoints));
       c.relays.back()->SetStartClock(resume_clock);
       GEEPS_RETURN_IF_ERROR(c.relays.back()->Start());
     }
@@ -88,7 +89,7 @@ StatusOr<std::unique_ptr<EmbeddedCluster>> EmbeddedCluster::Start(const Config& 
   for (int r = 0; r < config.num_workers; ++r) {
     auto impl = std::make_unique<client::Worker>(
         config, r, c.context.get(),
-        config.aggregate_per_machine ? c.relays[common::MachineOf(config, r)]->LocalEndpoints()
+        config.aggregate_per_machine ? c.relays[common::MachineOf(config, r)]->local_endpoints()
                                      : endpoints);
     impl->SetResumeClock(resume_clock);
     impl->SetDeviceOrdinal(ordinals[r]);

@@ -32,24 +32,26 @@ zmq::message_t HeldFrame(const void* data, size_t bytes, const std::shared_ptr<v
 }  // namespace
 
 MachineRelay::MachineRelay(zmq::context_t* context, const Config& config, int machine,
-                           std::vector<std::string> upstream)
+                           std::vector<int> members, std::vector<std::string> local,
+                           std::vector<std::string> upstream,
+                           const transport::SecurityConfig* security)
     : context_(context),
       config_(config),
       machine_(machine),
-      members_(common::MachineMembers(config, machine)),
-      upstream_(std::move(upstream)) {}
+      members_(std::move(members)),
+      local_(std::move(local)),
+      upstream_(std::move(upstream)),
+      security_(security),
+      resend_(config.resend_after_connection_loss && !upstream_.empty() &&
+              upstream_[0].rfind("inproc://", 0) != 0) {}
 
 MachineRelay::~MachineRelay() { Stop(); }
 
-std::string MachineRelay::LocalEndpoint(int machine, int partition) {
-  return "inproc://geeps-relay-" + std::to_string(machine) + "-partition-" +
-         std::to_string(partition);
-}
-
-std::vector<std::string> MachineRelay::LocalEndpoints() const {
+std::vector<std::string> MachineRelay::InprocEndpoints(int machine, int partitions) {
   std::vector<std::string> out;
-  for (size_t p = 0; p < upstream_.size(); ++p)
-    out.push_back(LocalEndpoint(machine_, static_cast<int>(p)));
+  for (int p = 0; p < partitions; ++p)
+    out.push_back("inproc://geeps-relay-" + std::to_string(machine) + "-partition-" +
+                  std::to_string(p));
   return out;
 }
 
@@ -57,15 +59,24 @@ Status MachineRelay::Start() {
   if (started_) return FailedPreconditionError("machine relay started twice");
   if (members_.empty())
     return InvalidArgumentError("machine " + std::to_string(machine_) + " has no workers");
+  if (local_.size() != upstream_.size())
+    return InternalError("machine relay: " + std::to_string(local_.size()) +
+                         " local endpoints for " + std::to_string(upstream_.size()) +
+                         " partitions");
   const int num_partitions = static_cast<int>(upstream_.size());
   const int64_t max_frame = transport::LargestFrameBytes(config_);
   partitions_.resize(upstream_.size());
   for (int p = 0; p < num_partitions; ++p) {
     Partition& part = partitions_[p];
+    GEEPS_ASSIGN_OR_RETURN(part.down,
+                           transport::BindShardRouter(*context_, local_[p], max_frame, security_));
     GEEPS_ASSIGN_OR_RETURN(
-        part.down, transport::BindShardRouter(*context_, LocalEndpoint(machine_, p), max_frame));
-    GEEPS_ASSIGN_OR_RETURN(
-        part.up, transport::ConnectWorkerDealer(*context_, upstream_[p], members_[0], max_frame));
+        part.up,
+        transport::ConnectWorkerDealer(*context_, upstream_[p], members_[0], max_frame, security_));
+    if (upstream_[p].rfind("inproc://", 0) != 0) {
+      GEEPS_ASSIGN_OR_RETURN(part.monitor,
+                             transport::NewDisconnectMonitor(*context_, *part.up, upstream_[p]));
+    }
     part.tables.resize(config_.tables.size());
     for (size_t t = 0; t < config_.tables.size(); ++t) {
       const TableSpec& spec = config_.tables[t];
@@ -90,6 +101,8 @@ void MachineRelay::Stop() {
   started_ = false;
   stop_.store(true);
   if (thread_.joinable()) thread_.join();
+  for (Partition& part : partitions_)
+    if (part.monitor) transport::StopMonitor(*part.up, part.monitor);
   partitions_.clear();  // closes the sockets (they linger until sent)
 }
 
@@ -98,12 +111,31 @@ void MachineRelay::Run() {
   for (Partition& part : partitions_) {
     items.push_back({part.down->handle(), 0, ZMQ_POLLIN, 0});
     items.push_back({part.up->handle(), 0, ZMQ_POLLIN, 0});
+    if (part.monitor) items.push_back({part.monitor->handle(), 0, ZMQ_POLLIN, 0});
   }
   auto next_stall_check = std::chrono::steady_clock::now();
   try {
     while (!stop_.load()) {
       zmq::poll(items.data(), items.size(), std::chrono::milliseconds(100));
-      for (size_t p = 0; p < partitions_.size(); ++p) Drain(static_cast<int>(p));
+      for (size_t p = 0; p < partitions_.size(); ++p) {
+        Partition& part = partitions_[p];
+        if (part.monitor) {
+          const int lost = transport::CountDisconnects(*part.monitor);
+          if (lost > 0) {
+            if (connection_losses_.fetch_add(lost) == 0) {
+              GEEPS_LOG(Warning) << "machine relay " << machine_
+                                 << ": the connection to server partition " << p << " ("
+                                 << upstream_[p] << ") was lost; ZeroMQ reconnects, and "
+                                 << (resend_ ? "the relay sends again what was not applied"
+                                             : "an update or push in flight is lost with it "
+                                               "(resend_after_connection_loss is off)")
+                                 << "; further losses are only counted";
+            }
+            if (resend_) Resend(static_cast<int>(p));
+          }
+        }
+        Drain(static_cast<int>(p));
+      }
       const auto now = std::chrono::steady_clock::now();
       if (now >= next_stall_check) {
         CheckStalls();
@@ -195,13 +227,20 @@ void MachineRelay::HandleDown(int p, std::vector<zmq::message_t>& frames) {
   const DecodedMessage& m = *decoded;
   if (m.header.sender != static_cast<uint32_t>(rank))
     return Drop("header sender does not match routing id");
-  if (m.type == MsgType::kAck || m.type == MsgType::kResync) return;  // inproc: nothing to do
-  if (m.type != MsgType::kSubscribe && m.type != MsgType::kUpdate)
+  if (m.type == MsgType::kAck) return;  // the relay acknowledges pushes itself
+  if (m.type != MsgType::kSubscribe && m.type != MsgType::kUpdate && m.type != MsgType::kResync)
     return Drop(std::string("unexpected ") + transport::MsgTypeName(m.type) + " from a member");
   Partition& part = partitions_[p];
   if (m.header.table >= part.tables.size() || !part.tables[m.header.table].shared)
     return Drop("unknown or local table " + std::to_string(m.header.table));
   TableState& t = part.tables[m.header.table];
+  if (m.type == MsgType::kResync) {
+    // A member that lost its connection to the relay and lacks the last
+    // push: hand it over again.
+    if (t.last_push && t.members[member].subscribed && m.header.aux < t.shared_clock)
+      SendPushTo(p, m.header.table, member, t.shared_clock, t.included, t.last_values, t.last_push);
+    return;
+  }
   if (m.type == MsgType::kUpdate && m.header.row_width != t.width)
     return Drop("row width does not match the table");
   Status rows_ok = transport::ValidateRows(m, t.row_begin, t.row_end);
@@ -212,6 +251,7 @@ void MachineRelay::HandleDown(int p, std::vector<zmq::message_t>& frames) {
   if (!complete) return;
   Assembly& a = mt.partial;
   if (a.type == static_cast<uint16_t>(MsgType::kSubscribe)) {
+    if (mt.subscribed && a.rows == mt.subscription) return;  // sent again after a loss
     if (mt.subscribed) return Drop("a second subscription of worker " + std::to_string(rank));
     if (t.subscribed_up)
       return Drop("a subscription of worker " + std::to_string(rank) + " after its first update");
@@ -219,6 +259,7 @@ void MachineRelay::HandleDown(int p, std::vector<zmq::message_t>& frames) {
     mt.subscribed = true;
     return;
   }
+  if (a.clock < mt.next_clock) return;  // sent again after a lost connection
   if (a.clock != mt.next_clock)
     return Drop("an update of clock " + std::to_string(a.clock) + " from worker " +
                 std::to_string(rank) + ", which is at clock " + std::to_string(mt.next_clock));
@@ -275,6 +316,12 @@ void MachineRelay::TrySum(int p, uint32_t table) {
       }
     }
     SendUp(p, table, t.next_up, sum);
+    updates_up_.fetch_add(1, std::memory_order_relaxed);
+    if (resend_) {
+      t.unapplied[t.next_up] = std::make_shared<Delta>(std::move(sum));
+      // Bounded where no push says what was applied (no subscription).
+      while (t.unapplied.size() > 8) t.unapplied.erase(t.unapplied.begin());
+    }
     for (MemberTable& mt : t.members) mt.ready.erase(t.next_up);
     ++t.next_up;
     t.waiting_since = {};
@@ -303,6 +350,11 @@ void MachineRelay::SubscribeUp(int p, uint32_t table) {
       t.pick[i].push_back(static_cast<uint32_t>(at));
     }
   }
+  SendSubscription(p, table);
+}
+
+void MachineRelay::SendSubscription(int p, uint32_t table) {
+  const TableState& t = partitions_[p].tables[table];
   if (t.rows_up.empty()) return;
   Partition& part = partitions_[p];
   WireHeader h;
@@ -358,7 +410,6 @@ void MachineRelay::SendUp(int p, uint32_t table, int64_t clock, const Delta& sum
     SendFrames(*partitions_[p].up, frames, count);
     first += n;
   } while (first < total);
-  updates_up_.fetch_add(1, std::memory_order_relaxed);
 }
 
 void MachineRelay::HandleUp(int p, std::vector<zmq::message_t>& frames) {
@@ -381,10 +432,9 @@ void MachineRelay::HandleUp(int p, std::vector<zmq::message_t>& frames) {
   const bool more = (m.header.flags & transport::kFlagMore) != 0;
   if (m.header.offset == 0 && !more) {
     // A push in one part: shared from the frame it came in.
+    t.push.active = false;
     if (m.header.row_count != t.rows_up.size()) return Drop("push ended before all its rows");
     auto owner = std::make_shared<zmq::message_t>(std::move(frames.back()));
-    t.push.active = false;
-    t.shared_clock = m.header.clock;
     SharePush(p, m.header.table, m.header.clock, m.header.aux,
               reinterpret_cast<const float*>(owner->data()), owner);
     return;
@@ -393,7 +443,6 @@ void MachineRelay::HandleUp(int p, std::vector<zmq::message_t>& frames) {
   if (!Accept(&t.push, m, t.width, &complete)) return Drop("push part out of sequence");
   if (!complete) return;
   if (t.push.next != t.rows_up.size()) return Drop("push ended before all its rows");
-  t.shared_clock = t.push.clock;
   auto owner = std::make_shared<std::vector<float>>(std::move(t.push.values));
   SharePush(p, m.header.table, t.push.clock, t.push.aux, owner->data(), owner);
 }
@@ -401,45 +450,85 @@ void MachineRelay::HandleUp(int p, std::vector<zmq::message_t>& frames) {
 void MachineRelay::SharePush(int p, uint32_t table, int64_t clock, int64_t aux, const float* values,
                              const std::shared_ptr<void>& owner) {
   TableState& t = partitions_[p].tables[table];
+  // After a lost connection the partition may push again what came anyway.
+  if (clock <= t.shared_clock) return;
+  for (size_t i = 0; i < t.members.size(); ++i)
+    if (t.members[i].subscribed) SendPushTo(p, table, i, clock, aux, values, owner);
+  t.shared_clock = clock;
+  t.included = aux;
+  t.last_push = owner;
+  t.last_values = values;
+  t.unapplied.erase(t.unapplied.begin(), t.unapplied.lower_bound(aux));
+  pushes_down_.fetch_add(1, std::memory_order_relaxed);
+  // The partition may stop holding the push's rows.
+  if (resend_) SendControlUp(p, MsgType::kAck, table, clock);
+}
+
+void MachineRelay::SendPushTo(int p, uint32_t table, size_t member, int64_t clock, int64_t aux,
+                              const float* values, const std::shared_ptr<void>& owner) {
+  const TableState& t = partitions_[p].tables[table];
   const size_t w = t.width;
   const uint64_t per = transport::RowsPerPart(t.width, false, config_.max_message_bytes);
-  for (size_t i = 0; i < t.members.size(); ++i) {
-    if (!t.members[i].subscribed) continue;
-    const float* from = values;
-    std::shared_ptr<void> hold = owner;
-    uint64_t total = t.rows_up.size();
-    if (!t.whole[i]) {
-      // This member's rows only.
-      auto own = std::make_shared<std::vector<float>>(t.pick[i].size() * w);
-      for (size_t k = 0; k < t.pick[i].size(); ++k)
-        std::memcpy(own->data() + k * w, values + static_cast<size_t>(t.pick[i][k]) * w,
-                    w * sizeof(float));
-      from = own->data();
-      total = t.pick[i].size();
-      hold = own;
-    }
-    WireHeader h;
-    h.type = static_cast<uint16_t>(MsgType::kPush);
-    h.sender = static_cast<uint32_t>(p);
-    h.table = table;
-    h.clock = clock;
-    h.aux = aux;
-    h.row_width = t.width;
-    const std::string id = transport::WorkerRoutingId(members_[i]);
-    for (uint64_t first = 0; first < total; first += per) {
-      const uint64_t n = std::min(per, total - first);
-      h.offset = first;
-      h.row_count = n;
-      h.flags = first + n < total ? transport::kFlagMore : 0;
-      zmq::message_t frames[3];
-      frames[0].rebuild(id.data(), id.size());
-      frames[1].rebuild(transport::kHeaderBytes);
-      transport::EncodeHeader(h, frames[1].data());
-      frames[2] = HeldFrame(from + first * w, n * w * sizeof(float), hold);
-      SendFrames(*partitions_[p].down, frames, 3);
+  const float* from = values;
+  std::shared_ptr<void> hold = owner;
+  uint64_t total = t.rows_up.size();
+  if (!t.whole[member]) {
+    // This member's rows only.
+    auto own = std::make_shared<std::vector<float>>(t.pick[member].size() * w);
+    for (size_t k = 0; k < t.pick[member].size(); ++k)
+      std::memcpy(own->data() + k * w, values + static_cast<size_t>(t.pick[member][k]) * w,
+                  w * sizeof(float));
+    from = own->data();
+    total = t.pick[member].size();
+    hold = own;
+  }
+  WireHeader h;
+  h.type = static_cast<uint16_t>(MsgType::kPush);
+  h.sender = static_cast<uint32_t>(p);
+  h.table = table;
+  h.clock = clock;
+  h.aux = aux;
+  h.row_width = t.width;
+  const std::string id = transport::WorkerRoutingId(members_[member]);
+  for (uint64_t first = 0; first < total; first += per) {
+    const uint64_t n = std::min(per, total - first);
+    h.offset = first;
+    h.row_count = n;
+    h.flags = first + n < total ? transport::kFlagMore : 0;
+    zmq::message_t frames[3];
+    frames[0].rebuild(id.data(), id.size());
+    frames[1].rebuild(transport::kHeaderBytes);
+    transport::EncodeHeader(h, frames[1].data());
+    frames[2] = HeldFrame(from + first * w, n * w * sizeof(float), hold);
+    SendFrames(*partitions_[p].down, frames, 3);
+  }
+}
+
+void MachineRelay::SendControlUp(int p, MsgType type, uint32_t table, int64_t aux) {
+  WireHeader h;
+  h.type = static_cast<uint16_t>(type);
+  h.sender = static_cast<uint32_t>(members_[0]);
+  h.table = table;
+  h.aux = aux;
+  zmq::message_t frame(transport::kHeaderBytes);
+  transport::EncodeHeader(h, frame.data());
+  SendFrames(*partitions_[p].up, &frame, 1);
+}
+
+void MachineRelay::Resend(int p) {
+  // What ZeroMQ still queued goes out after the reconnect, ahead of this.
+  for (size_t id = 0; id < partitions_[p].tables.size(); ++id) {
+    TableState& t = partitions_[p].tables[id];
+    if (!t.shared || !t.subscribed_up) continue;
+    const auto table = static_cast<uint32_t>(id);
+    if (!t.last_push) SendSubscription(p, table);
+    SendControlUp(p, MsgType::kResync, table, t.shared_clock);
+    for (const auto& [clock, sum] : t.unapplied) {
+      if (clock < t.included) continue;
+      SendUp(p, table, clock, *sum);
+      updates_resent_.fetch_add(1, std::memory_order_relaxed);
     }
   }
-  pushes_down_.fetch_add(1, std::memory_order_relaxed);
 }
 
 void MachineRelay::SendFrames(zmq::socket_t& socket, zmq::message_t* frames, size_t count) {

@@ -12,8 +12,13 @@
 //   - Push: each push is handed to every subscribed member, as its own
 //     subscription's rows (the same buffer, without a copy, where a member's
 //     subscription is the union).
-// Acknowledgements and resyncs of the members are not passed on: the
-// members' connections to the relay are inproc and cannot be lost.
+// The members' acknowledgements are not passed on (the relay acknowledges
+// each push it has shared). Over tcp:// or ipc:// to the partitions, the
+// relay does what a worker's channel does after a lost connection: it sends
+// its subscription again if no push has come, a Resync, and the sums the
+// partition may not have applied (those of clocks at or past what the last
+// push included); a partition skips what it had. A member that resyncs is
+// handed the last push again; a repeated update of a member is skipped.
 //
 // Threads: one, the relay's own; it owns every socket between Start() and
 // Stop(). The public methods are for the thread that owns the relay.
@@ -34,21 +39,28 @@
 #include "geeps/status.h"
 #include "transport/wire.h"
 
+namespace geeps::transport {
+class SecurityConfig;
+}  // namespace geeps::transport
+
 namespace geeps::cluster {
 
 class MachineRelay {
  public:
-  // Relays the members of machine `machine` (common::MachineMembers) to
-  // every partition p at `upstream[p]`.
-  MachineRelay(zmq::context_t* context, const Config& config, int machine,
-               std::vector<std::string> upstream);
+  // Relays the workers `members` (ranks, ascending: members[0] leads) of
+  // machine `machine` to every partition p at `upstream[p]`; the members
+  // connect to `local[p]`. `security` (may be null: off) is the job's CURVE
+  // settings, for every tcp:// and ipc:// socket; it outlives the relay.
+  MachineRelay(zmq::context_t* context, const Config& config, int machine, std::vector<int> members,
+               std::vector<std::string> local, std::vector<std::string> upstream,
+               const transport::SecurityConfig* security = nullptr);
   ~MachineRelay();  // Stop()
   MachineRelay(const MachineRelay&) = delete;
   MachineRelay& operator=(const MachineRelay&) = delete;
 
-  // Where the members' channels connect for partition p (inproc).
-  static std::string LocalEndpoint(int machine, int partition);
-  std::vector<std::string> LocalEndpoints() const;
+  // An embedded cluster's endpoints for the members of machine `machine`.
+  static std::vector<std::string> InprocEndpoints(int machine, int partitions);
+  const std::vector<std::string>& local_endpoints() const { return local_; }
 
   // Before Start(): the clock the members' first updates have (a resumed
   // checkpoint's clock; 0 otherwise).
@@ -63,6 +75,8 @@ class MachineRelay {
   int64_t updates_relayed() const { return updates_up_.load(); }
   int64_t pushes_shared() const { return pushes_down_.load(); }
   int64_t frames_dropped() const { return frames_dropped_.load(); }
+  int64_t connection_losses() const { return connection_losses_.load(); }
+  int64_t updates_resent() const { return updates_resent_.load(); }
 
  private:
   // A message arriving in parts (kFlagMore / offset).
@@ -99,16 +113,23 @@ class MachineRelay {
     // Per member: its rows' positions in rows_up; `whole`: all of them.
     std::vector<std::vector<uint32_t>> pick;
     std::vector<bool> whole;
-    Assembly push;             // a push arriving in parts
-    int64_t shared_clock = 0;  // the last push shared with the members
+    Assembly push;                    // a push arriving in parts
+    int64_t shared_clock = 0;         // the last push shared with the members
+    int64_t included = 0;             // the machine's clocks that push included
+    std::shared_ptr<void> last_push;  // its rows (rows_up order), for a resync
+    const float* last_values = nullptr;
+    // Sums sent and maybe not yet applied (clock >= included), for a resend
+    // after a lost connection; only kept when the link can be lost.
+    std::map<int64_t, std::shared_ptr<Delta>> unapplied;
     // Since when some members have sent clock next_up and others not (a
     // stall is logged once per clock after Config::timeout / 2).
     std::chrono::steady_clock::time_point waiting_since{};
     int64_t stall_logged = -1;
   };
   struct Partition {
-    std::unique_ptr<zmq::socket_t> down;  // ROUTER: the members' channels
-    std::unique_ptr<zmq::socket_t> up;    // DEALER: the partition, as the leader
+    std::unique_ptr<zmq::socket_t> down;     // ROUTER: the members' channels
+    std::unique_ptr<zmq::socket_t> up;       // DEALER: the partition, as the leader
+    std::unique_ptr<zmq::socket_t> monitor;  // `up`'s disconnects (not inproc)
     std::vector<TableState> tables;
   };
 
@@ -123,8 +144,16 @@ class MachineRelay {
                      bool* complete);
   // Sends the sums of every clock all members have completed.
   void TrySum(int p, uint32_t table);
+  // Computes the union of the members' subscriptions, sends it.
   void SubscribeUp(int p, uint32_t table);
+  void SendSubscription(int p, uint32_t table);
   void SendUp(int p, uint32_t table, int64_t clock, const Delta& sum);
+  void SendControlUp(int p, transport::MsgType type, uint32_t table, int64_t aux);
+  // After a lost connection to partition p: subscription, resync, sums.
+  void Resend(int p);
+  // Sends a push to member `member` (its rows of `values`, in rows_up order).
+  void SendPushTo(int p, uint32_t table, size_t member, int64_t clock, int64_t aux,
+                  const float* values, const std::shared_ptr<void>& owner);
   // Hands a whole push (values: rows_up.size() * width floats, kept alive
   // by `owner`) to every subscribed member.
   void SharePush(int p, uint32_t table, int64_t clock, int64_t aux, const float* values,
@@ -137,14 +166,20 @@ class MachineRelay {
   const Config config_;
   const int machine_;
   const std::vector<int> members_;  // ranks, ascending; members_[0] leads
+  const std::vector<std::string> local_;
   const std::vector<std::string> upstream_;
+  const transport::SecurityConfig* const security_;
+  // The link to the partitions can be lost (not inproc) and the job resends
+  // (Config::resend_after_connection_loss): keep sums, acknowledge pushes.
+  const bool resend_;
   int64_t start_clock_ = 0;
   std::vector<Partition> partitions_;
   std::thread thread_;
   std::atomic<bool> stop_{false};
   bool started_ = false;
   bool logged_drop_ = false;  // relay thread only
-  std::atomic<int64_t> updates_up_{0}, pushes_down_{0}, frames_dropped_{0};
+  std::atomic<int64_t> updates_up_{0}, pushes_down_{0}, frames_dropped_{0}, connection_losses_{0},
+      updates_resent_{0};
 };
 
 }  // namespace geeps::cluster

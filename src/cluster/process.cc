@@ -16,12 +16,14 @@
 #include "client/geeps_access.h"
 #include "client/worker.h"
 #include "cluster/bootstrap.h"
+#include "cluster/machine_relay.h"
 #include "cluster/membership.h"
 #include "common/logging.h"
 #include "common/mutex.h"
 #include "device/selection.h"
 #include "server/checkpoint.h"
 #include "server/shard_channel.h"
+#include "transport/control_messages.h"
 #include "transport/fingerprint.h"
 #include "transport/security.h"
 #include "transport/socket_util.h"
@@ -97,6 +99,12 @@ Status ApplyEnvironment(ProcessOptions* o) {
     o->base_port = static_cast<int>(port);
   }
   if (const char* v = std::getenv("GEEPS_CURVE_KEYS")) o->curve_key_file = v;
+  if (const char* v = std::getenv("GEEPS_MACHINE")) {
+    if (!transport::ValidMachineName(v))
+      return InvalidArgumentError(std::string("GEEPS_MACHINE='") + v +
+                                  "': expected 1 to 255 of [A-Za-z0-9._:-]");
+    o->machine = v;
+  }
   return Status::OK();
 }
 
@@ -131,6 +139,8 @@ struct Process::Impl {
   std::unique_ptr<cluster::Membership> membership;
   int shard = -1;  // this process's shard index (-1: none)
   std::vector<std::unique_ptr<server::ShardChannel>> channels;
+  // With aggregate_per_machine, in the process of its machine's leader.
+  std::unique_ptr<cluster::MachineRelay> relay;
   client::Worker* worker_impl = nullptr;
   std::unique_ptr<GeePS> worker;
   IpcFiles ipc_files;
@@ -143,11 +153,24 @@ Process::~Process() { Shutdown().ok(); }
 
 StatusOr<std::unique_ptr<Process>> Process::Join(const Config& config,
                                                  const ProcessOptions& options) {
-  if (config.aggregate_per_machine)
+  if (config.aggregate_per_machine && config.workers_per_machine > 0)
     return InvalidArgumentError(
-        "aggregate_per_machine is not supported by multi-process jobs yet: so far it sums the "
-        "updates of an EmbeddedCluster's workers (docs/operations.md, \"Several GPUs per "
-        "machine\")");
+        "workers_per_machine is " + std::to_string(config.workers_per_machine) +
+        ", but a multi-process job finds its machines from ProcessOptions::machine "
+        "(GEEPS_MACHINE, else the host name): leave it 0");
+  std::string machine = options.machine;
+  if (config.aggregate_per_machine && machine.empty()) {
+    char name[256] = {};
+    if (gethostname(name, sizeof(name) - 1) != 0)
+      return UnavailableError(std::string("cannot read the host name (for the machine of "
+                                          "aggregate_per_machine; set GEEPS_MACHINE): ") +
+                              std::strerror(errno));
+    machine = name;
+  }
+  if (!machine.empty() && !transport::ValidMachineName(machine))
+    return InvalidArgumentError("machine name '" + machine +
+                                "' (ProcessOptions::machine, GEEPS_MACHINE or the host name): "
+                                "expected 1 to 255 of [A-Za-z0-9._:-]");
   Config job = config;
   job.num_workers = 1;  // set from the roles below; ValidateConfig needs >= 1
   job.num_shards = 1;
@@ -221,6 +244,7 @@ StatusOr<std::unique_ptr<Process>> Process::Join(const Config& config,
   cluster::PeerInfo self;
   self.rank = impl->rank;
   self.role = options.role;
+  if (config.aggregate_per_machine && HasWorker(options.role)) self.machine = machine;
   std::vector<std::unique_ptr<zmq::socket_t>> bound;
   if (HasShard(options.role)) {
     for (int k = 0; k < config.num_channels; ++k) {
@@ -311,13 +335,63 @@ StatusOr<std::unique_ptr<Process>> Process::Join(const Config& config,
     if (s < 0) continue;
     for (int k = 0; k < job.num_channels; ++k) endpoints[s * job.num_channels + k] = p.endpoints[k];
   }
+  // Machine-level aggregation: the worker processes of one machine, by
+  // worker rank; the first leads and runs the machine's relay, which every
+  // member's channels connect to over ipc:// instead of the partitions.
+  std::vector<bool> participants;  // empty: every worker
+  std::vector<std::string> worker_endpoints = endpoints;
+  if (job.aggregate_per_machine) {
+    std::map<std::string, std::vector<int>> machines;  // name -> worker ranks
+    for (const cluster::PeerInfo& p : layout.peers) {
+      const int w = layout.worker_index[p.rank];
+      if (w >= 0) machines[p.machine].push_back(w);
+    }
+    participants.assign(job.num_workers, false);
+    std::vector<int> mine;
+    for (auto& [name, ranks] : machines) {
+      std::sort(ranks.begin(), ranks.end());
+      participants[ranks.front()] = true;
+      if (name == self.machine && HasWorker(options.role)) mine = ranks;
+    }
+    if (HasWorker(options.role)) {
+      const int leader = mine.front();
+      const int num_partitions = job.num_shards * job.num_channels;
+      // Named by the job (its coordinator's port) and the leader, so that
+      // every member finds them without another exchange.
+      std::vector<std::string> local;
+      std::vector<std::string> paths;
+      for (int p = 0; p < num_partitions; ++p) {
+        paths.push_back(options.ipc_dir + "/geeps-relay-" + std::to_string(coordinator.port) +
+                        "-w" + std::to_string(leader) + "-p" + std::to_string(p) + ".sock");
+        local.push_back("ipc://" + paths.back());
+      }
+      worker_endpoints = local;
+      if (layout.worker_index[impl->rank] == leader) {
+        int machine_index = 0;
+        for (const auto& [name, ranks] : machines) {
+          if (name == self.machine) break;
+          ++machine_index;
+        }
+        impl->relay = std::make_unique<cluster::MachineRelay>(
+            impl->context.get(), job, machine_index, mine, local, endpoints, impl->security.get());
+        impl->relay->SetStartClock(layout.resume_clock);
+        for (const std::string& path : paths) impl->ipc_files.paths.push_back(path);
+        Status started = impl->relay->Start();
+        if (!started.ok())
+          return Status(started.code(), "rank " + std::to_string(impl->rank) +
+                                            ": machine relay: " + started.message());
+        GEEPS_LOG(Info) << "rank " << impl->rank << ": relay of machine '" << self.machine
+                        << "' for workers " << mine.size() << " (first " << leader << ")";
+      }
+    }
+  }
   const int my_shard = layout.shard_index[impl->rank];
   impl->shard = my_shard;
   const std::vector<int> checkpointing = server::CheckpointingPartitions(job);
   for (size_t k = 0; k < bound.size(); ++k) {
     const int partition = my_shard * job.num_channels + static_cast<int>(k);
     impl->channels.push_back(std::make_unique<server::ShardChannel>(
-        impl->context.get(), job, partition, self.endpoints[k], std::move(bound[k])));
+        impl->context.get(), job, partition, self.endpoints[k], std::move(bound[k]), participants));
     // With CURVE keys, checkpoints carry a MAC by a key derived from them.
     if (impl->security)
       impl->channels.back()->SetCheckpointKey(
@@ -337,8 +411,9 @@ StatusOr<std::unique_ptr<Process>> Process::Join(const Config& config,
   }
   for (auto& c : impl->channels) GEEPS_RETURN_IF_ERROR(c->Start());
   if (HasWorker(options.role)) {
-    auto worker = std::make_unique<client::Worker>(
-        job, layout.worker_index[impl->rank], impl->context.get(), endpoints, impl->security.get());
+    auto worker =
+        std::make_unique<client::Worker>(job, layout.worker_index[impl->rank], impl->context.get(),
+                                         worker_endpoints, impl->security.get());
     worker->SetResumeClock(layout.resume_clock);
     worker->SetDeviceOrdinal(device_ordinal);
     impl->worker_impl = worker.get();
@@ -381,6 +456,9 @@ Status Process::Shutdown() {
     }
     impl_->membership->Stop();
   }
+  // Every process has left: what the members sent last passes the relay
+  // before this process's shards stop.
+  if (impl_->relay) impl_->relay->Stop();
   for (auto& c : impl_->channels) c->Stop();
   impl_->ipc_files.Remove();
   return first;

@@ -42,7 +42,8 @@ int SavedTables(const Config& config, int partition) {
 }  // namespace
 
 ShardChannel::ShardChannel(zmq::context_t* context, const Config& config, int partition,
-                           std::string endpoint, std::unique_ptr<zmq::socket_t> bound)
+                           std::string endpoint, std::unique_ptr<zmq::socket_t> bound,
+                           std::vector<bool> participants)
     : context_(context),
       config_(config),
       partition_(partition),
@@ -56,7 +57,8 @@ ShardChannel::ShardChannel(zmq::context_t* context, const Config& config, int pa
   worker_fd_ended_.assign(config_.num_workers, false);
   PartitionTable::Options options;
   options.num_workers = config_.num_workers;
-  if (config_.aggregate_per_machine) {
+  options.participants = std::move(participants);
+  if (options.participants.empty() && config_.aggregate_per_machine) {
     for (int w = 0; w < config_.num_workers; ++w)
       options.participants.push_back(common::IsParticipant(config_, w));
   }

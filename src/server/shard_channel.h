@@ -45,8 +45,11 @@ class ShardChannel {
   // `context` must outlive this object. `bound`, if given, is a ROUTER
   // already bound by transport::BindShardRouter() (a process binds before
   // it knows its partition); else Start() binds `endpoint` with it.
+  // `participants` (by worker rank; empty: from the config) are the workers
+  // that send their own updates: with Config::aggregate_per_machine, each
+  // machine's leader (PartitionTable::Options::participants).
   ShardChannel(zmq::context_t* context, const Config& config, int partition, std::string endpoint,
-               std::unique_ptr<zmq::socket_t> bound = nullptr);
+               std::unique_ptr<zmq::socket_t> bound = nullptr, std::vector<bool> participants = {});
 
   ~ShardChannel();  // Stop()
   ShardChannel(const ShardChannel&) = delete;

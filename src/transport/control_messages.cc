@@ -9,11 +9,15 @@ bool ValidRole(int role) { return role >= 0 && role <= 2; }
 bool HasShard(ProcessRole r) { return r != ProcessRole::kWorker; }
 bool HasWorker(ProcessRole r) { return r != ProcessRole::kServer; }
 
-// Reads "<rank> <role> <n> <endpoint>..." from `in`.
+// Reads "<rank> <role> <machine> <n> <endpoint>..." from `in` (machine "-":
+// none).
 bool ReadPeer(std::istream& in, int channels, PeerInfo* peer) {
   int role = -1;
   size_t n = 0;
-  if (!(in >> peer->rank >> role >> n) || !ValidRole(role) || n > 64) return false;
+  if (!(in >> peer->rank >> role >> peer->machine >> n) || !ValidRole(role) || n > 64 ||
+      !ValidMachineName(peer->machine))
+    return false;
+  if (peer->machine == "-") peer->machine.clear();
   peer->role = static_cast<ProcessRole>(role);
   peer->endpoints.resize(n);
   for (auto& ep : peer->endpoints) {
@@ -24,7 +28,8 @@ bool ReadPeer(std::istream& in, int channels, PeerInfo* peer) {
 }
 
 void WritePeer(std::ostream& out, const PeerInfo& peer) {
-  out << peer.rank << ' ' << static_cast<int>(peer.role) << ' ' << peer.endpoints.size();
+  out << peer.rank << ' ' << static_cast<int>(peer.role) << ' '
+      << (peer.machine.empty() ? std::string("-") : peer.machine) << ' ' << peer.endpoints.size();
   for (const auto& ep : peer.endpoints) out << ' ' << ep;
 }
 
@@ -54,6 +59,16 @@ int CanonicalDecimal(const std::string& s) {
 }
 
 }  // namespace
+
+bool ValidMachineName(const std::string& name) {
+  if (name.empty() || name.size() > 255) return false;
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '.' || c == '-' || c == '_' || c == ':';
+    if (!ok) return false;
+  }
+  return true;
+}
 
 JobLayout MakeLayout(std::vector<PeerInfo> peers) {
   JobLayout l;

@@ -30,6 +30,9 @@ struct PeerInfo {
   int rank = 0;
   ProcessRole role = ProcessRole::kWorkerAndServer;
   std::vector<std::string> endpoints;  // its shard's channel endpoints
+  // The machine it runs on (ProcessOptions::machine; "" for none): with
+  // Config::aggregate_per_machine, the workers of one machine share a relay.
+  std::string machine;
   // (partition, clock) of the checkpoint files it sees (HELLO only; for
   // Config::resume).
   std::vector<std::pair<int, int64_t>> checkpoints;
@@ -46,6 +49,9 @@ struct JobLayout {
 
 // Rank 0's choice of the checkpoint clock, given every rank's HELLO.
 using ResumeChooser = std::function<StatusOr<int64_t>(const JobLayout& layout)>;
+
+// A machine name of a HELLO: 1 to 255 of [A-Za-z0-9._:-] ("-" is none).
+bool ValidMachineName(const std::string& name);
 
 // Builds the layout from the peers (by rank): workers and shards are
 // numbered in rank order.

@@ -173,8 +173,11 @@ SocketNeeds ProcessNeeds(const Config& c, int workers_here, int channels_here, i
   // Every tcp/ipc socket has a disconnect monitor (ZeroMQ's PAIR and ours),
   // with CURVE a handshake monitor too.
   const uint64_t per_socket = 1 + 2 + (curve ? 2 : 0);
-  const uint64_t dealers = workers_here > 0 ? partitions : 0;
-  const uint64_t routers = static_cast<uint64_t>(std::max(0, channels_here));
+  // With machine-level aggregation a worker process may run its machine's
+  // relay: a ROUTER (its members connect) and a DEALER per partition.
+  const uint64_t relay = c.aggregate_per_machine && workers_here > 0 ? partitions : 0;
+  const uint64_t dealers = (workers_here > 0 ? partitions : 0) + relay;
+  const uint64_t routers = static_cast<uint64_t>(std::max(0, channels_here)) + relay;
   SocketNeeds n;
   // The membership socket and its control socket, the CURVE handler's two.
   n.sockets = (dealers + routers) * per_socket + 2 + (curve ? 4 : 0) + 16;
