@@ -107,6 +107,7 @@ TEST(MachineAggregationConfigTest, MachineNamesTravelInTheRendezvous) {
   EXPECT_EQ(hello->peer.machine, "");
   EXPECT_FALSE(transport::ValidMachineName(""));
   EXPECT_FALSE(transport::ValidMachineName("a b"));
+  EXPECT_FALSE(transport::ValidMachineName("-"));  // "none" on the wire
   EXPECT_FALSE(transport::ValidMachineName(std::string(256, 'a')));
   EXPECT_TRUE(transport::ValidMachineName(std::string(255, 'a')));
 }

@@ -573,6 +573,25 @@ TEST(CurveJobTest, TwoProcessesOverTcpAreExact) {
   for (const Child& c : children) EXPECT_EQ(RejectedIn(ReadFile(c.log)), 0) << Logs(children);
 }
 
+// Machine-level aggregation with keys: 3 ranks on one machine, whose
+// members reach the leader's relay over ipc:// and the relay the shards
+// over tcp://, every socket with CURVE.
+TEST(CurveJobTest, AggregatedMachineIsExactWithKeys) {
+  TempDir dir;
+  const std::string key = NewKeyFile(dir, "job.key");
+  std::vector<Child> children = StartJob(dir, {key, key, key},
+                                         {{"GEEPS_AGGREGATE_PER_MACHINE", "1"},
+                                          {"GEEPS_MACHINE", "node0"},
+                                          {"GEEPS_LOG_LEVEL", "info"}},
+                                         {"--channels", "2"});
+  ASSERT_TRUE(WaitAll(children, milliseconds(90000))) << Logs(children);
+  ExpectExact(children);
+  for (const Child& c : children) EXPECT_EQ(RejectedIn(ReadFile(c.log)), 0) << Logs(children);
+  // Rank 0 leads: its log names its relay.
+  EXPECT_NE(Logs(children).find("rank 0: relay of machine 'node0'"), std::string::npos)
+      << Logs(children);
+}
+
 TEST(CurveJobTest, TwoProcessesOverIpcAreExact) {
   TempDir dir;
   const std::string key = NewKeyFile(dir, "job.key");

@@ -65,7 +65,7 @@ struct ProcessOptions {
   // The machine this process runs on, for Config::aggregate_per_machine:
   // the worker processes with the same name share one relay, in the one
   // with the lowest worker rank. Empty: GEEPS_MACHINE if set, else the host
-  // name. 1 to 255 of [A-Za-z0-9._:-] (e.g. one name per network namespace
+  // name. 1 to 255 of [A-Za-z0-9._:-], not "-" (e.g. one name per network namespace
   // when several "machines" share a host).
   std::string machine;
 };

@@ -279,7 +279,8 @@ void MachineRelay::TrySum(int p, uint32_t table) {
     if (!t.subscribed_up) SubscribeUp(p, table);
     // The sum, in rank order: over the same rows (the usual case) one add
     // per member, else over the union of the rows.
-    Delta sum;
+    auto sum_ptr = std::make_shared<Delta>();
+    Delta& sum = *sum_ptr;
     bool same = true;
     const Delta& first = t.members[0].ready[t.next_up];
     for (const MemberTable& mt : t.members) {
@@ -315,10 +316,10 @@ void MachineRelay::TrySum(int p, uint32_t table) {
         }
       }
     }
-    SendUp(p, table, t.next_up, sum);
+    SendUp(p, table, t.next_up, sum_ptr);
     updates_up_.fetch_add(1, std::memory_order_relaxed);
     if (resend_) {
-      t.unapplied[t.next_up] = std::make_shared<Delta>(std::move(sum));
+      t.unapplied[t.next_up] = std::move(sum_ptr);
       // Bounded where no push says what was applied (no subscription).
       while (t.unapplied.size() > 8) t.unapplied.erase(t.unapplied.begin());
     }
@@ -356,29 +357,17 @@ void MachineRelay::SubscribeUp(int p, uint32_t table) {
 void MachineRelay::SendSubscription(int p, uint32_t table) {
   const TableState& t = partitions_[p].tables[table];
   if (t.rows_up.empty()) return;
-  Partition& part = partitions_[p];
   WireHeader h;
   h.type = static_cast<uint16_t>(MsgType::kSubscribe);
   h.sender = static_cast<uint32_t>(members_[0]);
   h.table = table;
   h.row_width = t.width;
-  const uint64_t per = transport::RowsPerPart(t.width, true, config_.max_message_bytes);
-  const uint64_t total = t.rows_up.size();
-  for (uint64_t first = 0; first < total; first += per) {
-    const uint64_t n = std::min(per, total - first);
-    h.offset = first;
-    h.row_count = n;
-    h.flags = first + n < total ? transport::kFlagMore : 0;
-    zmq::message_t frames[2];
-    frames[0].rebuild(transport::kHeaderBytes);
-    transport::EncodeHeader(h, frames[0].data());
-    frames[1].rebuild(t.rows_up.data() + first, n * sizeof(uint64_t));
-    SendFrames(*part.up, frames, 2);
-  }
+  SendParts(*partitions_[p].up, "", h, t.rows_up.data(), nullptr, nullptr, t.rows_up.size(),
+            config_.max_message_bytes);
 }
 
-void MachineRelay::SendUp(int p, uint32_t table, int64_t clock, const Delta& sum) {
-  TableState& t = partitions_[p].tables[table];
+void MachineRelay::SendUp(int p, uint32_t table, int64_t clock, const std::shared_ptr<Delta>& sum) {
+  const TableState& t = partitions_[p].tables[table];
   WireHeader h;
   h.type = static_cast<uint16_t>(MsgType::kUpdate);
   h.sender = static_cast<uint32_t>(members_[0]);
@@ -386,28 +375,46 @@ void MachineRelay::SendUp(int p, uint32_t table, int64_t clock, const Delta& sum
   h.clock = clock;
   h.aux = t.shared_clock;  // an acknowledgement
   h.row_width = t.width;
-  const uint32_t extra = sum.checkpoint ? transport::kFlagCheckpoint : 0;
+  if (sum->checkpoint) h.flags = transport::kFlagCheckpoint;
   const uint64_t pipeline = config_.pipeline_part_bytes;
   const uint64_t max_bytes =
       pipeline > 0 ? std::min(pipeline, config_.max_message_bytes) : config_.max_message_bytes;
-  const uint64_t per = transport::RowsPerPart(t.width, true, max_bytes);
-  const uint64_t total = sum.rows.size();
-  const size_t row_bytes = static_cast<size_t>(t.width) * sizeof(float);
+  // Sent from the sum itself, which nothing changes once made.
+  SendParts(*partitions_[p].up, "", h, sum->rows.data(), sum->values.data(), sum, sum->rows.size(),
+            max_bytes);
+}
+
+void MachineRelay::SendParts(zmq::socket_t& socket, const std::string& id, WireHeader h,
+                             const uint64_t* rows, const float* values,
+                             const std::shared_ptr<void>& hold, uint64_t total,
+                             uint64_t max_bytes) {
+  const uint64_t per = transport::RowsPerPart(h.row_width, rows != nullptr, max_bytes);
+  const size_t w = h.row_width;
+  const uint32_t extra = h.flags;  // kFlagCheckpoint on every part
   uint64_t first = 0;
   do {
     const uint64_t n = std::min(per, total - first);
     h.offset = first;
     h.row_count = n;
     h.flags = extra | (first + n < total ? transport::kFlagMore : 0);
-    zmq::message_t frames[3];
-    frames[0].rebuild(transport::kHeaderBytes);
-    transport::EncodeHeader(h, frames[0].data());
-    size_t count = 1;
-    if (n > 0) {
-      frames[count++].rebuild(sum.rows.data() + first, n * sizeof(uint64_t));
-      frames[count++].rebuild(sum.values.data() + first * t.width, n * row_bytes);
+    zmq::message_t frames[4];
+    size_t count = 0;
+    if (!id.empty()) frames[count++].rebuild(id.data(), id.size());
+    frames[count].rebuild(transport::kHeaderBytes);
+    transport::EncodeHeader(h, frames[count++].data());
+    if (n > 0 && rows != nullptr) {
+      if (hold)
+        frames[count++] = HeldFrame(rows + first, n * sizeof(uint64_t), hold);
+      else
+        frames[count++].rebuild(rows + first, n * sizeof(uint64_t));
     }
-    SendFrames(*partitions_[p].up, frames, count);
+    if (n > 0 && values != nullptr) {
+      if (hold)
+        frames[count++] = HeldFrame(values + first * w, n * w * sizeof(float), hold);
+      else
+        frames[count++].rebuild(values + first * w, n * w * sizeof(float));
+    }
+    SendFrames(socket, frames, count);
     first += n;
   } while (first < total);
 }
@@ -468,7 +475,6 @@ void MachineRelay::SendPushTo(int p, uint32_t table, size_t member, int64_t cloc
                               const float* values, const std::shared_ptr<void>& owner) {
   const TableState& t = partitions_[p].tables[table];
   const size_t w = t.width;
-  const uint64_t per = transport::RowsPerPart(t.width, false, config_.max_message_bytes);
   const float* from = values;
   std::shared_ptr<void> hold = owner;
   uint64_t total = t.rows_up.size();
@@ -489,19 +495,8 @@ void MachineRelay::SendPushTo(int p, uint32_t table, size_t member, int64_t cloc
   h.clock = clock;
   h.aux = aux;
   h.row_width = t.width;
-  const std::string id = transport::WorkerRoutingId(members_[member]);
-  for (uint64_t first = 0; first < total; first += per) {
-    const uint64_t n = std::min(per, total - first);
-    h.offset = first;
-    h.row_count = n;
-    h.flags = first + n < total ? transport::kFlagMore : 0;
-    zmq::message_t frames[3];
-    frames[0].rebuild(id.data(), id.size());
-    frames[1].rebuild(transport::kHeaderBytes);
-    transport::EncodeHeader(h, frames[1].data());
-    frames[2] = HeldFrame(from + first * w, n * w * sizeof(float), hold);
-    SendFrames(*partitions_[p].down, frames, 3);
-  }
+  SendParts(*partitions_[p].down, transport::WorkerRoutingId(members_[member]), h, nullptr, from,
+            hold, total, config_.max_message_bytes);
 }
 
 void MachineRelay::SendControlUp(int p, MsgType type, uint32_t table, int64_t aux) {
@@ -525,7 +520,7 @@ void MachineRelay::Resend(int p) {
     SendControlUp(p, MsgType::kResync, table, t.shared_clock);
     for (const auto& [clock, sum] : t.unapplied) {
       if (clock < t.included) continue;
-      SendUp(p, table, clock, *sum);
+      SendUp(p, table, clock, sum);
       updates_resent_.fetch_add(1, std::memory_order_relaxed);
     }
   }

@@ -147,7 +147,14 @@ class MachineRelay {
   // Computes the union of the members' subscriptions, sends it.
   void SubscribeUp(int p, uint32_t table);
   void SendSubscription(int p, uint32_t table);
-  void SendUp(int p, uint32_t table, int64_t clock, const Delta& sum);
+  void SendUp(int p, uint32_t table, int64_t clock, const std::shared_ptr<Delta>& sum);
+  // Sends a message of `total` rows in parts of at most `max_bytes`: the
+  // routing frame `id` (none if empty), the header `h` (its flags kept on
+  // every part), then the part's row ids from `rows` and payload from
+  // `values` (each may be null), without a copy when `hold` keeps them alive.
+  void SendParts(zmq::socket_t& socket, const std::string& id, transport::WireHeader h,
+                 const uint64_t* rows, const float* values, const std::shared_ptr<void>& hold,
+                 uint64_t total, uint64_t max_bytes);
   void SendControlUp(int p, transport::MsgType type, uint32_t table, int64_t aux);
   // After a lost connection to partition p: subscription, resync, sums.
   void Resend(int p);

@@ -102,7 +102,7 @@ Status ApplyEnvironment(ProcessOptions* o) {
   if (const char* v = std::getenv("GEEPS_MACHINE")) {
     if (!transport::ValidMachineName(v))
       return InvalidArgumentError(std::string("GEEPS_MACHINE='") + v +
-                                  "': expected 1 to 255 of [A-Za-z0-9._:-]");
+                                  "': expected 1 to 255 of [A-Za-z0-9._:-], not \"-\"");
     o->machine = v;
   }
   return Status::OK();
@@ -170,7 +170,7 @@ StatusOr<std::unique_ptr<Process>> Process::Join(const Config& config,
   if (!machine.empty() && !transport::ValidMachineName(machine))
     return InvalidArgumentError("machine name '" + machine +
                                 "' (ProcessOptions::machine, GEEPS_MACHINE or the host name): "
-                                "expected 1 to 255 of [A-Za-z0-9._:-]");
+                                "expected 1 to 255 of [A-Za-z0-9._:-], not \"-\"");
   Config job = config;
   job.num_workers = 1;  // set from the roles below; ValidateConfig needs >= 1
   job.num_shards = 1;
@@ -351,8 +351,11 @@ StatusOr<std::unique_ptr<Process>> Process::Join(const Config& config,
     for (auto& [name, ranks] : machines) {
       std::sort(ranks.begin(), ranks.end());
       participants[ranks.front()] = true;
-      if (name == self.machine && HasWorker(options.role)) mine = ranks;
+      if (name == layout.peers[impl->rank].machine && HasWorker(options.role)) mine = ranks;
     }
+    if (HasWorker(options.role) && mine.empty())
+      return InternalError("rank " + std::to_string(impl->rank) + ": machine '" + self.machine +
+                           "' is not in the job's layout");
     if (HasWorker(options.role)) {
       const int leader = mine.front();
       const int num_partitions = job.num_shards * job.num_channels;
@@ -369,7 +372,7 @@ StatusOr<std::unique_ptr<Process>> Process::Join(const Config& config,
       if (layout.worker_index[impl->rank] == leader) {
         int machine_index = 0;
         for (const auto& [name, ranks] : machines) {
-          if (name == self.machine) break;
+          if (name == layout.peers[impl->rank].machine) break;
           ++machine_index;
         }
         impl->relay = std::make_unique<cluster::MachineRelay>(

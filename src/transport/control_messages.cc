@@ -14,10 +14,11 @@ bool HasWorker(ProcessRole r) { return r != ProcessRole::kServer; }
 bool ReadPeer(std::istream& in, int channels, PeerInfo* peer) {
   int role = -1;
   size_t n = 0;
-  if (!(in >> peer->rank >> role >> peer->machine >> n) || !ValidRole(role) || n > 64 ||
-      !ValidMachineName(peer->machine))
+  if (!(in >> peer->rank >> role >> peer->machine >> n) || !ValidRole(role) || n > 64) return false;
+  if (peer->machine == "-")
+    peer->machine.clear();
+  else if (!ValidMachineName(peer->machine))
     return false;
-  if (peer->machine == "-") peer->machine.clear();
   peer->role = static_cast<ProcessRole>(role);
   peer->endpoints.resize(n);
   for (auto& ep : peer->endpoints) {
@@ -61,7 +62,7 @@ int CanonicalDecimal(const std::string& s) {
 }  // namespace
 
 bool ValidMachineName(const std::string& name) {
-  if (name.empty() || name.size() > 255) return false;
+  if (name.empty() || name.size() > 255 || name == "-") return false;
   for (char c : name) {
     const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
                     c == '.' || c == '-' || c == '_' || c == ':';

@@ -50,7 +50,8 @@ struct JobLayout {
 // Rank 0's choice of the checkpoint clock, given every rank's HELLO.
 using ResumeChooser = std::function<StatusOr<int64_t>(const JobLayout& layout)>;
 
-// A machine name of a HELLO: 1 to 255 of [A-Za-z0-9._:-] ("-" is none).
+// A machine name: 1 to 255 of [A-Za-z0-9._:-], not "-" (which stands for
+// none in HELLO and WELCOME).
 bool ValidMachineName(const std::string& name);
 
 // Builds the layout from the peers (by rank): workers and shards are
