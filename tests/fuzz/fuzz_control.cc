@@ -34,7 +34,7 @@ using transport::PeerInfo;
 
 bool SamePeer(const PeerInfo& a, const PeerInfo& b) {
   return a.rank == b.rank && a.role == b.role && a.endpoints == b.endpoints &&
-         a.checkpoints == b.checkpoints;
+         a.checkpoints == b.checkpoints && a.machine == b.machine;
 }
 
 bool ValidRole(ProcessRole r) {
@@ -53,6 +53,7 @@ void CheckHello(const std::string& text, int from) {
   GEEPS_FUZZ_CHECK(h->peer.endpoints.size() <= 64);
   for (const auto& ep : h->peer.endpoints) GEEPS_FUZZ_CHECK(!ep.empty() && ep.size() <= 512);
   for (const auto& [p, k] : h->peer.checkpoints) GEEPS_FUZZ_CHECK(p >= 0 && k > 0);
+  GEEPS_FUZZ_CHECK(h->peer.machine.empty() || transport::ValidMachineName(h->peer.machine));
   const std::string again = transport::EncodeHello(h->peer, h->world_size, h->fingerprint);
   StatusOr<transport::Hello> h2 = transport::DecodeHello(again, from);
   GEEPS_FUZZ_CHECK(h2.ok());
