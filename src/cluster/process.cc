@@ -348,10 +348,15 @@ StatusOr<std::unique_ptr<Process>> Process::Join(const Config& config,
     }
     participants.assign(job.num_workers, false);
     std::vector<int> mine;
+    int machine_index = 0, index = 0;  // this process's machine, in name order
     for (auto& [name, ranks] : machines) {
       std::sort(ranks.begin(), ranks.end());
       participants[ranks.front()] = true;
-      if (name == layout.peers[impl->rank].machine && HasWorker(options.role)) mine = ranks;
+      if (name == layout.peers[impl->rank].machine && HasWorker(options.role)) {
+        mine = ranks;
+        machine_index = index;
+      }
+      ++index;
     }
     if (HasWorker(options.role) && mine.empty())
       return InternalError("rank " + std::to_string(impl->rank) + ": machine '" + self.machine +
@@ -370,11 +375,6 @@ StatusOr<std::unique_ptr<Process>> Process::Join(const Config& config,
       }
       worker_endpoints = local;
       if (layout.worker_index[impl->rank] == leader) {
-        int machine_index = 0;
-        for (const auto& [name, ranks] : machines) {
-          if (name == layout.peers[impl->rank].machine) break;
-          ++machine_index;
-        }
         impl->relay = std::make_unique<cluster::MachineRelay>(
             impl->context.get(), job, machine_index, mine, local, endpoints, impl->security.get());
         impl->relay->SetStartClock(layout.resume_clock);

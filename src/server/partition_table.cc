@@ -43,6 +43,11 @@ TableOutcome PartitionTable::Dropped(DropReason reason, std::string what) {
   return out;
 }
 
+TableOutcome PartitionTable::DroppedNonParticipant(int worker) {
+  return Dropped(kDropSender, "a frame from worker " + std::to_string(worker) +
+                                  ", whose machine's leader sends for it (aggregate_per_machine)");
+}
+
 bool PartitionTable::AcceptPart(int worker, const DecodedMessage& m) {
   PartState& p = parts_[worker];
   const bool continues = m.header.offset > 0;
@@ -64,10 +69,7 @@ bool PartitionTable::AcceptPart(int worker, const DecodedMessage& m) {
 }
 
 TableOutcome PartitionTable::Subscribe(int worker, const DecodedMessage& m) {
-  if (!Participates(worker))
-    return Dropped(kDropSender,
-                   "a frame from worker " + std::to_string(worker) +
-                       ", whose machine's leader sends for it (aggregate_per_machine)");
+  if (!Participates(worker)) return DroppedNonParticipant(worker);
   // A subscription cut off by a lost connection is sent again whole.
   if (m.header.offset == 0 && parts_[worker].type == m.header.type) parts_[worker] = PartState{};
   if (!AcceptPart(worker, m)) return Dropped(kDropFraming, "message part out of sequence");
@@ -116,10 +118,7 @@ TableOutcome PartitionTable::Subscribe(int worker, const DecodedMessage& m) {
 }
 
 TableOutcome PartitionTable::Update(int worker, const DecodedMessage& m) {
-  if (!Participates(worker))
-    return Dropped(kDropSender,
-                   "a frame from worker " + std::to_string(worker) +
-                       ", whose machine's leader sends for it (aggregate_per_machine)");
+  if (!Participates(worker)) return DroppedNonParticipant(worker);
   // `aux` acknowledges the last push the worker had installed (0: none).
   // One above the minimum was never sent: the whole update is dropped.
   if (m.header.aux > min_clock_)
@@ -294,10 +293,7 @@ void PartitionTable::ReleaseHold() {
 }
 
 TableOutcome PartitionTable::AckOrResync(int worker, const DecodedMessage& m) {
-  if (!Participates(worker))
-    return Dropped(kDropSender,
-                   "a frame from worker " + std::to_string(worker) +
-                       ", whose machine's leader sends for it (aggregate_per_machine)");
+  if (!Participates(worker)) return DroppedNonParticipant(worker);
   const int64_t installed = m.header.aux;
   // A message the worker may be sending in parts is left as it is: a
   // resent update restarts at offset 0 (Update).

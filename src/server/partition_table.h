@@ -193,6 +193,8 @@ class PartitionTable {
   bool Participates(int worker) const {
     return options_.participants.empty() || options_.participants[worker];
   }
+  // Any frame of a worker that does not participate.
+  static TableOutcome DroppedNonParticipant(int worker);
   // The clock of a worker whose machine's leader sends for it.
   static constexpr int64_t kNotParticipating = INT64_MAX;
   // Checks that `m` continues the message `worker` is sending in parts (or
