@@ -334,6 +334,31 @@ TEST(NetTrainerTest, TestBeforeTrainingOnlyWhenAsked) {
   }
 }
 
+// evaluate_each_epoch false: only the last epoch is tested, and the final
+// weights are still copied out; true: every epoch is.
+TEST(NetTrainerTest, TestsOnlyAfterTheLastEpochUnlessAsked) {
+  Dataset train, test;
+  MakeSyntheticData(320, 100, 4, &train, &test);
+  for (bool each : {false, true}) {
+    NetOptions o = SmallRun("mlp", 2);
+    o.epochs = 3;
+    o.evaluate_before = false;
+    o.evaluate_each_epoch = each;
+    NetReport report;
+    ASSERT_TRUE(TrainNet(o, train, test, &report).ok());
+    ASSERT_EQ(report.epochs.size(), 3u);
+    for (int i = 0; i < 3; ++i) {
+      const bool expected = each || i == 2;
+      EXPECT_EQ(report.epochs[i].tested, expected) << "epoch " << i + 1 << ", each " << each;
+      EXPECT_EQ(report.epochs[i].test.loss > 0, expected) << "epoch " << i + 1;
+    }
+    // (table 0's rows, padded past the last parameter)
+    ASSERT_GE(report.final_params.size(), report.num_params);
+    EXPECT_TRUE(std::any_of(report.final_params.begin(), report.final_params.end(),
+                            [](float w) { return w != 0.0f; }));
+  }
+}
+
 // EvaluateNet splits the examples over threads: 1, 2, 3 and 4 threads see
 // every example once (the same accuracy; the loss differs only by the order
 // of its sums), also when the size is not a multiple of the parts.
@@ -383,6 +408,7 @@ TEST(FmnistTrainBinaryTest, BadFlagsExitWithUsageError) {
       {"--dropout 1", "dropout"},
       {"--lr-schedule linear", "--lr-schedule must be step or cosine"},
       {"--lr-schedule cosine --lr-decay 0.7", "step schedule only"},
+      {"--epochs 2 --epochs abc", "epochs"},  // the last one counts
   };
   for (const auto& [args, expected] : cases) {
     std::string out;
@@ -423,6 +449,30 @@ TEST(FmnistTrainBinaryTest, TrainsAndWritesTheCurve) {
   EXPECT_EQ(lines, 3);  // header, epoch 0, epoch 1
   std::remove(csv.c_str());
 }
+// A flag given twice takes its last value (scripts/run-example.sh appends
+// the user's arguments to its defaults); only the last epoch is tested
+// unless --test-every-epoch.
+TEST(FmnistTrainBinaryTest, LastValueOfARepeatedFlagWinsAndTestsFollowTheFlag) {
+  if (!std::filesystem::exists(std::string(kDataDir))) GTEST_SKIP();
+  const std::string args = "--model mlp --epochs 3 --train-limit 1000 --batch-size 50 --epochs 2";
+  std::string out;
+  ASSERT_EQ(RunTrainer(args, &out), 0) << out;
+  EXPECT_EQ(out.find("epoch 3/3"), std::string::npos) << out;
+  const size_t first = out.find("epoch 1/2: train loss ");
+  ASSERT_NE(first, std::string::npos) << out;
+  const std::string line1 = out.substr(first, out.find('\n', first) - first);
+  EXPECT_EQ(line1.find("test accuracy"), std::string::npos) << line1;
+  EXPECT_NE(out.find("epoch 2/2: train loss "), std::string::npos) << out;
+  EXPECT_NE(out.find("final test accuracy: 0."), std::string::npos) << out;
+
+  std::string every;
+  ASSERT_EQ(RunTrainer(args + " --test-every-epoch", &every), 0) << every;
+  const size_t at = every.find("epoch 1/2: train loss ");
+  ASSERT_NE(at, std::string::npos) << every;
+  const std::string tested = every.substr(at, every.find('\n', at) - at);
+  EXPECT_NE(tested.find("test accuracy 0."), std::string::npos) << tested;
+}
+
 #ifdef GEEPS_LAUNCH
 // --processes: two processes started by geeps_launch, one worker each.
 TEST(FmnistTrainBinaryTest, TrainsAsTwoProcesses) {

@@ -93,8 +93,10 @@ TEST(LayersTest, ConvolutionGradientWithoutPadding) {
   CheckLayer(conv, 2, Random(2 * 36, 3));
 }
 
-// Backend::ConvForward/ConvBackward (the default im2col + GEMM, on the host)
-// against the definition in backend.h, summed directly in double: a
+// The host backend's ConvForward/ConvBackward (image by image) and
+// Backend's default (the batch's im2col side by side + one GEMM, which the
+// CUDA backend without cuDNN uses; called here on the host backend's
+// kernels) against the definition in backend.h, summed directly in double: a
 // cross-correlation with KCRS weights, which is what the CUDA backend asks
 // cuDNN for. Strides 2 and 3 too, which Conv2D does not use, and kernels
 // wider than the padded image's edges (the host im2col's copied spans), and
@@ -127,12 +129,31 @@ TEST(LayersTest, ConvCallsMatchTheirDefinition) {
     const size_t nw = static_cast<size_t>(co) * ci * k * k;
     const std::vector<float> x = Random(in, 21), weights = Random(nw, 22), bias = Random(co, 23),
                              dy = Random(out, 24);
-    std::vector<float> y(out, 9.0f), dx(in, 9.0f), dw(nw, 9.0f), db(co, 9.0f),
-        scratch(ConvScratchFloats(c.batch, w, co));
-    be->ConvForward(x.data(), c.batch, w, co, weights.data(), bias.data(), y.data(),
-                    scratch.data());
-    be->ConvBackward(x.data(), dy.data(), c.batch, w, co, weights.data(), dx.data(), dw.data(),
-                     db.data(), scratch.data());
+    // [0]: the host's own; [1]: the default.
+    std::vector<float> y[2], dx[2], dw[2], db[2], dw_only(nw, 9.0f), db_only(co, 9.0f);
+    for (int path = 0; path < 2; ++path) {
+      y[path].assign(out, 9.0f);
+      dx[path].assign(in, 9.0f);
+      dw[path].assign(nw, 9.0f);
+      db[path].assign(co, 9.0f);
+      std::vector<float> scratch(ConvScratchFloats(c.batch, w, co), 7.0f);
+      if (path == 0) {
+        be->ConvForward(x.data(), c.batch, w, co, weights.data(), bias.data(), y[0].data(),
+                        scratch.data());
+        be->ConvBackward(x.data(), dy.data(), c.batch, w, co, weights.data(), dx[0].data(),
+                         dw[0].data(), db[0].data(), scratch.data());
+        // Without dx (a first layer): the same weight and bias gradients.
+        be->ConvBackward(x.data(), dy.data(), c.batch, w, co, weights.data(), nullptr,
+                         dw_only.data(), db_only.data(), scratch.data());
+      } else {
+        be->Backend::ConvForward(x.data(), c.batch, w, co, weights.data(), bias.data(), y[1].data(),
+                                 scratch.data());
+        be->Backend::ConvBackward(x.data(), dy.data(), c.batch, w, co, weights.data(), dx[1].data(),
+                                  dw[1].data(), db[1].data(), scratch.data());
+      }
+    }
+    EXPECT_EQ(dw_only, dw[0]);
+    EXPECT_EQ(db_only, db[0]);
 
     std::vector<double> want_y(out), want_dx(in), want_dw(nw), want_db(co);
     auto xi = [&](int b, int ch, int iy, int ix) {
@@ -171,10 +192,13 @@ TEST(LayersTest, ConvCallsMatchTheirDefinition) {
             << what << " at " << i;
       }
     };
-    expect_near(y, want_y, "y");
-    expect_near(dx, want_dx, "dx");
-    expect_near(dw, want_dw, "dweights");
-    expect_near(db, want_db, "dbias");
+    for (int path = 0; path < 2; ++path) {
+      SCOPED_TRACE(path == 0 ? "host backend's own" : "Backend's default");
+      expect_near(y[path], want_y, "y");
+      expect_near(dx[path], want_dx, "dx");
+      expect_near(dw[path], want_dw, "dweights");
+      expect_near(db[path], want_db, "dbias");
+    }
   }
 }
 

@@ -6,8 +6,11 @@
 #include <chrono>
 #include <cstdint>
 #include <iostream>
+#include <map>
 #include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "trainer_base.h"
 
@@ -91,14 +94,25 @@ inline void AddTrainerFlags(boost::program_options::options_description_easy_ini
 }
 
 // Parses argv against `desc` into `vm`. There are no positional arguments: a
-// stray word is an error, not ignored. Returns "" or the parser's message.
+// stray word is an error, not ignored. A flag given more than once takes its
+// last value, so that arguments appended to a script's defaults win
+// (scripts/run-example.sh --epochs 2). Returns "" or the parser's message.
 inline std::string ParseCommandLine(const boost::program_options::options_description& desc,
                                     int argc, char** argv,
                                     boost::program_options::variables_map* vm) {
   namespace po = boost::program_options;
   try {
     po::positional_options_description none;
-    po::store(po::command_line_parser(argc, argv).options(desc).positional(none).run(), *vm);
+    po::parsed_options parsed =
+        po::command_line_parser(argc, argv).options(desc).positional(none).run();
+    std::map<std::string, size_t> last;
+    for (size_t i = 0; i < parsed.options.size(); ++i) last[parsed.options[i].string_key] = i;
+    std::vector<po::option> kept;
+    for (size_t i = 0; i < parsed.options.size(); ++i) {
+      if (last[parsed.options[i].string_key] == i) kept.push_back(parsed.options[i]);
+    }
+    parsed.options = std::move(kept);
+    po::store(parsed, *vm);
     po::notify(*vm);
   } catch (const po::error& e) {
     return e.what();

@@ -43,6 +43,7 @@ struct Flags : fmnist::CommonFlags {
   fmnist::NetOptions net;
   std::string curve_csv;
   std::string device = "host";
+  bool test_every_epoch = false;
 };
 
 int Usage(const std::string& message) { return fmnist::UsageError("fmnist_train", message); }
@@ -78,9 +79,13 @@ int ParseFlags(int argc, char** argv, Flags* flags) {
       ("device", po::value(&flags->device)->default_value(flags->device),
        "host, cuda or auto: the workers' device; on cuda the layers compute "
        "with the CUDA layer backend (not yet run on a GPU: docs/cuda.md)")
+      ("test-every-epoch", po::bool_switch(&flags->test_every_epoch),
+       "test after every epoch (and print the accuracy), not only after the "
+       "last; implied by --curve-csv")
       ("curve-csv", po::value(&flags->curve_csv),
        "write the training curve (time_s,epoch,train_loss,test_loss,"
-       "test_accuracy) to this CSV file");
+       "test_accuracy) to this CSV file (tests before training and after "
+       "every epoch)");
   // clang-format on
   po::options_description_easy_init add = desc.add_options();
   fmnist::AddCommonFlags(add, flags,
@@ -105,6 +110,9 @@ int ParseFlags(int argc, char** argv, Flags* flags) {
   // The test before training is only seen in the curve (its epoch 0), or as
   // the result of --epochs 0.
   n.evaluate_before = !flags->curve_csv.empty() || n.epochs == 0;
+  // The tests after the other epochs cost about a tenth of the job: only
+  // when asked, or for the curve.
+  n.evaluate_each_epoch = flags->test_every_epoch || !flags->curve_csv.empty();
   fmnist::NetOptions check = n;
   if (flags->processes) check.workers = 1;  // known only after joining
   geeps::Status valid = fmnist::ValidateNetOptions(check);

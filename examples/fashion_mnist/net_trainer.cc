@@ -524,23 +524,31 @@ Status TrainNetWorker(const NetOptions& opt, const nn::Network& net, const Datas
     e.seconds = train_seconds;
     e.samples_per_second = static_cast<double>(steps * opt.batch_size) / epoch_seconds;
     bar.Finish(samples * workers, e.train_loss);
-    EX_CHECK(ps.Sync(), "Sync");
-    for (int i = 0; i < net.size(); ++i) {
-      if (lay.params[i].empty()) continue;
-      EX_CHECK(ps.CopyRows(lay.param_table[i], lay.params[i], params.data() + lay.param_offset[i]),
-               "CopyRows");
+    const bool last = epoch + 1 == opt.epochs;
+    e.tested = opt.evaluate && (last || opt.evaluate_each_epoch);
+    if (e.tested || last) {  // the weights for the test, or final_params
+      EX_CHECK(ps.Sync(), "Sync");
+      for (int i = 0; i < net.size(); ++i) {
+        if (lay.params[i].empty()) continue;
+        EX_CHECK(
+            ps.CopyRows(lay.param_table[i], lay.params[i], params.data() + lay.param_offset[i]),
+            "CopyRows");
+      }
     }
-    if (opt.evaluate) {
-      e.test = EvaluateNet(net, params, test, opt.test_mirror_average);
-      if (opt.log != nullptr) {
-        char line[200];
+    if (e.tested) e.test = EvaluateNet(net, params, test, opt.test_mirror_average);
+    if (opt.evaluate && opt.log != nullptr) {
+      char line[200];
+      if (e.tested) {
         std::snprintf(line, sizeof(line),
                       "epoch %d/%d: train loss %.4f, %.1f s, test loss %.4f, "
                       "test accuracy %.4f\n",
                       e.epoch, opt.epochs, e.train_loss, epoch_seconds, e.test.loss,
                       e.test.accuracy);
-        *opt.log << line << std::flush;
+      } else {
+        std::snprintf(line, sizeof(line), "epoch %d/%d: train loss %.4f, %.1f s\n", e.epoch,
+                      opt.epochs, e.train_loss, epoch_seconds);
       }
+      *opt.log << line << std::flush;
     }
     report->epochs.push_back(e);
   }

@@ -73,8 +73,12 @@ struct NetOptions : TrainerOptions {
   // Test accuracy and loss from the mean of each test image's logits and
   // its mirror image's (EvaluateNet's mirror_average).
   bool test_mirror_average = false;
-  bool evaluate = true;  // worker 0 evaluates the test set after each epoch
-  // and, if this is true too, before the first (NetReport::initial_test).
+  // Worker 0 evaluates the test set after the last epoch when `evaluate`;
+  // after every epoch too when `evaluate_each_epoch` (a test of the CNN
+  // with test_mirror_average costs about a tenth of an epoch on 2 cores);
+  // and before the first when `evaluate_before` (NetReport::initial_test).
+  bool evaluate = true;
+  bool evaluate_each_epoch = true;
   bool evaluate_before = true;
 };
 
@@ -110,7 +114,8 @@ struct NetEpoch {
                                   // runs) or worker 0's (one worker per process)
   double seconds = 0;             // training time so far (evaluation excluded)
   double samples_per_second = 0;  // of this epoch
-  Evaluation test;                // after the epoch (when options.evaluate)
+  bool tested = false;            // whether `test` was run (NetOptions::evaluate*)
+  Evaluation test;                // after the epoch
 };
 
 struct NetReport {

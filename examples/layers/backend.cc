@@ -1,6 +1,6 @@
 // Backend's default convolution: im2col + GEMM through the backend's own
-// kernels (the code Conv2D used to hold; the host backend computes exactly
-// what it did).
+// kernels (the code Conv2D used to hold). The CUDA backend without cuDNN
+// uses it; the host backend has its own (host_backend.cc).
 #include "backend.h"
 
 namespace nn {

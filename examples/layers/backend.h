@@ -123,8 +123,9 @@ class Backend {
   //
   // The default is im2col of the whole batch (images side by side) + one
   // GEMM + SwapOuterAxes + AddBias, through this interface's own kernels;
-  // the host backend uses it, and so does the CUDA backend without cuDNN.
-  // The CUDA backend with cuDNN overrides both calls.
+  // the CUDA backend without cuDNN uses it. The CUDA backend with cuDNN
+  // overrides both calls, and so does the host backend (one image at a
+  // time, in cache; the scratch it uses is a part of the default's).
   virtual void ConvForward(const float* x, int batch, const Window& w, int out_channels,
                            const float* weights, const float* bias, float* y, float* scratch);
   // The gradients of ConvForward given dy = dLoss/dy: dweights
