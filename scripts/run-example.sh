@@ -26,5 +26,5 @@ GEEPS_BUILD_DIR="$build_dir" GEEPS_BUILD_TARGETS=fmnist_train bash scripts/build
   -DGEEPS_BUILD_EXAMPLES=ON -DCMAKE_BUILD_TYPE=Release "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -DNDEBUG" \
   -DGEEPS_LIBRARY_OPT_LEVEL=1 -DGEEPS_WITH_CUDA="$cuda"
 exec "$build_dir/examples/fashion_mnist/fmnist_train" --model cnn --workers 2 \
-  --epochs 10 --batch-size 64 --lr 0.05 --lr-schedule cosine --momentum 0.9 --augment-flip \
+  --epochs 10 --batch-size 32 --lr 0.03 --lr-schedule cosine --momentum 0.9 --augment-flip \
   --test-mirror "$@"
