@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -26,22 +27,6 @@
 namespace geeps::testing {
 
 using Env = std::map<std::string, std::string>;
-
-// A TCP port on 127.0.0.1 that was free a moment ago.
-inline int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    std::perror("FreePort: no free loopback port");  // a test cannot go on without one
-    std::abort();
-  }
-  close(fd);
-  return ntohs(a.sin_port);
-}
 
 // The first of `n` consecutive TCP ports on 127.0.0.1 that were all free a
 // moment ago, below Linux's ephemeral range (32768 and up: ports other
@@ -65,7 +50,10 @@ inline int FreePortRange(int n) {
   constexpr int kLow = 12000, kHigh = 32000, kSlot = 16;
   constexpr int kSlots = (kHigh - kLow) / kSlot;
   const int slots_needed = (n + kSlot - 1) / kSlot;
-  int slot = static_cast<int>(getpid() % kSlots);
+  // Each call of this process starts elsewhere too: a port handed out
+  // earlier may not be bound yet.
+  static std::atomic<int> calls{0};
+  int slot = static_cast<int>((getpid() + 7919L * calls.fetch_add(1)) % kSlots);
   for (int tries = 0; tries < 200; ++tries) {
     if (slot + slots_needed > kSlots) slot = 0;
     const int base = kLow + slot * kSlot;
@@ -76,6 +64,12 @@ inline int FreePortRange(int n) {
   }
   return kLow + slot * kSlot;
 }
+
+// A TCP port on 127.0.0.1 that was free a moment ago, outside the kernel's
+// ephemeral range: a port the kernel picks (bind to port 0) is one that other
+// tests' outgoing connections also take at random, and a coordinator lost
+// the race for one ("Address already in use").
+inline int FreePort() { return FreePortRange(1); }
 
 // A new, empty file /tmp/geeps-test-XXXXXX-<tag>, made here (so the name is
 // this test's alone); the test removes it or leaves it to /tmp's cleaning.
