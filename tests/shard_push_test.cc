@@ -203,5 +203,40 @@ TEST(ShardPushTest, EarlyPushPartsLeaveBeforeTheLastUpdatePartAndStayIntact) {
   EXPECT_EQ(shard.GetStats().frames_dropped, 0);
 }
 
+// The counters count a push before it leaves: a worker that has a push and
+// then looks at the shard's stats sees it (tests compare them right after
+// their workers finish). Worker 0, the group's first, gets each push before
+// the shard has sent it to the other 63.
+TEST(ShardPushTest, AReceiverThatHasThePushSeesItCounted) {
+  constexpr int kWorkers = 64;
+  constexpr int kClocks = 20;
+  Config c;
+  c.num_workers = kWorkers;
+  c.tables = {{"t", 2, 2}};
+  testing::ShardRig rig(c, "inproc://shard-push-counted", kWorkers);
+  ASSERT_OK(rig.started);
+  server::ShardChannel& shard = rig.shard;
+  auto w = [&rig](int r) -> zmq::socket_t& { return rig.worker(r); };
+  const std::vector<uint64_t> rows = {0, 1};
+  for (int r = 0; r < kWorkers; ++r)
+    Send(w(r), Frames(From(r, MsgType::kSubscribe, 0, rows.size()), rows, {}));
+  const int64_t push_bytes = static_cast<int64_t>(transport::kHeaderBytes + 4 * sizeof(float));
+  for (int clock = 0; clock < kClocks; ++clock) {
+    for (int r = 0; r < kWorkers; ++r)
+      Send(w(r), Frames(From(r, MsgType::kUpdate, clock, rows.size()), rows, {1, 1, 1, 1}));
+    int64_t got_clock = -1;
+    EXPECT_EQ(RecvPush(w(0), &got_clock).size(), 4u);
+    const ShardStats s = shard.GetStats();
+    EXPECT_GE(s.pushes_sent, int64_t{clock} * kWorkers + 1) << "clock " << clock;
+    EXPECT_GE(s.bytes_sent, (int64_t{clock} * kWorkers + 1) * push_bytes) << "clock " << clock;
+    for (int r = 1; r < kWorkers; ++r) EXPECT_EQ(RecvPush(w(r), &got_clock).size(), 4u);
+  }
+  shard.Stop();
+  const ShardStats s = shard.GetStats();
+  EXPECT_EQ(s.frames_dropped, 0);
+  EXPECT_EQ(s.pushes_sent, int64_t{kClocks} * kWorkers);
+  EXPECT_EQ(s.bytes_sent, int64_t{kClocks} * kWorkers * push_bytes);
+}
+
 }  // namespace
 }  // namespace geeps

@@ -393,6 +393,9 @@ void ShardChannel::PushRows(TableId table, PartitionTable& t, const PushOrder& o
       t.CopyPart(order, first, n, static_cast<char*>(payload.data()));
     }
     transport::ReleaseBeforeSend(context_);
+    // The push's last message completes it for its receiver.
+    const bool completes = order.final_part && first + n >= order.to;
+    const auto sent_bytes = static_cast<int64_t>(transport::kHeaderBytes + n * row_bytes);
     for (size_t k = 0; k < workers.size(); ++k) {
       if (failed[k]) continue;
       // The last receiver takes the messages; the others get copies that
@@ -411,6 +414,10 @@ void ShardChannel::PushRows(TableId table, PartitionTable& t, const PushOrder& o
       }
       zmq::message_t& hdr = last ? header : header_copy;
       zmq::message_t& pay = last ? payload : payload_copy;
+      // Counted before it leaves, and taken back if it does not: a receiver
+      // that has the push and then looks at the counters sees it.
+      bytes_sent_.fetch_add(sent_bytes);
+      if (completes) pushes_sent_.fetch_add(1);
       try {
         const std::string id = transport::WorkerRoutingId(workers[k]);
         socket_->send(zmq::buffer(id), zmq::send_flags::sndmore);
@@ -420,8 +427,9 @@ void ShardChannel::PushRows(TableId table, PartitionTable& t, const PushOrder& o
           socket_->send(hdr, zmq::send_flags::sndmore);
           socket_->send(pay, zmq::send_flags::none);
         }
-        bytes_sent_.fetch_add(static_cast<int64_t>(transport::kHeaderBytes + n * row_bytes));
       } catch (const zmq::error_t& e) {
+        bytes_sent_.fetch_sub(sent_bytes);
+        if (completes) pushes_sent_.fetch_sub(1);
         // EHOSTUNREACH (router_mandatory): the worker's connection is gone
         // (it shut down, or it was lost: the worker resyncs when it is
         // back). Not fatal; its message (a zero-copy payload's hold with
@@ -436,10 +444,6 @@ void ShardChannel::PushRows(TableId table, PartitionTable& t, const PushOrder& o
     }
     first += n;
   } while (first < order.to);
-  if (!order.final_part) return;
-  for (size_t k = 0; k < workers.size(); ++k) {
-    if (!failed[k]) pushes_sent_.fetch_add(1);
-  }
 }
 
 }  // namespace geeps::server
