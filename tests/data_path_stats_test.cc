@@ -67,6 +67,16 @@ JobStats RunOne(bool read_my_writes, uint64_t device_memory_budget = 0,
   return out;
 }
 
+// Bytes zeroed, for `per_clock` bytes that must be zeroed each clock. A
+// Read or Sync that waits zeroes the update buffers ZeroMQ has released ahead
+// of the next PreUpdate (worker_wait.cc): after the last clock, Sync's wait
+// may zero one that no PreUpdate uses (at most an update's buffer and its
+// resend copy), depending on when ZeroMQ let go of it.
+void ExpectZeroed(int64_t zero, int64_t per_clock) {
+  EXPECT_GE(zero, kIterations * per_clock);
+  EXPECT_LE(zero, kIterations * per_clock + 2 * kV);
+}
+
 TEST(DataPathStatsTest, DirectUpdatesAndReadsInPlaceSkipTheirPasses) {
   const JobStats run = RunOne(/*read_my_writes=*/false);
   const DataPathBytes& p = run.worker.data_path;
@@ -74,7 +84,7 @@ TEST(DataPathStatsTest, DirectUpdatesAndReadsInPlaceSkipTheirPasses) {
   ASSERT_EQ(run.worker.reads_in_place, kIterations);
   EXPECT_EQ(p.gather, 0);
   EXPECT_EQ(p.scatter_add, 0);
-  EXPECT_EQ(p.zero, kIterations * kV);  // PreUpdate's buffer; the oplog stays clean
+  ExpectZeroed(p.zero, kV);  // PreUpdate's buffer; the oplog stays clean
   // The host backend's device memory is host memory: the update leaves
   // from its buffer itself, with no copy into a slot.
   EXPECT_EQ(p.to_slot, 0);
@@ -115,7 +125,7 @@ TEST(DataPathStatsTest, APooledUpdateBufferIsCopiedIntoTheSlot) {
   const DataPathBytes& p = run.worker.data_path;
   ASSERT_EQ(run.worker.updates_direct, kIterations);
   EXPECT_EQ(p.to_slot, kIterations * kV);
-  EXPECT_EQ(p.zero, kIterations * kV);
+  ExpectZeroed(p.zero, kV);
   EXPECT_EQ(run.shard.apply_bytes, kIterations * kV);
 }
 
@@ -162,7 +172,7 @@ TEST(DataPathStatsTest, ReadMyWritesGathersAndGoesThroughTheOplog) {
   EXPECT_EQ(p.gather, kIterations * kV);
   EXPECT_EQ(p.scatter_add, 2 * kIterations * kV);  // into the oplog and the cache
   EXPECT_EQ(p.to_slot, kIterations * kV);
-  EXPECT_EQ(p.zero, 2 * kIterations * kV);  // PreUpdate's buffer and the oplog
+  ExpectZeroed(p.zero, 2 * kV);  // PreUpdate's buffer and the oplog
   EXPECT_GE(p.install, run.worker.pushes_installed * kV);
   EXPECT_EQ(run.shard.apply_bytes, kIterations * kV);
 }
