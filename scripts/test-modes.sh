@@ -10,13 +10,18 @@
 #           example layers' host kernels read device memory by design: they
 #           stand for GPU kernels), plus the softmax example's tests, whose
 #           trainer computes on the host and must copy through the worker.
-#   GEEPS_TEST_MODES  which modes (default "async opaque")
+#   noalias GEEPS_HOST_NO_ALIAS=1: device memory has no host alias
+#           (Device::HostAlias returns null, as on CUDA), so the data path
+#           copies where it would read device memory in place; every test
+#           except label 'slow' (the example layers included: they do not
+#           use the alias). .ci/run runs it as a stage of its own.
+#   GEEPS_TEST_MODES  which modes (default "async opaque noalias")
 #   GEEPS_BUILD_DIR   build folder (default: build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 build_dir="${GEEPS_BUILD_DIR:-build}"
-modes="${GEEPS_TEST_MODES:-async opaque}"
+modes="${GEEPS_TEST_MODES:-async opaque noalias}"
 run() {  # run <VAR=value> <ctest args>...
   local setting="$1"
   shift
@@ -30,8 +35,9 @@ for mode in $modes; do
       run GEEPS_HOST_OPAQUE_POINTERS=1 -LE 'slow|examples'
       run GEEPS_HOST_OPAQUE_POINTERS=1 -R '^(TrainSoftmax|Shapes/TrainSoftmaxExact|ProcessMode)'
       ;;
+    noalias) run GEEPS_HOST_NO_ALIAS=1 -LE slow ;;
     *)
-      echo "test-modes.sh: unknown mode '$mode' (expected async, opaque)" >&2
+      echo "test-modes.sh: unknown mode '$mode' (expected async, opaque, noalias)" >&2
       exit 2
       ;;
   esac

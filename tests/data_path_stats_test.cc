@@ -77,7 +77,12 @@ void ExpectZeroed(int64_t zero, int64_t per_clock) {
   EXPECT_LE(zero, kIterations * per_clock + 2 * kV);
 }
 
-TEST(DataPathStatsTest, DirectUpdatesAndReadsInPlaceSkipTheirPasses) {
+// The passes of a direct update and a read in place. `host_alias`: whether
+// device memory has a host alias (the host backend's normal mode), or not
+// (CUDA; the host backend's no-alias mode, GEEPS_HOST_NO_ALIAS=1, set here
+// either way so that both cases run in every test mode).
+void ExpectDirectUpdatesAndReadsInPlace(bool host_alias) {
+  testing::ScopedEnv mode("GEEPS_HOST_NO_ALIAS", host_alias ? "0" : "1");
   const JobStats run = RunOne(/*read_my_writes=*/false);
   const DataPathBytes& p = run.worker.data_path;
   ASSERT_EQ(run.worker.updates_direct, kIterations);
@@ -85,9 +90,9 @@ TEST(DataPathStatsTest, DirectUpdatesAndReadsInPlaceSkipTheirPasses) {
   EXPECT_EQ(p.gather, 0);
   EXPECT_EQ(p.scatter_add, 0);
   ExpectZeroed(p.zero, kV);  // PreUpdate's buffer; the oplog stays clean
-  // The host backend's device memory is host memory: the update leaves
-  // from its buffer itself, with no copy into a slot.
-  EXPECT_EQ(p.to_slot, 0);
+  // With a host alias the update leaves from its buffer itself, with no
+  // copy into a slot; without one it is copied into the slot once.
+  EXPECT_EQ(p.to_slot, host_alias ? 0 : kIterations * kV);
   EXPECT_EQ(p.pack, 0);  // consecutive rows leave as they are
   EXPECT_EQ(p.app_copies, kIterations * kV);
   // Every push installs V once (one part, no own deltas to re-add).
@@ -102,6 +107,14 @@ TEST(DataPathStatsTest, DirectUpdatesAndReadsInPlaceSkipTheirPasses) {
   EXPECT_LE(run.shard.fold_bytes, kIterations * kV);
   EXPECT_EQ(run.shard.push_zero_copy_bytes, run.shard.pushes_sent * kV);
   EXPECT_LE(run.shard.push_copy_bytes, kIterations * kV);
+}
+
+TEST(DataPathStatsTest, DirectUpdatesAndReadsInPlaceSkipTheirPasses) {
+  ExpectDirectUpdatesAndReadsInPlace(/*host_alias=*/true);
+}
+
+TEST(DataPathStatsTest, WithoutAHostAliasADirectUpdateIsCopiedIntoItsSlotOnce) {
+  ExpectDirectUpdatesAndReadsInPlace(/*host_alias=*/false);
 }
 
 // A push in parts (pipelined, 8 parts per clock here) is written into the

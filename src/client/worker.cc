@@ -137,6 +137,9 @@ Status Worker::FinishVirtualIteration() {
     StatusOr<bool> opaque_env = HostOpaquePointersFromEnvironment();
     if (!opaque_env.ok()) return fail(opaque_env.status());
     options.opaque_pointers = config_.host_opaque_device_pointers || *opaque_env;
+    StatusOr<bool> no_alias_env = HostNoAliasFromEnvironment();
+    if (!no_alias_env.ok()) return fail(no_alias_env.status());
+    options.no_host_alias = *no_alias_env;
   }
   auto device = device::CreateDevice(config_.device, options);
   if (!device.ok()) return fail(device.status());

@@ -139,6 +139,7 @@ StatusOr<bool> AsyncHostStreamsFromEnvironment() { return BoolFlag("GEEPS_ASYNC_
 StatusOr<bool> HostOpaquePointersFromEnvironment() {
   return BoolFlag("GEEPS_HOST_OPAQUE_POINTERS");
 }
+StatusOr<bool> HostNoAliasFromEnvironment() { return BoolFlag("GEEPS_HOST_NO_ALIAS"); }
 
 Status ApplyEnvironment(Config* c) {
   struct IntVar {

@@ -13,6 +13,10 @@ namespace geeps {
 StatusOr<bool> AsyncHostStreamsFromEnvironment();
 // GEEPS_HOST_OPAQUE_POINTERS, the same way (Config::host_opaque_device_pointers).
 StatusOr<bool> HostOpaquePointersFromEnvironment();
+// GEEPS_HOST_NO_ALIAS, the same way: the host backend's no-alias test mode
+// (device::DeviceOptions::no_host_alias). No Config field: it is a test mode
+// for whole suites only.
+StatusOr<bool> HostNoAliasFromEnvironment();
 
 }  // namespace geeps
 

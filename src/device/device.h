@@ -68,6 +68,11 @@ struct DeviceOptions {
   // the device's own operations translate them back. Code that reads or
   // writes device memory on the host then crashes here, not first on a GPU.
   bool opaque_pointers = false;
+  // Host backend only, a test mode (GEEPS_HOST_NO_ALIAS=1): HostAlias()
+  // returns null, as on CUDA, so that the paths libgeeps takes for device
+  // memory the host cannot read (copies instead of sends in place) run on
+  // a machine without a GPU too. The memory itself stays host memory.
+  bool no_host_alias = false;
 };
 
 class Device {

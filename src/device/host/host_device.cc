@@ -87,6 +87,7 @@ HostDevice::HostDevice(const DeviceOptions& options)
       memory_budget_(options.memory_budget),
       copy_bandwidth_(options.emulated_copy_bandwidth),
       async_streams_(options.async_streams),
+      no_host_alias_(options.no_host_alias),
       async_max_delay_(options.async_max_delay),
       table_(std::make_shared<AllocationTable>(
           options.memory_budget, options.opaque_pointers ? kOpaqueOffset : 0, ordinal_)) {}
@@ -389,7 +390,7 @@ Status HostDevice::EventSynchronize(Event* event) {
 }
 
 const void* HostDevice::HostAlias(const void* p) const {
-  return p == nullptr ? nullptr : table_->ToHost(p);
+  return p == nullptr || no_host_alias_ ? nullptr : table_->ToHost(p);
 }
 
 bool HostDevice::EventDone(Event* event) {

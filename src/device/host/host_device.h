@@ -29,6 +29,11 @@
 // and their error messages, use the caller's pointers. Pinned memory stays
 // ordinary host memory.
 //
+// The no-alias mode (DeviceOptions::no_host_alias): HostAlias() returns null
+// for every pointer, as the CUDA backend's does, so that the callers' paths
+// for device memory without a host alias (copies through the stream instead
+// of reads in place) run here too.
+//
 // Several host devices (DeviceOptions::ordinal, host_devices; see
 // Config::host_devices) stand in for the GPUs of a machine, so that device
 // selection is tested without GPUs: each device has its own allocation
@@ -145,6 +150,7 @@ class HostDevice final : public Device {
   const uint64_t memory_budget_;
   const uint64_t copy_bandwidth_;  // DeviceOptions::emulated_copy_bandwidth
   const bool async_streams_;       // DeviceOptions::async_streams
+  const bool no_host_alias_;       // DeviceOptions::no_host_alias
   const std::chrono::microseconds async_max_delay_;
   const std::shared_ptr<AllocationTable> table_;
 };
