@@ -6,20 +6,22 @@
 #   bin/    the CUDA conformance suite (device_test), layers_cuda_test, every
 #           other test binary of the CTest suite, the helpers the tests
 #           start (multiproc_worker, geeps_launch, geeps_keygen,
-#           softmax_fmnist), fmnist_train, big_net and gpu_bench; stripped,
-#           RUNPATH $ORIGIN/../lib
+#           softmax_fmnist), fmnist_train, big_net, gpu_bench and
+#           geeps_cuda_probe (the env stage's driver check); stripped,
+#           RUNPATH $ORIGIN/../lib. Binaries over 64 KiB are stored
+#           xz-compressed (*.xz); gpu-check.sh unpacks them all into a
+#           scratch folder
 #   lib/    libgeeps and every shared library those need that the GPU
 #           machine lacks (found with ldd: ZeroMQ and what it pulls,
 #           OpenBLAS with libgfortran and libquadmath, Boost.Program_options,
 #           zlib, ...), RUNPATH $ORIGIN; libstdc++ and libgcc_s in lib/gcc/,
 #           used only where the machine's own are too old. Never glibc
 #           (libc, libm, libpthread, libdl, librt, libresolv, ld-linux), the
-#           driver (libcuda, libnvidia-*), nor cuBLAS, cuDNN and cudart:
-#           cuBLAS alone is 600 MB; gpu-check.sh finds them there (the CUDA
-#           toolkit or the PyTorch wheels). Libraries over 1 MiB (OpenBLAS,
-#           libgeeps, libgeeps_internal, libgfortran) are stored
-#           xz-compressed (*.xz); gpu-check.sh unpacks them into a scratch
-#           folder.
+#           driver (libcuda, libnvidia-*), nor cuBLAS and cuDNN: cuBLAS alone
+#           is 600 MB; gpu-check.sh finds them there (the CUDA toolkit or the
+#           PyTorch wheels). cudart is static in the binaries. Libraries over
+#           1 MiB (OpenBLAS, libgeeps, libgeeps_internal, libgfortran) are
+#           stored xz-compressed too
 #   lib/cudnn-stub/libcudnn.so.9
 #           a stand-in with the cuDNN symbols the binaries import, whose
 #           cudnnGetVersion() returns 0: gpu-check.sh puts it on the library
@@ -29,15 +31,22 @@
 #   data/fashion-mnist/
 #           the first 10000 training and 2000 test images of Fashion-MNIST
 #           (idx, gzip), for one epoch of fmnist_train --device cuda
-#   share/fuzz/
-#           tests/fuzz's corpus and regressions (fuzz_regression_test)
+#   share/src/
+#           the source files tests read (docs/api.md,
+#           tests/consumer/trainer.h, tests/fuzz's corpus and regressions),
+#           under their paths in the tree: gpu-check.sh points
+#           GEEPS_TEST_SOURCE_DIR there, and GEEPS_TEST_BIN_DIR at the
+#           binaries (tests/test_paths.h)
 #   tests.tsv   every CTest test of the bundled binaries: name, binary,
 #               gtest filter, label, timeout (from gtest_discover_tests)
-#   paths.map   absolute build and source paths compiled into the test
-#               binaries (GEEPS_MULTIPROC_WORKER, ...) -> their bundle copy;
-#               gpu-check.sh links them where they do not exist
 #   bundle.json what was built, from which commit, with which libraries
 #   gpu-check.sh  a copy of scripts/gpu-check.sh
+#
+# The tests find the programs they start and the files they read through
+# GEEPS_TEST_BIN_DIR and GEEPS_TEST_SOURCE_DIR (tests/test_paths.h), not
+# through this machine's paths: scripts/gpu-dry-run.sh (CI) runs the bundle
+# with the source and build folders hidden, so a test that still reads one
+# fails there.
 #
 # By default it reuses an existing build folder (--build-dir, default build/:
 # CI's test stage leaves a RelWithDebInfo build with the CUDA architectures
@@ -49,8 +58,8 @@
 #        [--out DIR] [--data-dir DIR] [--max-mib N] [--jobs N]
 # --no-build bundles the folder as it is, without bringing it up to date.
 #
-# Needs: strip, patchelf, objdump, nm, ldd, cc, xz, gzip (scripts/setup.sh).
-# Prints the bundle's size; exits non-zero if it is over --max-mib (48).
+# Needs: strip, patchelf, objdump, nm, ldd, cc, xz, gzip (scripts/setup.sh). Prints the bundle's size; exits non-zero if it is over
+# --max-mib (48).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo="$(pwd -P)"
@@ -115,14 +124,14 @@ fi
 build_abs="$(cd "$build_dir" && pwd -P)"
 for need in tests/device_test tests/layers_cuda_test benchmarks/gpu_bench \
             examples/fashion_mnist/fmnist_train examples/fashion_mnist/big_net \
-            src/libgeeps.so.0; do
+            src/tools/geeps_cuda_probe src/libgeeps.so.0; do
   [[ -e "$build_abs/$need" ]] || die "$build_dir/$need is missing: the bundle needs a build with the CUDA backend, tests, benchmarks and examples (GEEPS_WITH_CUDA=ON, GEEPS_BUILD_TESTS=ON, GEEPS_BUILD_BENCHMARKS=ON, OpenBLAS, Boost)"
 done
 
 # ---- 2. binaries ----------------------------------------------------------------
 tmp="$out.tmp"
 rm -rf "$tmp"
-mkdir -p "$tmp"/{bin,lib,data/fashion-mnist,share}
+mkdir -p "$tmp"/{bin,lib,data/fashion-mnist,share/src}
 declare -a origins=()  # build-relative path of every bundled binary
 tests=()
 for f in "$build_abs"/tests/*"[1]_tests.cmake"; do
@@ -132,20 +141,21 @@ done
 ((${#tests[@]} > 0)) || die "no gtest_discover_tests files in $build_dir/tests"
 for t in "${tests[@]}"; do origins+=("tests/$t"); done
 for extra in tests/multiproc_worker src/tools/geeps_launch src/tools/geeps_keygen \
-             examples/fashion_mnist/softmax_fmnist examples/fashion_mnist/fmnist_train \
-             examples/fashion_mnist/big_net benchmarks/gpu_bench; do
+             src/tools/geeps_cuda_probe examples/fashion_mnist/softmax_fmnist \
+             examples/fashion_mnist/fmnist_train examples/fashion_mnist/big_net \
+             benchmarks/gpu_bench; do
   if [[ -x "$build_abs/$extra" ]]; then origins+=("$extra"); fi
 done
-: >"$tmp/paths.map"
 for rel in "${origins[@]}"; do
   name="$(basename "$rel")"
   strip --strip-all -o "$tmp/bin/$name" "$build_abs/$rel"
   patchelf --set-rpath '$ORIGIN/../lib' "$tmp/bin/$name"
-  printf '%s\t%s\n' "$build_abs/$rel" "bin/$name" >>"$tmp/paths.map"
 done
-printf '%s\t%s\n' "$repo/tests/fuzz" "share/fuzz" >>"$tmp/paths.map"
-mkdir -p "$tmp/share/fuzz"
-cp -r tests/fuzz/corpus tests/fuzz/regressions "$tmp/share/fuzz/"
+# The source files tests read (tests/test_paths.h: GEEPS_TEST_SOURCE_DIR).
+mkdir -p "$tmp/share/src/docs" "$tmp/share/src/tests/consumer" "$tmp/share/src/tests/fuzz"
+cp docs/api.md "$tmp/share/src/docs/"
+cp tests/consumer/trainer.h "$tmp/share/src/tests/consumer/"
+cp -r tests/fuzz/corpus tests/fuzz/regressions "$tmp/share/src/tests/fuzz/"
 
 # ---- 3. shared libraries (ldd on the build's own files, whose RUNPATHs
 # name where they were found at link time) ---------------------------------------
@@ -229,13 +239,20 @@ glibc_of() {
 glibc_needed="$(glibc_of "$tmp"/bin/* "$tmp"/lib/*.so*)"
 glibc_needed_gcc="$(glibc_of "$tmp"/bin/* "$tmp"/lib/*.so* "$tmp"/lib/gcc/*.so*)"
 
-# Big libraries travel compressed (OpenBLAS: 36 MB -> 4 MB; libgeeps and
-# libgeeps_internal about 2 MB each -> under 1 MB).
+# Big files travel compressed: libraries over 1 MiB (OpenBLAS: 36 MB -> 4 MB;
+# libgeeps and libgeeps_internal about 2 MB each -> under 1 MB), binaries over
+# 64 KiB (the test binaries, 21 MiB -> about 5).
 compressed=()
 for l in "$tmp"/lib/*.so*; do
   if (($(stat -c %s "$l") > 1048576)); then
     xz -T0 -9 "$l"
-    compressed+=("$(basename "$l")")
+    compressed+=("${l#"$tmp"/}")
+  fi
+done
+for l in "$tmp"/bin/*; do
+  if (($(stat -c %s "$l") > 65536)); then
+    xz -T0 -6 "$l"
+    compressed+=("${l#"$tmp"/}")
   fi
 done
 
@@ -324,7 +341,7 @@ cat >"$tmp/bundle.json" <<EOF
   "needs_from_gpu_machine": $(join_json "${!gpu_side[@]}"),
   "bundled_libraries": $(join_json $(cd "$tmp/lib" && ls -1 | grep -v '^cudnn-stub$\|^gcc$') $(cd "$tmp/lib/gcc" && ls -1 | sed 's|^|gcc/|')),
   "compressed": $(join_json "${compressed[@]}"),
-  "binaries": $(join_json $(ls -1 "$tmp/bin")),
+  "binaries": $(join_json $(ls -1 "$tmp/bin" | sed 's/\.xz$//')),
   "tests": $(wc -l <"$tmp/tests.tsv"),
   "fashion_mnist": {"train": $train_n, "test": $test_n},
   "bytes": $total_bytes

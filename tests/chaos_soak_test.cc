@@ -29,6 +29,7 @@
 #include <zmq.hpp>
 
 #include "process_util.h"
+#include "test_paths.h"
 
 namespace {
 
@@ -99,10 +100,10 @@ TEST(ChaosSoakTest, ExactSumsThroughStopsSpraysAndResets) {
                      {"GEEPS_BASE_PORT", std::to_string(base)},
                      {"GEEPS_TIMEOUT_MS", "60000"},
                      {"GEEPS_HEARTBEAT_TIMEOUT_MS", std::to_string(kHeartbeatMs)}};
-    children.push_back(
-        Spawn({GEEPS_MULTIPROC_WORKER, "--iterations", std::to_string(iterations), "--delay-ms",
-               std::to_string(kDelayMs), "--channels", std::to_string(kChannels)},
-              env));
+    children.push_back(Spawn({::geeps::testing::Program(GEEPS_MULTIPROC_WORKER), "--iterations",
+                              std::to_string(iterations), "--delay-ms", std::to_string(kDelayMs),
+                              "--channels", std::to_string(kChannels)},
+                             env));
   }
   std::atomic<bool> done{false};
   Faults faults;

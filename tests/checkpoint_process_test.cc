@@ -16,6 +16,7 @@
 #include "checkpoint_workload.h"
 #include "process_util.h"
 #include "server/checkpoint.h"
+#include "test_paths.h"
 #include "transport/security.h"
 
 namespace geeps {
@@ -54,8 +55,8 @@ std::vector<testing::Child> StartJob(int n, const testing::Env& extra, int itera
                         {"GEEPS_WORLD_SIZE", std::to_string(n)}};
     for (const auto& [k, v] : extra) env[k] = v;
     children.push_back(testing::Spawn(
-        {GEEPS_MULTIPROC_WORKER, "--train", "1", "--iterations", std::to_string(iterations),
-         "--delay-ms", std::to_string(delay_ms), "--channels", "2"},
+        {::geeps::testing::Program(GEEPS_MULTIPROC_WORKER), "--train", "1", "--iterations",
+         std::to_string(iterations), "--delay-ms", std::to_string(delay_ms), "--channels", "2"},
         env));
   }
   return children;

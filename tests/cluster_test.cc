@@ -16,6 +16,7 @@
 #include "device/device.h"
 #include "exact_sum.h"
 #include "test_cluster.h"
+#include "test_paths.h"
 #include "test_util.h"
 
 namespace geeps {
@@ -44,7 +45,8 @@ class ExactSumTest : public ::testing::TestWithParam<std::tuple<Backend, Shape>>
   // Runs `w` on a new cluster of this case's kind; every worker must
   // succeed and report, every shard must report and drop nothing.
   ClusterResult RunAll(const Workload& w) {
-    ClusterResult r = MakeCluster(backend(), GEEPS_MULTIPROC_WORKER)->Run(w);
+    ClusterResult r =
+        MakeCluster(backend(), ::geeps::testing::Program(GEEPS_MULTIPROC_WORKER))->Run(w);
     EXPECT_EQ(static_cast<int>(r.workers.size()), w.shape.workers);
     for (const WorkerResult& wr : r.workers) {
       EXPECT_TRUE(wr.reported) << "worker " << wr.rank << "\n" << Describe(r);
@@ -193,7 +195,8 @@ class ClusterFailureTest : public ::testing::TestWithParam<Backend> {
     w.kill_at = 3;
     w.heartbeat_timeout_ms = 1500;
     const auto start = steady_clock::now();
-    const ClusterResult r = MakeCluster(GetParam(), GEEPS_MULTIPROC_WORKER)->Run(w);
+    const ClusterResult r =
+        MakeCluster(GetParam(), ::geeps::testing::Program(GEEPS_MULTIPROC_WORKER))->Run(w);
     const auto took = steady_clock::now() - start;
     ASSERT_EQ(r.workers.size(), static_cast<size_t>(shape.workers));
     EXPECT_FALSE(r.workers[victim].reported) << Describe(r);

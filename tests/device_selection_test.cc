@@ -11,6 +11,8 @@
 
 #include "device/device.h"
 #include "geeps/embedded_cluster.h"
+#include "process_util.h"
+#include "test_util.h"
 
 namespace geeps {
 namespace {
@@ -114,6 +116,29 @@ TEST(DeviceSelectionTest, EnvironmentForcedCuda) {
     EXPECT_EQ(cluster.status().code(), StatusCode::kUnavailable) << cluster.status();
     std::cout << "GEEPS_DEVICE=cuda here: " << cluster.status() << "\n";
   }
+}
+
+// GEEPS_DEVICE_TRACE: every device created appends "<pid> <name>" to the
+// file (the GPU check's record of which tests touched a GPU); none is
+// written without the variable.
+TEST(DeviceSelectionTest, TraceRecordsEveryDeviceCreated) {
+  const std::string trace = testing::TempFile("trace");
+  unlink(trace.c_str());
+  {
+    testing::ScopedEnv env("GEEPS_DEVICE_TRACE", trace.c_str());
+    device::DeviceOptions options;
+    options.host_devices = 2;
+    for (const int ordinal : {0, 1}) {
+      options.ordinal = ordinal;
+      auto d = device::CreateDevice(DeviceKind::kHost, options);
+      ASSERT_TRUE(d.ok()) << d.status();
+    }
+  }
+  auto d = device::CreateDevice(DeviceKind::kHost, {});  // not traced
+  ASSERT_TRUE(d.ok()) << d.status();
+  const std::string pid = std::to_string(getpid());
+  EXPECT_EQ(testing::ReadFile(trace), pid + " host:0 of 2\n" + pid + " host:1 of 2\n");
+  unlink(trace.c_str());
 }
 
 }  // namespace

@@ -32,6 +32,7 @@
 #include "process_util.h"
 #include "softmax_model.h"
 #include "softmax_trainer.h"
+#include "test_paths.h"
 
 extern char** environ;
 
@@ -576,13 +577,15 @@ TEST(ProcessModeTest, TwoProcessesTrainLikeTheEmbeddedCluster) {
   const std::string coordinator = "127.0.0.1:" + std::to_string(geeps::testing::FreePort());
   std::vector<geeps::testing::Child> children;
   for (int rank = 0; rank < 2; ++rank) {
-    children.push_back(geeps::testing::Spawn({FMNIST_TRAINER, "--processes", "--train-limit",
-                                              "2000", "--epochs", "1", "--data-dir", dir},
-                                             {{"GEEPS_RANK", std::to_string(rank)},
-                                              {"GEEPS_WORLD_SIZE", "2"},
-                                              {"GEEPS_COORDINATOR", coordinator}},
-                                             tmp.File("rank" + std::to_string(rank) + ".log")));
-    ASSERT_GT(children.back().pid, 0) << "cannot start " << FMNIST_TRAINER;
+    children.push_back(
+        geeps::testing::Spawn({::geeps::testing::Program(FMNIST_TRAINER), "--processes",
+                               "--train-limit", "2000", "--epochs", "1", "--data-dir", dir},
+                              {{"GEEPS_RANK", std::to_string(rank)},
+                               {"GEEPS_WORLD_SIZE", "2"},
+                               {"GEEPS_COORDINATOR", coordinator}},
+                              tmp.File("rank" + std::to_string(rank) + ".log")));
+    ASSERT_GT(children.back().pid, 0)
+        << "cannot start " << ::geeps::testing::Program(FMNIST_TRAINER);
   }
   const auto start = std::chrono::steady_clock::now();
   geeps::testing::WaitAll(children, std::chrono::seconds(60));

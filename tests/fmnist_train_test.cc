@@ -17,6 +17,7 @@
 
 #include "net_trainer.h"
 #include "softmax_model.h"
+#include "test_paths.h"
 
 namespace fmnist {
 namespace {
@@ -384,7 +385,8 @@ TEST(NetTrainerTest, EvaluationOverThreadsSeesEveryExampleOnce) {
 #ifdef FMNIST_TRAIN
 // Runs the binary; returns its exit status and output (stdout + stderr).
 int RunTrainer(const std::string& args, std::string* output) {
-  const std::string cmd = std::string(FMNIST_TRAIN) + " " + args + " 2>&1";
+  const std::string cmd =
+      std::string(::geeps::testing::Program(FMNIST_TRAIN)) + " " + args + " 2>&1";
   FILE* pipe = popen(cmd.c_str(), "r");
   if (pipe == nullptr) return -1;
   char buf[4096];
@@ -478,10 +480,11 @@ TEST(FmnistTrainBinaryTest, LastValueOfARepeatedFlagWinsAndTestsFollowTheFlag) {
 TEST(FmnistTrainBinaryTest, TrainsAsTwoProcesses) {
   if (!std::filesystem::exists(std::string(kDataDir))) GTEST_SKIP();
   std::string out;
-  const std::string cmd = std::string("-n 2 ") + FMNIST_TRAIN +
+  const std::string cmd = std::string("-n 2 ") + ::geeps::testing::Program(FMNIST_TRAIN) +
                           " --processes --model mlp --epochs 1 "
                           "--train-limit 1000 --batch-size 50";
-  const std::string full = std::string(GEEPS_LAUNCH) + " " + cmd + " 2>&1";
+  const std::string full =
+      std::string(::geeps::testing::Program(GEEPS_LAUNCH)) + " " + cmd + " 2>&1";
   FILE* pipe = popen(full.c_str(), "r");
   ASSERT_NE(pipe, nullptr);
   char buf[4096];

@@ -20,6 +20,7 @@
 
 #define GEEPS_FUZZ_ENTRY GeepsFuzzWire
 #include "fuzz/fuzz_wire.cc"
+#include "test_paths.h"
 #undef GEEPS_FUZZ_ENTRY
 #define GEEPS_FUZZ_ENTRY GeepsFuzzConfig
 #include "fuzz/fuzz_config.cc"
@@ -34,8 +35,8 @@
 #include "fuzz/fuzz_control.cc"
 #undef GEEPS_FUZZ_ENTRY
 
-#ifndef GEEPS_FUZZ_DIR
-#error "GEEPS_FUZZ_DIR (the path of tests/fuzz) must be defined"
+#ifndef GEEPS_SOURCE_DIR
+#error "GEEPS_SOURCE_DIR (the source folder) must be defined"
 #endif
 
 namespace geeps {
@@ -75,7 +76,7 @@ size_t Replay(const fs::path& dir, Entry entry) {
   return n;
 }
 
-const fs::path kFuzzDir = GEEPS_FUZZ_DIR;
+const fs::path kFuzzDir = ::geeps::testing::SourceFile("tests/fuzz");
 
 TEST(FuzzRegressionTest, FoldersExist) {
   EXPECT_TRUE(fs::is_directory(kFuzzDir / "regressions")) << kFuzzDir;

@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "test_paths.h"
 #include "tools/launch_options.h"
 #include "tools/line_prefixer.h"
 #include "tools/rank_process.h"
@@ -178,7 +179,7 @@ class LauncherTest : public ::testing::Test {
       if (std::strncmp(*e, "GEEPS_", 6) != 0) env.emplace_back(*e);
     }
     env.insert(env.end(), extra_env.begin(), extra_env.end());
-    std::vector<std::string> argv{GEEPS_LAUNCH_PATH};
+    std::vector<std::string> argv{::geeps::testing::Program(GEEPS_LAUNCH_PATH)};
     argv.insert(argv.end(), args.begin(), args.end());
     std::vector<char*> argv_p, env_p;
     for (std::string& a : argv) argv_p.push_back(a.data());

@@ -15,6 +15,7 @@
 #include "geeps/embedded_cluster.h"
 #include "geeps/process.h"
 #include "test_cluster.h"
+#include "test_paths.h"
 #include "test_util.h"
 #include "transport/control_messages.h"
 
@@ -166,7 +167,8 @@ TEST(MachineAggregationTest, ProcessJobsSendOneUpdatePerMachine) {
     w.shape = {4, 4, 1, per_machine};
     w.iterations = 5;
     const testing::ClusterResult r =
-        testing::MakeCluster({testing::ClusterKind::kProcesses, "tcp"}, GEEPS_MULTIPROC_WORKER)
+        testing::MakeCluster({testing::ClusterKind::kProcesses, "tcp"},
+                             ::geeps::testing::Program(GEEPS_MULTIPROC_WORKER))
             ->Run(w);
     int64_t applied = 0;
     for (const testing::WorkerResult& wr : r.workers) {

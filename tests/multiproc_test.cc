@@ -28,6 +28,7 @@
 
 #include "process_util.h"
 #include "test_cluster.h"
+#include "test_paths.h"
 
 namespace {
 
@@ -98,7 +99,7 @@ std::vector<Child> RunRanks(int n, const Env& extra, const std::vector<std::stri
     env["GEEPS_RANK"] = std::to_string(r);
     env["GEEPS_WORLD_SIZE"] = std::to_string(world > 0 ? world : n);
     for (const auto& [k, v] : extra) env[k] = v;
-    std::vector<std::string> argv = {GEEPS_MULTIPROC_WORKER};
+    std::vector<std::string> argv = {::geeps::testing::Program(GEEPS_MULTIPROC_WORKER)};
     argv.insert(argv.end(), args.begin(), args.end());
     children.push_back(Spawn(argv, env));
   }
@@ -117,7 +118,8 @@ TEST(MultiProcessTest, ServerOnlyAndWorkerOnlyRoles) {
     env["GEEPS_RANK"] = std::to_string(r);
     env["GEEPS_WORLD_SIZE"] = "3";
     env["GEEPS_ROLE"] = roles[r];
-    children.push_back(Spawn({GEEPS_MULTIPROC_WORKER, "--result-dir", results.path}, env));
+    children.push_back(Spawn(
+        {::geeps::testing::Program(GEEPS_MULTIPROC_WORKER), "--result-dir", results.path}, env));
   }
   ASSERT_TRUE(WaitAll(children, milliseconds(60000))) << Logs(children);
   ExpectAllExact(children, results.path, 2);
@@ -145,7 +147,8 @@ TEST(BootstrapTest, OpenMpiVariables) {
     env["OMPI_COMM_WORLD_RANK"] = std::to_string(r);
     env["OMPI_COMM_WORLD_SIZE"] = "2";
     env["OMPI_COMM_WORLD_LOCAL_RANK"] = std::to_string(r);
-    children.push_back(Spawn({GEEPS_MULTIPROC_WORKER, "--result-dir", results.path}, env));
+    children.push_back(Spawn(
+        {::geeps::testing::Program(GEEPS_MULTIPROC_WORKER), "--result-dir", results.path}, env));
   }
   ASSERT_TRUE(WaitAll(children, milliseconds(60000))) << Logs(children);
   ExpectAllExact(children, results.path, 2);
@@ -160,7 +163,8 @@ TEST(BootstrapTest, SlurmVariables) {
     env["SLURM_PROCID"] = std::to_string(r);
     env["SLURM_NTASKS"] = "2";
     env["SLURM_LOCALID"] = std::to_string(r);
-    children.push_back(Spawn({GEEPS_MULTIPROC_WORKER, "--result-dir", results.path}, env));
+    children.push_back(Spawn(
+        {::geeps::testing::Program(GEEPS_MULTIPROC_WORKER), "--result-dir", results.path}, env));
   }
   ASSERT_TRUE(WaitAll(children, milliseconds(60000))) << Logs(children);
   ExpectAllExact(children, results.path, 2);
@@ -170,7 +174,8 @@ TEST(BootstrapTest, SlurmVariables) {
 TEST(BootstrapTest, GeepsLaunch) {
   Env env = {{"GEEPS_TIMEOUT_MS", "20000"}};
   ResultDir results;
-  std::vector<Child> children = {Spawn({GEEPS_LAUNCH, "-n", "3", GEEPS_MULTIPROC_WORKER,
+  std::vector<Child> children = {Spawn({::geeps::testing::Program(GEEPS_LAUNCH), "-n", "3",
+                                        ::geeps::testing::Program(GEEPS_MULTIPROC_WORKER),
                                         "--channels", "2", "--result-dir", results.path},
                                        env)};
   ASSERT_TRUE(WaitAll(children, milliseconds(60000))) << Logs(children);
@@ -186,11 +191,12 @@ TEST(BootstrapTest, MpirunThreeProcesses) {
   Env env = {{"GEEPS_COORDINATOR", "127.0.0.1:" + std::to_string(port)},
              {"GEEPS_TIMEOUT_MS", "20000"}};
   ResultDir results;
-  std::vector<Child> children = {Spawn(
-      {"/usr/bin/mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "3", "--mca",
-       "btl_tcp_if_include", "lo", "--mca", "oob_tcp_if_include", "lo", "-x", "GEEPS_COORDINATOR",
-       "-x", "GEEPS_TIMEOUT_MS", GEEPS_MULTIPROC_WORKER, "--result-dir", results.path},
-      env)};
+  std::vector<Child> children = {
+      Spawn({"/usr/bin/mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "3", "--mca",
+             "btl_tcp_if_include", "lo", "--mca", "oob_tcp_if_include", "lo", "-x",
+             "GEEPS_COORDINATOR", "-x", "GEEPS_TIMEOUT_MS",
+             ::geeps::testing::Program(GEEPS_MULTIPROC_WORKER), "--result-dir", results.path},
+            env)};
   ASSERT_TRUE(WaitAll(children, milliseconds(90000))) << Logs(children);
   EXPECT_EQ(children[0].status, 0) << Logs(children);
   ExpectAllExact(results.path, 3, 3, Logs(children));
@@ -228,7 +234,7 @@ TEST(FailureTest, ConflictingRanksAreToldAtOnce) {
       Env env = BaseEnv(port);  // a 20 s start timeout
       env["GEEPS_RANK"] = std::to_string(rank);
       env["GEEPS_WORLD_SIZE"] = std::to_string(world);
-      children.push_back(Spawn({GEEPS_MULTIPROC_WORKER}, env));
+      children.push_back(Spawn({::geeps::testing::Program(GEEPS_MULTIPROC_WORKER)}, env));
       // Rank 0 first: the others start once its coordinator listens (an
       // event, not a sleep).
       if (rank == 0) ASSERT_TRUE(WaitForListener(port, milliseconds(10000))) << Logs(children);
@@ -250,7 +256,9 @@ TEST(FailureTest, DifferentConfigsAreRefused) {
     Env env = BaseEnv(port);
     env["GEEPS_RANK"] = std::to_string(r);
     env["GEEPS_WORLD_SIZE"] = "2";
-    children.push_back(Spawn({GEEPS_MULTIPROC_WORKER, "--channels", r == 0 ? "1" : "2"}, env));
+    children.push_back(
+        Spawn({::geeps::testing::Program(GEEPS_MULTIPROC_WORKER), "--channels", r == 0 ? "1" : "2"},
+              env));
   }
   ASSERT_TRUE(WaitAll(children, milliseconds(30000))) << Logs(children);
   EXPECT_EQ(children[0].status, 1) << Logs(children);  // kInvalidArgument on rank 0
@@ -264,6 +272,11 @@ TEST(FailureTest, DifferentConfigsAreRefused) {
 TEST(FailureTest, CoordinatorPortInUseIsAClearError) {
   const int port = FreePort();
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  // As FreePort's probe: a connection of an earlier test may have left the
+  // port in TIME_WAIT, which only SO_REUSEADDR binds past. The listener
+  // still holds the port against the coordinator's bind.
+  const int one = 1;
+  ASSERT_EQ(setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)), 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(port);
@@ -273,7 +286,7 @@ TEST(FailureTest, CoordinatorPortInUseIsAClearError) {
   Env env = BaseEnv(port);
   env["GEEPS_RANK"] = "0";
   env["GEEPS_WORLD_SIZE"] = "2";
-  std::vector<Child> children = {Spawn({GEEPS_MULTIPROC_WORKER}, env)};
+  std::vector<Child> children = {Spawn({::geeps::testing::Program(GEEPS_MULTIPROC_WORKER)}, env)};
   ASSERT_TRUE(WaitAll(children, milliseconds(20000))) << Logs(children);
   close(fd);
   const std::string log = ReadFile(children[0].log);
@@ -296,8 +309,8 @@ TEST(FailureTest, ForeignFramesOnAShardPortAreDropped) {
       env["GEEPS_RANK"] = std::to_string(r);
       env["GEEPS_WORLD_SIZE"] = "2";
       env["GEEPS_BASE_PORT"] = std::to_string(base);
-      children.push_back(Spawn({GEEPS_MULTIPROC_WORKER, "--iterations", "40", "--delay-ms", "10",
-                                "--result-dir", results.path},
+      children.push_back(Spawn({::geeps::testing::Program(GEEPS_MULTIPROC_WORKER), "--iterations",
+                                "40", "--delay-ms", "10", "--result-dir", results.path},
                                env));
     }
   }
@@ -342,8 +355,8 @@ TEST(FailureTest, ForeignFramesOnAShardPortAreDropped) {
 TEST(FrozenProcessTest, StoppedLongerThanTheTimeoutTheJobGoesOn) {
   Env env;
   env["GEEPS_TIMEOUT_MS"] = "1500";
-  Child c = Spawn({GEEPS_MULTIPROC_WORKER, "--embedded", "2", "--iterations", "150", "--slow-rank",
-                   "1", "--delay-ms", "40"},
+  Child c = Spawn({::geeps::testing::Program(GEEPS_MULTIPROC_WORKER), "--embedded", "2",
+                   "--iterations", "150", "--slow-rank", "1", "--delay-ms", "40"},
                   env);
   std::vector<Child> children = {c};
   for (int i = 0; i < 3; ++i) {

@@ -99,11 +99,12 @@ struct Child {
 };
 
 // Whether variable `name` picks a mode for a whole test suite (the device
-// backend and the host backend's test modes), which the processes a test
-// starts must run in too.
+// backend, the host backend's test modes, the device trace), which the
+// processes a test starts must run in too.
 inline bool IsSuiteModeVariable(const std::string& name) {
   return name == "GEEPS_DEVICE" || name == "GEEPS_HOST_OPAQUE_POINTERS" ||
-         name == "GEEPS_ASYNC_HOST_STREAMS";
+         name == "GEEPS_ASYNC_HOST_STREAMS" || name == "GEEPS_HOST_NO_ALIAS" ||
+         name == "GEEPS_DEVICE_TRACE";
 }
 
 // Starts argv with the variables of `env` added (GEEPS_*, OMPI_* and SLURM_*

@@ -27,6 +27,7 @@
 
 #include "hostile_files.h"
 #include "process_util.h"
+#include "test_paths.h"
 
 #include "exact_sum.h"
 #include "geeps/process.h"
@@ -111,7 +112,7 @@ std::vector<Child> StartJob(const TempDir& dir, const std::vector<std::string>& 
                {"GEEPS_IPC_DIR", dir.File("")}};
     if (!key_files[r].empty()) env["GEEPS_CURVE_KEYS"] = key_files[r];
     for (const auto& [k, v] : extra) env[k] = v;
-    std::vector<std::string> argv = {GEEPS_MULTIPROC_WORKER};
+    std::vector<std::string> argv = {::geeps::testing::Program(GEEPS_MULTIPROC_WORKER)};
     argv.insert(argv.end(), args.begin(), args.end());
     children.push_back(Spawn(argv, env, dir.File("rank" + std::to_string(r) + ".log")));
   }
@@ -130,7 +131,7 @@ void ExpectExact(const std::vector<Child>& children) {
 }
 
 int RunTool(const std::vector<std::string>& args, const std::string& log) {
-  std::vector<std::string> argv = {GEEPS_KEYGEN};
+  std::vector<std::string> argv = {::geeps::testing::Program(GEEPS_KEYGEN)};
   argv.insert(argv.end(), args.begin(), args.end());
   std::vector<Child> c = {Spawn(argv, {}, log)};
   EXPECT_TRUE(WaitAll(c, milliseconds(20000)));
@@ -605,8 +606,9 @@ TEST(CurveJobTest, TwoProcessesOverIpcAreExact) {
 TEST(CurveJobTest, GeepsLaunchPassesTheKeyFile) {
   TempDir dir;
   const Env env = {{"GEEPS_TIMEOUT_MS", "20000"}, {"GEEPS_CURVE_KEYS", NewKeyFile(dir, "job.key")}};
-  std::vector<Child> children = {
-      Spawn({GEEPS_LAUNCH, "-n", "3", GEEPS_MULTIPROC_WORKER}, env, dir.File("launch.log"))};
+  std::vector<Child> children = {Spawn({::geeps::testing::Program(GEEPS_LAUNCH), "-n", "3",
+                                        ::geeps::testing::Program(GEEPS_MULTIPROC_WORKER)},
+                                       env, dir.File("launch.log"))};
   ASSERT_TRUE(WaitAll(children, milliseconds(90000))) << Logs(children);
   const std::string log = ReadFile(children[0].log);
   EXPECT_EQ(children[0].status, 0) << log;
@@ -623,11 +625,12 @@ TEST(CurveJobTest, MpirunExportsTheKeyFile) {
   const Env env = {{"GEEPS_COORDINATOR", "127.0.0.1:" + std::to_string(FreePort())},
                    {"GEEPS_TIMEOUT_MS", "20000"},
                    {"GEEPS_CURVE_KEYS", NewKeyFile(dir, "job.key")}};
-  std::vector<Child> children = {Spawn(
-      {"/usr/bin/mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2", "--mca",
-       "btl_tcp_if_include", "lo", "--mca", "oob_tcp_if_include", "lo", "-x", "GEEPS_COORDINATOR",
-       "-x", "GEEPS_TIMEOUT_MS", "-x", "GEEPS_CURVE_KEYS", GEEPS_MULTIPROC_WORKER},
-      env, dir.File("mpirun.log"))};
+  std::vector<Child> children = {
+      Spawn({"/usr/bin/mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2", "--mca",
+             "btl_tcp_if_include", "lo", "--mca", "oob_tcp_if_include", "lo", "-x",
+             "GEEPS_COORDINATOR", "-x", "GEEPS_TIMEOUT_MS", "-x", "GEEPS_CURVE_KEYS",
+             ::geeps::testing::Program(GEEPS_MULTIPROC_WORKER)},
+            env, dir.File("mpirun.log"))};
   ASSERT_TRUE(WaitAll(children, milliseconds(90000))) << Logs(children);
   const std::string log = ReadFile(children[0].log);
   EXPECT_EQ(children[0].status, 0) << log;

@@ -3,6 +3,7 @@
 // the prologue, the typed views, the compute callable, and the errors of a
 // real iteration that leaves the recording.
 #include "geeps/step.h"
+#include "test_paths.h"
 
 #include <gtest/gtest.h>
 
@@ -669,8 +670,8 @@ TEST(StepDocTest, ApiDocShowsTheTestedTrainer) {
     for (std::string l; std::getline(in, l);) lines.push_back(l);
     return lines;
   };
-  const auto header = slurp(std::string(GEEPS_SOURCE_DIR) + "/tests/consumer/trainer.h");
-  const auto doc = slurp(std::string(GEEPS_SOURCE_DIR) + "/docs/api.md");
+  const auto header = slurp(::geeps::testing::SourceFile("tests/consumer/trainer.h"));
+  const auto doc = slurp(::geeps::testing::SourceFile("docs/api.md"));
   std::vector<std::string> code, shown;
   bool in = false;
   for (const auto& l : header) {

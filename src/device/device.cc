@@ -1,5 +1,9 @@
 #include "device/device.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdlib>
 #include <memory>
 #include <new>
 #include <string>
@@ -31,6 +35,23 @@ Status CudaUsable() {
       "(GEEPS_WITH_CUDA=OFF, or no nvcc at configure time); use "
       "DeviceKind::kHost (or kAuto)");
 #endif
+}
+
+// GEEPS_DEVICE_TRACE=<file>: every device created appends "<pid> <name>"
+// to the file, so that a test run can tell which of its tests touched a GPU
+// (scripts/gpu-check.sh's suite stage). A file that cannot be written is
+// ignored: the trace is a report, never a reason to fail.
+StatusOr<std::unique_ptr<Device>> Traced(StatusOr<std::unique_ptr<Device>> device) {
+  const char* path = std::getenv("GEEPS_DEVICE_TRACE");
+  if (!device.ok() || path == nullptr || path[0] == '\0') return device;
+  const int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return device;
+  const std::string line = std::to_string(getpid()) + " " + (*device)->name() + "\n";
+  // One write of a short line to an O_APPEND file: lines of several
+  // processes do not interleave.
+  [[maybe_unused]] const ssize_t written = write(fd, line.data(), line.size());
+  close(fd);
+  return device;
 }
 
 }  // namespace
@@ -65,7 +86,9 @@ StatusOr<int> DeviceCount(DeviceKind kind, int host_devices) {
                               std::to_string(static_cast<int>(kind)));
 }
 
-StatusOr<std::unique_ptr<Device>> CreateDevice(DeviceKind kind, const DeviceOptions& options) {
+namespace {
+
+StatusOr<std::unique_ptr<Device>> CreateUntraced(DeviceKind kind, const DeviceOptions& options) {
   switch (kind) {
     case DeviceKind::kAuto:
       // Any error of the probe (no driver, no device) means "no GPU".
@@ -83,6 +106,12 @@ StatusOr<std::unique_ptr<Device>> CreateDevice(DeviceKind kind, const DeviceOpti
   }
   return InvalidArgumentError("CreateDevice: unknown DeviceKind " +
                               std::to_string(static_cast<int>(kind)));
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Device>> CreateDevice(DeviceKind kind, const DeviceOptions& options) {
+  return Traced(CreateUntraced(kind, options));
 }
 
 }  // namespace geeps::device

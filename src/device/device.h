@@ -162,6 +162,8 @@ class Device {
 
 // Creates a device. kAuto picks CUDA when the backend is built and a GPU is
 // present, else host. kCuda without CUDA is kUnavailable with the reason.
+// With GEEPS_DEVICE_TRACE=<file> set, each device created appends
+// "<pid> <name>" to that file (a test run's record of the devices it used).
 StatusOr<std::unique_ptr<Device>> CreateDevice(DeviceKind kind, const DeviceOptions& options);
 
 // How many devices of `kind` this process can use: for kHost,

@@ -1,0 +1,40 @@
+// A stand-in for the CUDA driver (built as libcuda.so.1 in a folder of its
+// own), for tests/gpu_check/cuda_probe_test.sh: the few driver API functions
+// geeps_cuda_probe calls, with results set by the environment.
+//   FAKE_CUDA_INIT     what cuInit returns (default 100,
+//                      CUDA_ERROR_NO_DEVICE)
+//   FAKE_CUDA_DEVICES  the device count cuDeviceGetCount gives (default 0)
+#include <cstdlib>
+
+namespace {
+int EnvInt(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? fallback : std::atoi(v);
+}
+}  // namespace
+
+extern "C" {
+
+__attribute__((visibility("default"))) int cuInit(unsigned /*flags*/) {
+  return EnvInt("FAKE_CUDA_INIT", 100);
+}
+
+__attribute__((visibility("default"))) int cuDeviceGetCount(int* count) {
+  *count = EnvInt("FAKE_CUDA_DEVICES", 0);
+  return 0;
+}
+
+__attribute__((visibility("default"))) int cuDriverGetVersion(int* version) {
+  *version = 13000;
+  return 0;
+}
+
+__attribute__((visibility("default"))) int cuGetErrorName(int error, const char** name) {
+  if (error == 100) {
+    *name = "CUDA_ERROR_NO_DEVICE";
+    return 0;
+  }
+  return 1;  // CUDA_ERROR_INVALID_VALUE: unknown to the fake
+}
+
+}  // extern "C"
