@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "device/cuda/grid_stride.h"
+#include "device/cuda/launch_error.h"
 #include "device/cuda/row_groups.h"
 
 namespace geeps::device::cuda {
@@ -108,11 +109,10 @@ __global__ void SpinKernel(long long cycles) {
 bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 // Launches `kernel` with `blocks` x `threads` threads on `stream` and
-// returns this launch's own error. cudaLaunchKernelEx returns it directly, so
-// an older error still latched in the runtime's per-thread "last error"
-// (cudaGetLastError) is never taken for a launch failure, as it would be
-// after a <<<...>>> launch. A failed launch is handled here (the caller gets
-// its error), so it is cleared from the last error too.
+// returns this launch's own error, cleared from the last error if it failed
+// (launch_error.h): cudaLaunchKernelEx returns it directly, so an older error
+// still latched in cudaGetLastError() is never taken for a launch failure,
+// as it would be after a <<<...>>> launch.
 template <typename... Params, typename... Args>
 cudaError_t Launch(int blocks, int threads, cudaStream_t stream, void (*kernel)(Params...),
                    Args&&... args) {
@@ -120,9 +120,9 @@ cudaError_t Launch(int blocks, int threads, cudaStream_t stream, void (*kernel)(
   config.gridDim = dim3(static_cast<unsigned>(blocks));
   config.blockDim = dim3(static_cast<unsigned>(threads));
   config.stream = stream;
-  const cudaError_t error = cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
-  if (error != cudaSuccess) cudaGetLastError();
-  return error;
+  return OwnLaunchError(
+      cudaSuccess, [&] { return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...); },
+      [] { return cudaGetLastError(); });
 }
 
 template <RowOp Op, typename V>
