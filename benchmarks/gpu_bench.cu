@@ -36,6 +36,7 @@
 #include <utility>
 #include <vector>
 
+#include "device/cuda/kernels.h"
 #include "device/device.h"
 #include "flags.h"
 
@@ -67,10 +68,12 @@ T Take(geeps::StatusOr<T> v) {
   return std::move(v).value();
 }
 
-__global__ void Spin(long long cycles) {
-  const long long start = clock64();
-  while (clock64() - start < cycles) {
-  }
+// The compute kernel of the overlap test: the library's spin kernel, whose
+// launcher returns this launch's own error (kernels.h: cudaLaunchKernelEx,
+// not <<<...>>> then cudaGetLastError(), which would also report an older
+// error still latched, e.g. from a failed allocation).
+void Spin(long long cycles, cudaStream_t stream) {
+  BENCH_CHECK(geeps::device::cuda::LaunchSpin(cycles, stream));
 }
 
 // Milliseconds per call of `op` on `stream` (median of `reps` timed calls
@@ -215,9 +218,9 @@ int main(int argc, char** argv) {
   // ---- 3. Copy stream overlapped with a compute kernel -----------------------
   // A spin kernel of about the copy's duration (calibrated), on stream B.
   const long long probe_cycles = 1000000;
-  const double probe_ms = TimeMs(b, 3, [&] { Spin<<<1, 1, 0, b>>>(probe_cycles); });
+  const double probe_ms = TimeMs(b, 3, [&] { Spin(probe_cycles, b); });
   const long long cycles = static_cast<long long>(probe_cycles * h2d_ms / std::max(probe_ms, 1e-6));
-  const double kernel_ms = TimeMs(b, reps, [&] { Spin<<<1, 1, 0, b>>>(cycles); });
+  const double kernel_ms = TimeMs(b, reps, [&] { Spin(cycles, b); });
   const double copy_ms = h2d_ms;
   cudaEvent_t start, done_a, done_b;
   BENCH_CHECK(cudaEventCreate(&start));
@@ -229,8 +232,7 @@ int main(int argc, char** argv) {
     BENCH_CHECK(cudaEventRecord(start, a));
     BENCH_CHECK(cudaStreamWaitEvent(b, start, 0));
     BENCH_CHECK(dev->Copy(on_device, pinned, copy_bytes, CopyKind::kHostToDevice, stream_a.get()));
-    Spin<<<1, 1, 0, b>>>(cycles);
-    BENCH_CHECK(cudaGetLastError());
+    Spin(cycles, b);
     BENCH_CHECK(cudaEventRecord(done_b, b));
     BENCH_CHECK(cudaStreamWaitEvent(a, done_b, 0));
     BENCH_CHECK(cudaEventRecord(done_a, a));

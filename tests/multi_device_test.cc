@@ -18,6 +18,7 @@
 #include "device/device.h"
 #include "device/host/host_device.h"
 #include "device/host/host_stream.h"
+#include "device/scoped_device.h"
 #include "device/selection.h"
 #include "geeps/embedded_cluster.h"
 #include "geeps/process.h"
@@ -245,6 +246,110 @@ TEST(HostDevicesTest, TaskOnAThreadOfAnotherDeviceIsInternal) {
   }));
   EXPECT_OK((*stream)->Synchronize());
   EXPECT_TRUE(ran);
+}
+
+// Destroying a stream or an event makes its device current only while the
+// destructor runs: afterwards the thread has the device it had, as the CUDA
+// backend's destructors restore it (device/scoped_device.h). An application
+// thread with its own device current (host:1 here) drops objects of
+// libgeeps' devices; in the plain and the asynchronous-stream mode (where a
+// stream's destructor waits for work still queued on its thread).
+class DestructorsKeepTheCurrentDeviceTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(DestructorsKeepTheCurrentDeviceTest, StreamsAndEventsOfEitherDevice) {
+  const bool async = GetParam();
+  auto d0 = HostDevice(0, 2, async);
+  auto d1 = HostDevice(1, 2, async);
+  for (device::Device* d : {d0.get(), d1.get()}) {
+    SCOPED_TRACE(d->name());
+    auto stream = d->CreateStream();
+    auto event = d->CreateEvent();
+    auto memory = d->Allocate(64 * sizeof(float));
+    ASSERT_TRUE(stream.ok() && event.ok() && memory.ok());
+    // Work still queued when the stream goes (asynchronous mode).
+    EXPECT_OK(d->Fill(static_cast<float*>(*memory), 1.0f, 64, stream->get()));
+    EXPECT_OK(d->Record(event->get(), stream->get()));
+    device::host::SetCurrentHostDevice(1);  // the application's device
+    stream->reset();
+    EXPECT_EQ(device::host::CurrentHostDevice(), 1) << "after destroying a stream";
+    event->reset();
+    EXPECT_EQ(device::host::CurrentHostDevice(), 1) << "after destroying an event";
+    d->Free(*memory);
+  }
+  // A thread with no device current yet keeps none.
+  auto stream = d0->CreateStream();
+  auto event = d0->CreateEvent();
+  ASSERT_TRUE(stream.ok() && event.ok());
+  device::host::SetCurrentHostDevice(-1);
+  stream->reset();
+  event->reset();
+  EXPECT_EQ(device::host::CurrentHostDevice(), -1);
+}
+
+INSTANTIATE_TEST_SUITE_P(HostModes, DestructorsKeepTheCurrentDeviceTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "AsyncStreams" : "Plain";
+                         });
+
+// ScopedCurrentDevice itself, on fake device functions: what it sets and
+// restores when reading or setting the device fails.
+struct FakeDevice {
+  static inline int current = 0;
+  static inline bool get_fails = false;
+  static inline bool set_fails = false;
+  static inline std::vector<int> sets;
+  static void Reset(int device) {
+    current = device;
+    get_fails = set_fails = false;
+    sets.clear();
+  }
+  static bool Get(int* ordinal) {
+    if (get_fails) return false;
+    *ordinal = current;
+    return true;
+  }
+  static bool Set(int ordinal) {
+    sets.push_back(ordinal);
+    if (set_fails) return false;
+    current = ordinal;
+    return true;
+  }
+};
+using ScopedFakeDevice = device::ScopedCurrentDevice<FakeDevice>;
+
+TEST(ScopedCurrentDeviceTest, SetsAndRestores) {
+  FakeDevice::Reset(1);
+  {
+    const ScopedFakeDevice scope(0);
+    EXPECT_EQ(FakeDevice::current, 0);
+  }
+  EXPECT_EQ(FakeDevice::current, 1);
+  EXPECT_EQ(FakeDevice::sets, (std::vector<int>{0, 1}));
+}
+
+TEST(ScopedCurrentDeviceTest, TheCurrentDeviceAlreadyIsNotSetAgain) {
+  FakeDevice::Reset(2);
+  { const ScopedFakeDevice scope(2); }
+  EXPECT_EQ(FakeDevice::current, 2);
+  EXPECT_TRUE(FakeDevice::sets.empty());
+}
+
+TEST(ScopedCurrentDeviceTest, AFailedSetRestoresNothing) {
+  FakeDevice::Reset(1);
+  FakeDevice::set_fails = true;
+  { const ScopedFakeDevice scope(0); }
+  EXPECT_EQ(FakeDevice::current, 1);
+  EXPECT_EQ(FakeDevice::sets, (std::vector<int>{0}));
+}
+
+// The previous device is unknown: the scope's device is still set (its work
+// needs it), and nothing is restored.
+TEST(ScopedCurrentDeviceTest, AnUnreadableDeviceIsSetButNotRestored) {
+  FakeDevice::Reset(1);
+  FakeDevice::get_fails = true;
+  { const ScopedFakeDevice scope(0); }
+  EXPECT_EQ(FakeDevice::current, 0);
+  EXPECT_EQ(FakeDevice::sets, (std::vector<int>{0}));
 }
 
 // ---- Embedded clusters on N host devices -------------------------------------

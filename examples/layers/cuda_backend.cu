@@ -36,9 +36,11 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend.h"
+#include "cuda_launch.h"
 #include "dropout_mask.h"
 
 namespace nn {
@@ -673,38 +675,33 @@ class CudaBackend final : public Backend {
     if (!ok()) return;
     const size_t n = static_cast<size_t>(w.channels) * w.kernel * w.kernel * OutH(w) * OutW(w);
     if (n == 0) return;
-    Im2ColKernel<<<Blocks(n), kThreads, 0, stream_>>>(image, w, ld, col);
-    Launched("Im2Col");
+    Launch("Im2Col", Im2ColKernel, Blocks(n), image, w, ld, col);
   }
 
   void Col2Im(const float* col, const Window& w, size_t ld, float* image) override {
     if (!ok()) return;
     const size_t n = static_cast<size_t>(w.channels) * w.height * w.width;
     if (n == 0) return;
-    Col2ImKernel<<<Blocks(n), kThreads, 0, stream_>>>(col, w, ld, image);
-    Launched("Col2Im");
+    Launch("Col2Im", Col2ImKernel, Blocks(n), col, w, ld, image);
   }
 
   void SwapOuterAxes(const float* src, int a, int b, int inner, float* dst) override {
     if (!ok()) return;
     const size_t n = static_cast<size_t>(a) * b * inner;
     if (n == 0) return;
-    SwapOuterAxesKernel<<<Blocks(n), kThreads, 0, stream_>>>(src, a, b, inner, dst);
-    Launched("SwapOuterAxes");
+    Launch("SwapOuterAxes", SwapOuterAxesKernel, Blocks(n), src, a, b, inner, dst);
   }
 
   void AddBias(const float* bias, int outer, int channels, int inner, float* x) override {
     if (!ok()) return;
     const size_t n = static_cast<size_t>(outer) * channels * inner;
     if (n == 0) return;
-    AddBiasKernel<<<Blocks(n), kThreads, 0, stream_>>>(bias, outer, channels, inner, x);
-    Launched("AddBias");
+    Launch("AddBias", AddBiasKernel, Blocks(n), bias, outer, channels, inner, x);
   }
 
   void BiasGrad(const float* dx, int outer, int channels, int inner, float* dbias) override {
     if (!ok() || channels <= 0) return;
-    BiasGradKernel<<<channels, kThreads, 0, stream_>>>(dx, outer, channels, inner, dbias);
-    Launched("BiasGrad");
+    Launch("BiasGrad", BiasGradKernel, channels, dx, outer, channels, inner, dbias);
   }
 
   void ReluForward(const float* x, size_t n, float* y) override {
@@ -720,8 +717,7 @@ class CudaBackend final : public Backend {
       return;
     }
 #endif
-    ReluForwardKernel<<<Blocks(n), kThreads, 0, stream_>>>(x, n, y);
-    Launched("ReluForward");
+    Launch("ReluForward", ReluForwardKernel, Blocks(n), x, n, y);
   }
 
   void ReluBackward(const float* y, const float* dy, size_t n, float* dx) override {
@@ -740,8 +736,7 @@ class CudaBackend final : public Backend {
       return;
     }
 #endif
-    ReluBackwardKernel<<<Blocks(n), kThreads, 0, stream_>>>(y, dy, n, dx);
-    Launched("ReluBackward");
+    Launch("ReluBackward", ReluBackwardKernel, Blocks(n), y, dy, n, dx);
   }
 
   void MaxPoolForward(const float* x, int batch, const Window& w, float* y) override {
@@ -759,8 +754,7 @@ class CudaBackend final : public Backend {
       return;
     }
 #endif
-    MaxPoolForwardKernel<<<Blocks(n), kThreads, 0, stream_>>>(x, planes, w, y);
-    Launched("MaxPoolForward");
+    Launch("MaxPoolForward", MaxPoolForwardKernel, Blocks(n), x, planes, w, y);
   }
 
   void MaxPoolBackward(const float* x, const float* y, const float* dy, int batch, const Window& w,
@@ -780,8 +774,7 @@ class CudaBackend final : public Backend {
       return;
     }
 #endif
-    MaxPoolBackwardKernel<<<Blocks(n), kThreads, 0, stream_>>>(x, y, dy, planes, w, dx);
-    Launched("MaxPoolBackward");
+    Launch("MaxPoolBackward", MaxPoolBackwardKernel, Blocks(n), x, y, dy, planes, w, dx);
   }
 
 #if NN_WITH_CUDNN
@@ -872,9 +865,10 @@ class CudaBackend final : public Backend {
                "SoftmaxCrossEntropy (labels)")) {
       return std::nan("");
     }
-    SoftmaxKernel<<<Blocks(batch), kThreads, 0, stream_>>>(logits, labels_, batch, classes, scale,
-                                                           dlogits, losses_);
-    if (!Launched("SoftmaxCrossEntropy")) return std::nan("");
+    if (!Launch("SoftmaxCrossEntropy", SoftmaxKernel, Blocks(batch), logits, labels_, batch,
+                classes, scale, dlogits, losses_)) {
+      return std::nan("");
+    }
     host_losses_.resize(batch);
     if (!Check(cudaMemcpyAsync(host_losses_.data(), losses_, batch * sizeof(double),
                                cudaMemcpyDeviceToHost, stream_),
@@ -891,12 +885,13 @@ class CudaBackend final : public Backend {
                         const float* gamma, const float* beta, float* y, float* stats) override {
     if (!ok() || batch == 0) return;
     const size_t count = static_cast<size_t>(channels / groups) * spatial;
-    GroupStatsKernel<<<batch * groups, kThreads, 0, stream_>>>(x, count, stats);
-    if (!Launched("GroupNormForward (statistics)")) return;
+    if (!Launch("GroupNormForward (statistics)", GroupStatsKernel, batch * groups, x, count,
+                stats)) {
+      return;
+    }
     const size_t total = static_cast<size_t>(batch) * channels * spatial;
-    GroupNormForwardKernel<<<Blocks(total), kThreads, 0, stream_>>>(x, total, channels, spatial,
-                                                                    groups, gamma, beta, stats, y);
-    Launched("GroupNormForward");
+    Launch("GroupNormForward", GroupNormForwardKernel, Blocks(total), x, total, channels, spatial,
+           groups, gamma, beta, stats, y);
   }
 
   void GroupNormBackward(const float* x, const float* dy, int batch, int channels, int spatial,
@@ -909,21 +904,23 @@ class CudaBackend final : public Backend {
       return;
     }
     const size_t count = static_cast<size_t>(channels / groups) * spatial;
-    GroupStatsKernel<<<batch * groups, kThreads, 0, stream_>>>(x, count, stats);
-    if (!Launched("GroupNormBackward (statistics)")) return;
-    GroupNormParamGradKernel<<<channels, kThreads, 0, stream_>>>(x, dy, batch, channels, spatial,
-                                                                 groups, stats, dgamma, dbeta);
-    if (!Launched("GroupNormBackward (parameters)") || dx == nullptr) return;
-    GroupNormDxKernel<<<batch * groups, kThreads, 0, stream_>>>(x, dy, channels, spatial, groups,
-                                                                gamma, stats, dx);
-    Launched("GroupNormBackward");
+    if (!Launch("GroupNormBackward (statistics)", GroupStatsKernel, batch * groups, x, count,
+                stats)) {
+      return;
+    }
+    if (!Launch("GroupNormBackward (parameters)", GroupNormParamGradKernel, channels, x, dy, batch,
+                channels, spatial, groups, stats, dgamma, dbeta) ||
+        dx == nullptr) {
+      return;
+    }
+    Launch("GroupNormBackward", GroupNormDxKernel, batch * groups, x, dy, channels, spatial, groups,
+           gamma, stats, dx);
   }
 
   void DropoutForward(const float* x, size_t n, float rate, uint64_t seed, float* y) override {
     if (!ok() || n == 0) return;
-    DropoutKernel<<<Blocks(n), kThreads, 0, stream_>>>(x, n, DropoutThreshold(rate),
-                                                       1.0f / (1.0f - rate), seed, y);
-    Launched("DropoutForward");
+    Launch("DropoutForward", DropoutKernel, Blocks(n), x, n, DropoutThreshold(rate),
+           1.0f / (1.0f - rate), seed, y);
   }
   void DropoutBackward(const float* dy, size_t n, float rate, uint64_t seed, float* dx) override {
     DropoutForward(dy, n, rate, seed, dx);  // the same mask and scale
@@ -933,9 +930,8 @@ class CudaBackend final : public Backend {
                      float weight_decay, float* velocity, float* delta) override {
     if (!ok() || n == 0) return;
     const float* decayed = weight_decay != 0.0f ? weights : nullptr;
-    MomentumKernel<<<Blocks(n), kThreads, 0, stream_>>>(grad, decayed, n, lr, momentum,
-                                                        weight_decay, velocity, delta);
-    Launched("MomentumDelta");
+    Launch("MomentumDelta", MomentumKernel, Blocks(n), grad, decayed, n, lr, momentum, weight_decay,
+           velocity, delta);
   }
 
  private:
@@ -945,7 +941,15 @@ class CudaBackend final : public Backend {
          cudaGetErrorString(e));
     return false;
   }
-  bool Launched(const char* kernel) { return Check(cudaGetLastError(), kernel); }
+  // Launches `kernel` with `blocks` x kThreads threads on stream_; false,
+  // with error(), if this launch failed. Only its own error counts
+  // (cuda_launch.h): an older one still latched in cudaGetLastError() is not
+  // blamed on it.
+  template <typename... Params, typename... Args>
+  bool Launch(const char* what, void (*kernel)(Params...), int blocks, Args&&... args) {
+    return Check(LaunchKernel(kernel, blocks, kThreads, stream_, std::forward<Args>(args)...),
+                 what);
+  }
 
 #if NN_WITH_CUDNN
   bool Dnn(cudnnStatus_t s, const char* what) {
@@ -1056,6 +1060,10 @@ class CudaBackend final : public Backend {
     if (!Check(freed, "cuDNN workspace (cudaFree)")) return false;
     const cudaError_t e = cudaMalloc(&workspace_, bytes);
     if (e == cudaErrorMemoryAllocation) {
+      // Handled here: cleared, so that no later check that reads the last
+      // error (the application's, after a <<<...>>> launch) takes it for its
+      // own. This backend's launches report their own errors only
+      // (cuda_launch.h).
       cudaGetLastError();
       workspace_ = nullptr;
       return false;

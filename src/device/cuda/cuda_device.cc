@@ -14,6 +14,7 @@
 #include "common/logging.h"
 #include "device/cuda/grid_stride.h"
 #include "device/cuda/kernels.h"
+#include "device/scoped_device.h"
 
 // geeps.h names CUDA's stream type without CUDA's headers
 // (ComputeStream::cuda()); it must be the very type cudaStream_t is.
@@ -68,12 +69,31 @@ Status CudaStatus(const std::string& what, cudaError_t error) {
     }                                                   \
   } while (0)
 
+// The calling thread's current CUDA device, for ScopedCurrentDevice
+// (device/scoped_device.h); failures are logged.
+struct CudaCurrentDevice {
+  static bool Get(int* ordinal) {
+    const cudaError_t error = cudaGetDevice(ordinal);
+    LogIfFailed("cudaGetDevice", error);
+    return error == cudaSuccess;
+  }
+  static bool Set(int ordinal) {
+    const cudaError_t error = cudaSetDevice(ordinal);
+    LogIfFailed("cudaSetDevice", error);
+    return error == cudaSuccess;
+  }
+};
+
+// Makes a device current for a scope and restores the caller's after it.
+using ScopedCudaDevice = ScopedCurrentDevice<CudaCurrentDevice>;
+
 class CudaStream final : public Stream {
  public:
   CudaStream(cudaStream_t stream, int ordinal) : stream_(stream), ordinal_(ordinal) {}
-  // Waits for the queued work (device.h: destroying a stream drains it).
+  // Waits for the queued work (device.h: destroying a stream drains it), on
+  // the stream's device; the thread's current device is restored after.
   ~CudaStream() override {
-    LogIfFailed("cudaSetDevice", cudaSetDevice(ordinal_));
+    const ScopedCudaDevice current(ordinal_);
     LogIfFailed("stream destroyed with an error: cudaStreamSynchronize",
                 cudaStreamSynchronize(stream_));
     LogIfFailed("cudaStreamDestroy", cudaStreamDestroy(stream_));
@@ -90,8 +110,9 @@ class CudaStream final : public Stream {
 class CudaEvent final : public Event {
  public:
   CudaEvent(cudaEvent_t event, int ordinal) : event_(event), ordinal_(ordinal) {}
+  // On the event's device; the thread's current device is restored after.
   ~CudaEvent() override {
-    LogIfFailed("cudaSetDevice", cudaSetDevice(ordinal_));
+    const ScopedCudaDevice current(ordinal_);
     LogIfFailed("cudaEventDestroy", cudaEventDestroy(event_));
   }
   cudaEvent_t get() const { return event_; }

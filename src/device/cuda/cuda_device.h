@@ -17,10 +17,14 @@
 // - The device is DeviceOptions::ordinal (chosen by device/selection.h from
 //   Config::device_ordinal), or with -1 the CUDA device current when it was
 //   created. Every call that allocates, launches, copies or waits makes it
-//   current on the calling thread first (cudaSetDevice is per thread), and
-//   stream and event destructors do too. A stream or event of another
-//   device is kInternal naming both. (Compiled, not run on a GPU: the host
-//   backend's N host devices test the same rules; host_device.h.)
+//   current on the calling thread first (cudaSetDevice is per thread) and
+//   leaves it current. Stream and event destructors make their device
+//   current too, but restore the thread's previous device when they end
+//   (device/scoped_device.h): they run wherever the application drops the
+//   object, on threads that may have a device of their own current. A
+//   stream or event of another device is kInternal naming both. (Compiled,
+//   not run on a GPU: the host backend's N host devices test the same
+//   rules; host_device.h.)
 // - Free/FreePinned return blocks to the pool: they never call cudaFree or
 //   cudaFreeHost (which synchronise the whole device). The pools give the
 //   memory back when the device is destroyed.

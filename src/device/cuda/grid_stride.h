@@ -1,9 +1,9 @@
-// The index arithmetic of the CUDA kernels' grid-stride loops (kernels.cu):
-// the launch shape, the choice of a 32-bit or 64-bit loop counter and the
-// sequence of elements each thread visits. It is a header that both nvcc and
-// the host compiler build, so that tests/grid_stride_test.cc runs exactly
-// this arithmetic on a machine without a GPU, at sizes (around 2^32 elements)
-// that no test could afford to run as kernels.
+// The launch shape of the CUDA kernels (kernels.cu): threads per block, the
+// grid cap, the blocks of a launch, and when a grid-stride loop counter may
+// be 32 bits. A header that both nvcc and the host compiler build; the row
+// kernels' loops built on it are in row_groups.h, and tests/grid_stride_test.cc
+// and tests/row_groups_test.cc run this arithmetic on a machine without a
+// GPU.
 #ifndef GEEPS_DEVICE_CUDA_GRID_STRIDE_H_
 #define GEEPS_DEVICE_CUDA_GRID_STRIDE_H_
 
@@ -47,34 +47,6 @@ constexpr bool FitsNarrowIndex(uint64_t total, uint64_t grid_threads) {
   constexpr uint64_t kLimit = uint64_t{1} << 32;
   return grid_threads <= kLimit && total <= kLimit - grid_threads;
 }
-
-// How kernels.cu launches a grid-stride loop over `total` elements.
-struct GridStrideLaunch {
-  int blocks;   // grid size; blockDim is kThreadsPerBlock
-  bool narrow;  // 32-bit counter (FitsNarrowIndex), else 64-bit
-};
-
-constexpr GridStrideLaunch PlanGridStride(size_t total, int max_blocks) {
-  const int blocks = GridBlocks(total, max_blocks);
-  return GridStrideLaunch{blocks,
-                          FitsNarrowIndex(total, static_cast<uint64_t>(blocks) * kThreadsPerBlock)};
-}
-
-// One thread's loop, with the counter type I (uint32_t or size_t):
-//   for (I e = loop.First(...); loop.Within(e); e = loop.Next(e)) ...
-// visits first, first + stride, ... while below total, where first is the
-// thread's global index. REQUIRES (narrow I): FitsNarrowIndex(total, stride).
-template <typename I>
-struct GridStride {
-  I total;
-  I stride;  // gridDim.x * blockDim.x
-
-  GEEPS_HOST_DEVICE I First(unsigned block, unsigned block_dim, unsigned thread) const {
-    return static_cast<I>(block) * block_dim + thread;
-  }
-  GEEPS_HOST_DEVICE bool Within(I e) const { return e < total; }
-  GEEPS_HOST_DEVICE I Next(I e) const { return e + stride; }
-};
 
 }  // namespace geeps::device::cuda
 

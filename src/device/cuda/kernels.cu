@@ -5,6 +5,8 @@
 #include <utility>
 
 #include "device/cuda/grid_stride.h"
+#include "device/cuda/launch_error.h"
+#include "device/cuda/row_groups.h"
 
 namespace geeps::device::cuda {
 
@@ -32,24 +34,29 @@ __device__ __forceinline__ void RowElement(V* dst, const V* src, size_t d, size_
   }
 }
 
-// Flat grid-stride loop over n * width elements (width in units of V). The
-// indexed side is src for kGather, dst otherwise. I is the offset type: the
-// launcher picks uint32_t only where the loop counter cannot wrap
-// (grid_stride.h, tested on the host by tests/grid_stride_test.cc).
+// Row groups (row_groups.h): G lanes per row, the groups striding over the
+// rows and the lanes of a group over the row's columns, with width in units
+// of V. The indexed side is src for kGather, dst otherwise. I is the counter
+// and flat-offset type: the launcher picks uint32_t only where no counter or
+// offset can wrap (row_groups.h, tested on the host by
+// tests/row_groups_test.cc); indexed offsets are always 64-bit.
 // __restrict__ holds by contract (device.h): dst overlaps neither src's rows
 // nor index.
 template <RowOp Op, typename V, typename I>
 __global__ void RowKernel(V* __restrict__ dst, const V* __restrict__ src,
-                          const uint32_t* __restrict__ index, I n, I width) {
-  const GridStride<I> loop{n * width, static_cast<I>(gridDim.x) * blockDim.x};
-  for (I e = loop.First(blockIdx.x, blockDim.x, threadIdx.x); loop.Within(e); e = loop.Next(e)) {
-    const I row = e / width;
-    const I col = e - row * width;
-    const size_t indexed = static_cast<size_t>(index[row]) * width + col;
-    if (Op == RowOp::kGather) {
-      RowElement<Op, V>(dst, src, e, indexed);
-    } else {
-      RowElement<Op, V>(dst, src, indexed, e);
+                          const uint32_t* __restrict__ index, const RowGroups<I> g) {
+  const I first_col = g.FirstColumn(threadIdx.x);
+  if (!g.WithinRow(first_col)) return;  // a lane past the end of a narrow row
+  for (I row = g.FirstRow(blockIdx.x, blockDim.x, threadIdx.x); g.WithinRows(row);
+       row = g.NextRow(row)) {
+    const I flat = g.RowStart(row);
+    const size_t indexed = g.IndexedRowStart(index[row]);  // one load per row
+    for (I col = first_col; g.WithinRow(col); col = g.NextColumn(col)) {
+      if constexpr (Op == RowOp::kGather) {
+        RowElement<Op, V>(dst, src, flat + col, indexed + col);
+      } else {
+        RowElement<Op, V>(dst, src, indexed + col, flat + col);
+      }
     }
   }
 }
@@ -102,11 +109,10 @@ __global__ void SpinKernel(long long cycles) {
 bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 // Launches `kernel` with `blocks` x `threads` threads on `stream` and
-// returns this launch's own error. cudaLaunchKernelEx returns it directly, so
-// an older error still latched in the runtime's per-thread "last error"
-// (cudaGetLastError) is never taken for a launch failure, as it would be
-// after a <<<...>>> launch. A failed launch is handled here (the caller gets
-// its error), so it is cleared from the last error too.
+// returns this launch's own error, cleared from the last error if it failed
+// (launch_error.h): cudaLaunchKernelEx returns it directly, so an older error
+// still latched in cudaGetLastError() is never taken for a launch failure,
+// as it would be after a <<<...>>> launch.
 template <typename... Params, typename... Args>
 cudaError_t Launch(int blocks, int threads, cudaStream_t stream, void (*kernel)(Params...),
                    Args&&... args) {
@@ -114,22 +120,21 @@ cudaError_t Launch(int blocks, int threads, cudaStream_t stream, void (*kernel)(
   config.gridDim = dim3(static_cast<unsigned>(blocks));
   config.blockDim = dim3(static_cast<unsigned>(threads));
   config.stream = stream;
-  const cudaError_t error = cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
-  if (error != cudaSuccess) cudaGetLastError();
-  return error;
+  return OwnLaunchError(
+      cudaSuccess, [&] { return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...); },
+      [] { return cudaGetLastError(); });
 }
 
 template <RowOp Op, typename V>
 cudaError_t LaunchRowsAs(V* dst, const V* src, const uint32_t* index, size_t n, size_t width,
                          int max_blocks, cudaStream_t stream) {
-  const size_t total = n * width;  // the caller checked for overflow
-  const GridStrideLaunch plan = PlanGridStride(total, max_blocks);
+  const RowGroupLaunch plan = PlanRowGroups(n, width, max_blocks);
   if (plan.narrow) {
     return Launch(plan.blocks, kThreadsPerBlock, stream, RowKernel<Op, V, uint32_t>, dst, src,
-                  index, static_cast<uint32_t>(n), static_cast<uint32_t>(width));
+                  index, MakeRowGroups<uint32_t>(plan, n, width));
   }
-  return Launch(plan.blocks, kThreadsPerBlock, stream, RowKernel<Op, V, size_t>, dst, src, index, n,
-                width);
+  return Launch(plan.blocks, kThreadsPerBlock, stream, RowKernel<Op, V, size_t>, dst, src, index,
+                MakeRowGroups<size_t>(plan, n, width));
 }
 
 template <RowOp Op>

@@ -6,10 +6,11 @@
 //
 // Rows move as 16-byte vectors (float4) when the row width is a multiple of
 // four floats and both row arrays are 16-byte aligned; otherwise one float at
-// a time, which handles any width and any float alignment. Add and Fill
+// a time, which handles any width and any float alignment. A group of up to
+// 32 lanes handles one row at a time (row_groups.h), counting in 32 bits
+// when no counter or flat offset can wrap, else in 64 bits. Add and Fill
 // likewise vectorise when their pointers are 16-byte aligned (with a scalar
-// tail). The grid-stride loops count in 32 bits when no thread's counter can
-// wrap (elements + grid threads <= 2^32), else in 64 bits (grid_stride.h).
+// tail).
 //
 // `max_blocks` caps the grid (the kernels loop over what is left).
 #ifndef GEEPS_DEVICE_CUDA_KERNELS_H_

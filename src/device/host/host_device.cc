@@ -144,7 +144,7 @@ StatusOr<std::unique_ptr<Stream>> HostDevice::CreateStream() {
 
 StatusOr<std::unique_ptr<Event>> HostDevice::CreateEvent() {
   try {
-    return std::unique_ptr<Event>(std::make_unique<HostEvent>());
+    return std::unique_ptr<Event>(std::make_unique<HostEvent>(ordinal_));
   } catch (const std::bad_alloc&) {
     return ResourceExhaustedError("host device: out of memory");
   }

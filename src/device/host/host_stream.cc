@@ -9,6 +9,7 @@
 
 #include "common/logging.h"
 #include "common/mutex.h"
+#include "device/scoped_device.h"
 
 namespace geeps::device::host {
 namespace {
@@ -19,6 +20,24 @@ thread_local int current_host_device = -1;
 
 int CurrentHostDevice() { return current_host_device; }
 void SetCurrentHostDevice(int ordinal) { current_host_device = ordinal; }
+
+namespace {
+
+// The thread's current host device, for ScopedCurrentDevice (never fails).
+struct HostCurrentDevice {
+  static bool Get(int* ordinal) {
+    *ordinal = CurrentHostDevice();
+    return true;
+  }
+  static bool Set(int ordinal) {
+    SetCurrentHostDevice(ordinal);
+    return true;
+  }
+};
+
+using ScopedHostDevice = ScopedCurrentDevice<HostCurrentDevice>;
+
+}  // namespace
 
 StatusOr<std::unique_ptr<HostStream>> HostStream::Create(bool async,
                                                          std::chrono::microseconds max_delay,
@@ -37,6 +56,7 @@ StatusOr<std::unique_ptr<HostStream>> HostStream::Create(bool async,
 }
 
 HostStream::~HostStream() {
+  const ScopedHostDevice current(ordinal_);  // as ~CudaStream (cuda_device.cc)
   {
     common::MutexLock lock(&mu_);
     stopping_ = true;
@@ -48,6 +68,11 @@ HostStream::~HostStream() {
                           "unreported error: "
                        << first_error_;
   }
+}
+
+HostEvent::~HostEvent() {
+  // As ~CudaEvent (cuda_device.cc), which destroys the event on its device.
+  const ScopedHostDevice current(ordinal_);
 }
 
 Status HostStream::Enqueue(Task task, Where where) {

@@ -24,7 +24,9 @@ namespace geeps::device::host {
 // The calling thread's current host device (-1: none yet), the host
 // backend's cudaGetDevice / cudaSetDevice: HostDevice sets it at every entry
 // point that allocates, launches or copies, a stream's thread sets it to the
-// stream's device, and every task checks it when it runs.
+// stream's device, and every task checks it when it runs. Stream and event
+// destructors make their device current and restore the previous one when
+// they end, as the CUDA backend's do (device/scoped_device.h).
 int CurrentHostDevice();
 void SetCurrentHostDevice(int ordinal);
 
@@ -45,7 +47,9 @@ class HostStream final : public Stream {
 
   int ordinal() const { return ordinal_; }
 
-  // Runs what is still queued, then joins the thread.
+  // Runs what is still queued, then joins the thread. Like ~CudaStream, it
+  // makes the stream's device current on the calling thread meanwhile and
+  // restores the thread's previous device (-1 included) at the end.
   ~HostStream() override;
 
   // How a task may run: kInlineIfIdle lets the caller run it at once when
@@ -101,10 +105,17 @@ struct EventState {
 
 class HostEvent final : public Event {
  public:
-  HostEvent() : state_(std::make_shared<EventState>()) {}
+  // `ordinal`: the host device that created the event.
+  explicit HostEvent(int ordinal) : ordinal_(ordinal), state_(std::make_shared<EventState>()) {}
+  // Like ~CudaEvent: makes the event's device current while it goes and
+  // restores the calling thread's previous device.
+  ~HostEvent() override;
+
+  int ordinal() const { return ordinal_; }
   const std::shared_ptr<EventState>& state() const { return state_; }
 
  private:
+  const int ordinal_;
   const std::shared_ptr<EventState> state_;
 };
 
