@@ -350,7 +350,7 @@ EOF
 cat >"$tmp/README" <<'EOF'
 libgeeps GPU bundle (scripts/gpu-bundle.sh; docs/cuda.md, "The GPU bundle").
 On a machine with an NVIDIA GPU, from any folder:  bash gpu-check.sh
-Without a GPU (what CI runs):                       bash gpu-check.sh --dry-run
+Without a GPU (CI runs it through scripts/gpu-dry-run.sh): bash gpu-check.sh --dry-run
 EOF
 
 rm -rf "$out"

@@ -5,11 +5,14 @@
 #   - a clean environment (env -i) whose LD_LIBRARY_PATH is
 #     /opt/geeps-dry-run/lib64, as a caller's path that holds the driver
 #     would be;
-#   - where a mount namespace can be made (root, unshare), the source folder
-#     (and with it build/) hidden behind an empty one: a test that still
-#     reads a path of this machine instead of GEEPS_TEST_BIN_DIR /
-#     GEEPS_TEST_SOURCE_DIR (tests/test_paths.h) fails here, as it would
-#     there. Without one it says so and runs with the folder visible.
+#   - where a mount namespace can be made (root, unshare), what the GPU
+#     machine lacks hidden: the source folder (and with it build/) behind an
+#     empty one, so that a test that still reads a path of this machine
+#     instead of GEEPS_TEST_BIN_DIR / GEEPS_TEST_SOURCE_DIR
+#     (tests/test_paths.h) fails here, as it would there; the data sets of
+#     /usr/share/datasets; and mpirun (the tests that need it skip, as they
+#     will there). Without a namespace it says so and runs with them
+#     visible.
 # Then it checks the gpu-check.json the run wrote: the caller's path is in
 # library_path; every stage has limit_s and gate; the limits add up to at
 # most the budget, and the budget is at most 540 s; no figure stage failed;
@@ -42,24 +45,29 @@ rm -f "$out/gpu-check.json"
 check=(env -i PATH=/usr/bin:/bin HOME="${HOME:-/tmp}" OUT="$out" TMPDIR="$scratch"
        LD_LIBRARY_PATH="$caller_path" bash "$scratch/gpu-bundle/gpu-check.sh" --dry-run)
 hidden=0
-# The output folder may lie inside the tree: it is bound back after the tree
-# is hidden.
+# What the namespace hides. The output folder may lie inside the tree: it is
+# bound back after the tree is hidden.
+hide="mount -t tmpfs -o size=1m,mode=0755 geeps-hidden '$repo'"
 if [[ "$out" == "$repo"/* ]]; then
   mkdir -p "$scratch/out"
-  hide="mount --bind '$out' '$scratch/out' && mount -t tmpfs -o size=1m,mode=0755 geeps-hidden '$repo' && mkdir -p '$out' && mount --bind '$scratch/out' '$out'"
-else
-  hide="mount -t tmpfs -o size=1m,mode=0755 geeps-hidden '$repo'"
+  hide="mount --bind '$out' '$scratch/out' && $hide && mkdir -p '$out' && mount --bind '$scratch/out' '$out'"
+fi
+if [[ -d /usr/share/datasets ]]; then
+  hide+=" && mount -t tmpfs -o size=1m,mode=0755 geeps-hidden /usr/share/datasets"
+fi
+if [[ -e /usr/bin/mpirun ]]; then
+  hide+=" && mount --bind /dev/null /usr/bin/mpirun"  # not executable: access(X_OK) fails
 fi
 if [[ "$(id -u)" == 0 ]] && command -v unshare >/dev/null &&
    unshare -m --propagation private true 2>/dev/null; then
   hidden=1
-  echo "gpu-dry-run: $repo hidden from the check (a mount namespace)"
+  echo "gpu-dry-run: hidden from the check (a mount namespace): $repo, /usr/share/datasets, /usr/bin/mpirun"
   set +e
   unshare -m --propagation private bash -c "$hide && exec \"\$@\"" hide "${check[@]}"
   rc=$?
   set -e
 else
-  echo "gpu-dry-run: WARNING: no mount namespace here (not root, or unshare refused): $repo stays visible, so a test that reads this machine's paths would not be caught"
+  echo "gpu-dry-run: WARNING: no mount namespace here (not root, or unshare refused): $repo, /usr/share/datasets and mpirun stay visible, so a test that reads this machine's paths would not be caught"
   set +e
   "${check[@]}"
   rc=$?

@@ -168,19 +168,24 @@ TEST(ComputeStreamApiTest, CopiesAndHostWorkFollowTheStream) {
   }));
 }
 
-// A malformed GEEPS_ASYNC_HOST_STREAMS is an error naming the variable.
-TEST(ComputeStreamApiTest, MalformedVariableIsAClearError) {
-  testing::ScopedEnv env("GEEPS_ASYNC_HOST_STREAMS", "yes");
-  auto cluster = EmbeddedCluster::Start(OneTable());
-  ASSERT_TRUE(cluster.ok()) << cluster.status();
-  Status st = (*cluster)->RunWorkers([](GeePS& ps) -> Status {
-    GEEPS_ASSIGN_OR_RETURN(ReadHandle r, ps.VirtualRead(0, RowRange(0, 4)));
-    GEEPS_RETURN_IF_ERROR(ps.VirtualPostRead(r));
-    GEEPS_RETURN_IF_ERROR(ps.VirtualClock());
-    return ps.FinishVirtualIteration();
-  });
-  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st;
-  EXPECT_NE(st.message().find("GEEPS_ASYNC_HOST_STREAMS"), std::string::npos) << st;
+// A malformed test-mode variable is an error naming it, at the worker's
+// FinishVirtualIteration (where every worker reads them).
+TEST(ComputeStreamApiTest, MalformedTestModeVariableIsAClearError) {
+  for (const char* name :
+       {"GEEPS_ASYNC_HOST_STREAMS", "GEEPS_HOST_OPAQUE_POINTERS", "GEEPS_HOST_NO_ALIAS"}) {
+    SCOPED_TRACE(name);
+    testing::ScopedEnv env(name, "yes");
+    auto cluster = EmbeddedCluster::Start(OneTable());
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    Status st = (*cluster)->RunWorkers([](GeePS& ps) -> Status {
+      GEEPS_ASSIGN_OR_RETURN(ReadHandle r, ps.VirtualRead(0, RowRange(0, 4)));
+      GEEPS_RETURN_IF_ERROR(ps.VirtualPostRead(r));
+      GEEPS_RETURN_IF_ERROR(ps.VirtualClock());
+      return ps.FinishVirtualIteration();
+    });
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st;
+    EXPECT_NE(st.message().find(name), std::string::npos) << st;
+  }
 }
 
 }  // namespace

@@ -836,11 +836,15 @@ TEST(BufferPoolTest, AllocateWaitIsWokenByAFreeOnAnotherThread) {
   BufferPool pool(nullptr, 1024);
   StatusOr<uint64_t> a = pool.Allocate(1024);
   ASSERT_OK(a.status());
+  // Taken before the freer starts: its 50 ms sleep then ends at least 50 ms
+  // after `start`, however late this thread runs on (it once measured 34 ms
+  // with `start` taken after the thread was made, 6 tests at a time on 2
+  // cores).
+  const auto start = BufferPool::Clock::now();
   std::thread freer([&] {
     std::this_thread::sleep_for(milliseconds(50));
     EXPECT_OK(pool.Free(*a));
   });
-  const auto start = BufferPool::Clock::now();
   StatusOr<uint64_t> b = pool.AllocateWait(512, start + std::chrono::seconds(20));
   freer.join();
   ASSERT_OK(b.status());
