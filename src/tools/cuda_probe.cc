@@ -99,9 +99,10 @@ int main(int argc, char** argv) {
   int devices = 0;
   const int count_result = count(&devices);
   if (count_result != 0 || devices == 0) {
-    std::printf("cuda-probe: cuInit succeeded but no CUDA device is seen (cuDeviceGetCount: %s, "
-                "%d devices)\n",
-                ErrorText(driver, count_result).c_str(), devices);
+    std::printf(
+        "cuda-probe: cuInit succeeded but no CUDA device is seen (cuDeviceGetCount: %s, "
+        "%d devices)\n",
+        ErrorText(driver, count_result).c_str(), devices);
     return kExitNoDevice;
   }
   std::printf("cuda-probe: cuInit succeeded, %d CUDA device(s)\n", devices);
