@@ -13,6 +13,8 @@ int EnvInt(const char* name, int fallback) {
 }
 }  // namespace
 
+// The driver API's own names.
+// NOLINTBEGIN(readability-identifier-naming)
 extern "C" {
 
 __attribute__((visibility("default"))) int cuInit(unsigned /*flags*/) {
@@ -38,3 +40,4 @@ __attribute__((visibility("default"))) int cuGetErrorName(int error, const char*
 }
 
 }  // extern "C"
+// NOLINTEND(readability-identifier-naming)
