@@ -642,6 +642,68 @@ TEST(StepRecordingTest, BrokenInvariantsAreClearErrors) {
   EXPECT_EQ(step.RunIteration().code(), StatusCode::kFailedPrecondition);
 }
 
+// A Config whose tables differ from the job's (a width of 4 where the job's
+// is 8: 9 of 21 parameters were once never updated, silently) is refused
+// before anything runs, naming the table, the field and both values.
+// Step(ps) takes the job's tables.
+TEST(StepConfigTest, AConfigUnlikeTheJobsIsRefusedNamingBothValues) {
+  Config job;
+  job.tables = {{"w", 7, 8}, {"loc", 3, 2, /*local=*/true}};
+  job.device = DeviceKind::kHost;
+  job.timeout = std::chrono::milliseconds(10000);
+  struct Case {
+    const char* what;
+    void (*change)(Config*);
+    std::vector<std::string> mentions;
+  };
+  const Case cases[] = {
+      {"width",
+       [](Config* c) { c->tables[0].row_width = 4; },
+       {"table 0 ('w') has row_width 4 in the Config given to the Step, 8 in the job's"}},
+      {"rows",
+       [](Config* c) { c->tables[1].num_rows = 5; },
+       {"table 1 ('loc') has num_rows 5", "3 in the job's"}},
+      {"local",
+       [](Config* c) { c->tables[1].local = false; },
+       {"table 1 ('loc') has local false", "true in the job's"}},
+      {"name", [](Config* c) { c->tables[0].name = "v"; }, {"has name 'v'", "'w' in the job's"}},
+      {"count",
+       [](Config* c) { c->tables.pop_back(); },
+       {"has 1 tables, the job's has 2", "Step(ps)"}},
+  };
+  auto iteration = [](Step& s) -> Status {
+    GEEPS_ASSIGN_OR_RETURN(MutableRows u, s.PreUpdate(0, RowRange(0, 7)));
+    GEEPS_RETURN_IF_ERROR(s.Compute([&] {
+      return s.ps().CopyFromHost(u.data, std::vector<float>(u.floats(), 1.0f).data(), u.floats());
+    }));
+    GEEPS_RETURN_IF_ERROR(s.Update(u));
+    return s.Clock();
+  };
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.what);
+    auto cluster = StartOrDie(job);
+    ASSERT_NE(cluster, nullptr);
+    GeePS& ps = *cluster->worker(0);
+    Config given = job;
+    k.change(&given);
+    Step step(ps, given);
+    const Status st = step.Run(nullptr, iteration, 2);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st;
+    for (const std::string& m : k.mentions)
+      EXPECT_NE(st.message().find(m), std::string::npos) << "'" << m << "' not in: " << st;
+    EXPECT_EQ(step.RunIteration().code(), StatusCode::kFailedPrecondition);
+  }
+  // The job's own tables: every parameter updated twice.
+  auto cluster = StartOrDie(job);
+  ASSERT_NE(cluster, nullptr);
+  GeePS& ps = *cluster->worker(0);
+  ASSERT_OK(Step(ps).Run(nullptr, iteration, 2));
+  ASSERT_OK(ps.Sync());
+  std::vector<float> rows(7 * 8);
+  ASSERT_OK(ps.CopyRows(0, RowRange(0, 7), rows.data()));
+  EXPECT_EQ(rows, std::vector<float>(7 * 8, 2.0f));
+}
+
 // ---- The trainer of docs/api.md ("A minimal trainer") --------------------------------
 // tests/consumer/trainer.h holds it, as the install test builds it too.
 
@@ -662,7 +724,8 @@ TEST(StepDocTest, ApiDocTrainerRuns) {
 }
 
 // The text between the markers of trainer.h is the first code block of
-// docs/api.md's "A minimal trainer", line for line, and at most 30 lines.
+// docs/api.md's "A minimal trainer", line for line, and at most 30 lines;
+// the sentence after the main() block states both blocks' line counts.
 TEST(StepDocTest, ApiDocShowsTheTestedTrainer) {
   auto slurp = [](const std::string& path) {
     std::ifstream in(path);
@@ -689,6 +752,19 @@ TEST(StepDocTest, ApiDocShowsTheTestedTrainer) {
   ASSERT_FALSE(code.empty());
   EXPECT_EQ(shown, code) << "docs/api.md's trainer differs from tests/consumer/trainer.h";
   EXPECT_LE(code.size(), 30u);
+  // The next block is main(); the sentence after it states both counts.
+  std::vector<std::string> main_block;
+  while (k < doc.size() && doc[k] != "```cpp") ++k;
+  for (++k; k < doc.size() && doc[k] != "```"; ++k) main_block.push_back(doc[k]);
+  ASSERT_FALSE(main_block.empty());
+  EXPECT_EQ(main_block.front(), "int main() {");
+  const std::string claim = "Counted: `Train` is " + std::to_string(code.size()) +
+                            " lines and this `main()` " + std::to_string(main_block.size()) +
+                            " more, " + std::to_string(code.size() + main_block.size()) +
+                            " lines in all";
+  bool stated = false;
+  for (; k < doc.size() && !stated; ++k) stated = doc[k].find(claim) != std::string::npos;
+  EXPECT_TRUE(stated) << "docs/api.md should say: " << claim;
 }
 
 }  // namespace

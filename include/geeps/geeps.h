@@ -102,6 +102,9 @@ class GEEPS_EXPORT GeePS {
   // This worker's rank in [0, num_workers()), and the job's worker count.
   int rank() const;
   int num_workers() const;
+  // The job's config as this worker runs it (its tables, counts and
+  // settings). Any thread; valid as long as the GeePS.
+  const Config& config() const;
 
   // ---- The device and the stream contract (docs/api.md, docs/cuda.md) -----
   // The backend this worker uses: kHost or kCuda once FinishVirtualIteration

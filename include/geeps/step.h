@@ -89,10 +89,14 @@ class GEEPS_EXPORT Step {
   // A prologue or an iteration: makes its accesses on the Step, in order.
   using Body = std::function<Status(Step&)>;
 
-  // A Step for worker `ps`, which must not have recorded anything yet.
-  // `config` gives the tables (their widths); the job's own config
-  // (EmbeddedCluster::config(), Process::config()), read here only. `ps`
-  // must outlive the Step.
+  // A Step for worker `ps`, which must not have recorded anything yet; the
+  // tables (their widths) are the worker's own (GeePS::config()). `ps` must
+  // outlive the Step.
+  explicit Step(GeePS& ps);
+  // The same, checking `config` against the worker's job: a config whose
+  // tables differ from the job's (count, name, rows, row_width, local) makes
+  // the Step refuse to run: Start() and Run() return kInvalidArgument naming
+  // the table, the field and both values. Read here only.
   Step(GeePS& ps, const Config& config);
   ~Step();
   Step(const Step&) = delete;

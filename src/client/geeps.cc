@@ -11,6 +11,7 @@ GeePS::~GeePS() = default;
 
 int GeePS::rank() const { return impl_->rank(); }
 int GeePS::num_workers() const { return impl_->num_workers(); }
+const Config& GeePS::config() const { return impl_->config(); }
 DeviceKind GeePS::device_kind() const { return impl_->device_kind(); }
 ComputeStream GeePS::compute_stream() const {
   return ComputeStream(impl_->device_kind(), impl_->compute_stream());

@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace geeps {
 
@@ -115,9 +118,55 @@ bool Same(const S& a, const S& b) {
 }
 }  // namespace
 
-Step::Step(GeePS& ps, const Config& config) : ps_(ps) {
-  widths_.reserve(config.tables.size());
-  for (const TableSpec& t : config.tables) widths_.push_back(t.row_width);
+namespace {
+
+// The first difference between the tables a Step was given and its job's:
+// kInvalidArgument naming the table, the field and both values; OK when none.
+Status CompareTables(const std::vector<TableSpec>& given, const std::vector<TableSpec>& job) {
+  const std::string fix =
+      " (give the Step the job's own config, EmbeddedCluster::config() or Process::config(), or "
+      "none: Step(ps))";
+  if (given.size() != job.size()) {
+    return InvalidArgumentError("Step: the Config given to the Step has " +
+                                std::to_string(given.size()) + " tables, the job's has " +
+                                std::to_string(job.size()) + fix);
+  }
+  for (size_t i = 0; i < job.size(); ++i) {
+    const TableSpec& a = given[i];
+    const TableSpec& b = job[i];
+    std::string field, ours, theirs;
+    if (a.name != b.name) {
+      field = "name", ours = "'" + a.name + "'", theirs = "'" + b.name + "'";
+    } else if (a.row_width != b.row_width) {
+      field = "row_width", ours = std::to_string(a.row_width), theirs = std::to_string(b.row_width);
+    } else if (a.num_rows != b.num_rows) {
+      field = "num_rows", ours = std::to_string(a.num_rows), theirs = std::to_string(b.num_rows);
+    } else if (a.local != b.local) {
+      field = "local", ours = a.local ? "true" : "false", theirs = b.local ? "true" : "false";
+    } else {
+      continue;
+    }
+    return InvalidArgumentError("Step: table " + std::to_string(i) + " ('" + b.name + "') has " +
+                                field + " " + ours + " in the Config given to the Step, " + theirs +
+                                " in the job's" + fix);
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Step::Step(GeePS& ps) : ps_(ps) {
+  const std::vector<TableSpec>& tables = ps.config().tables;
+  widths_.reserve(tables.size());
+  for (const TableSpec& t : tables) widths_.push_back(t.row_width);
+}
+
+Step::Step(GeePS& ps, const Config& config) : Step(ps) {
+  Status differs = CompareTables(config.tables, ps.config().tables);
+  if (!differs.ok()) {
+    phase_ = Phase::kFailed;
+    failure_ = std::move(differs);
+  }
 }
 
 Step::~Step() = default;
@@ -504,6 +553,8 @@ Status Step::RunBody(const Body& body, Phase phase) {
 }
 
 Status Step::Start(const Body& prologue, const Body& iteration) {
+  // Refused at construction (a config unlike the job's), or a failed pass.
+  if (phase_ == Phase::kFailed) return failure_;
   if (phase_ != Phase::kIdle) {
     return FailedPreconditionError(
         "Step: Start() or Run() once per Step, and not from inside a pass");
