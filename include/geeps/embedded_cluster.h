@@ -35,6 +35,14 @@ class GEEPS_EXPORT EmbeddedCluster {
   // Runs `fn(worker)` for every worker, each on its own thread, and joins
   // them. Returns the first non-OK status (by rank). When a worker fails, the
   // others' blocked calls fail within Config::timeout.
+  //
+  // Destroy the cluster only after RunWorkers has returned. A cluster
+  // destroyed while it runs (an exception unwinding the caller) shuts its
+  // workers down, so that the functions' calls fail (kCancelled,
+  // kFailedPrecondition), and waits for the functions to return before it
+  // frees anything; a function that does not return within Config::timeout
+  // plus 5 s, or a destruction from inside a worker function, ends the
+  // process with a message (std::abort) rather than a crash.
   Status RunWorkers(const std::function<Status(GeePS&)>& fn);
 
   // Shard `shard`'s counters, summed over its channels (zeros, with the
@@ -50,6 +58,7 @@ class GEEPS_EXPORT EmbeddedCluster {
   friend class internal::EmbeddedClusterAccess;
   struct Impl;
   explicit EmbeddedCluster(std::unique_ptr<Impl> impl);
+  Status RunWorkersOnThreads(const std::function<Status(GeePS&)>& fn);
   std::unique_ptr<Impl> impl_;
 };
 

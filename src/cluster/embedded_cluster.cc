@@ -1,5 +1,10 @@
 #include "geeps/embedded_cluster.h"
 
+#include <algorithm>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
 #include <thread>
 #include <zmq.hpp>
 
@@ -7,6 +12,7 @@
 #include "client/worker.h"
 #include "cluster/embedded_cluster_testing.h"
 #include "cluster/machine_relay.h"
+#include "common/logging.h"
 #include "common/machines.h"
 #include "common/mutex.h"
 #include "device/device.h"
@@ -16,7 +22,20 @@
 #include "transport/socket_util.h"
 
 namespace geeps {
-namespace {}  // namespace
+namespace {
+
+// The RunWorkers calls in flight, shared with them: the destructor waits
+// for them to end, and a call's last steps may outlive the cluster.
+struct RunGate {
+  common::Mutex mu;
+  std::condition_variable cv;
+  int running GEEPS_GUARDED_BY(mu) = 0;
+  bool destroying GEEPS_GUARDED_BY(mu) = false;
+  // The threads that run worker functions now.
+  std::vector<std::thread::id> threads GEEPS_GUARDED_BY(mu);
+};
+
+}  // namespace
 
 struct EmbeddedCluster::Impl {
   Config config;
@@ -30,11 +49,51 @@ struct EmbeddedCluster::Impl {
   std::vector<client::Worker*> impls;  // the workers' implementations
   common::Mutex shutdown_mu;
   bool shut_down GEEPS_GUARDED_BY(shutdown_mu) = false;
+  std::shared_ptr<RunGate> gate = std::make_shared<RunGate>();
 };
 
 EmbeddedCluster::EmbeddedCluster(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
-EmbeddedCluster::~EmbeddedCluster() { Shutdown().ok(); }
+// Destroying the cluster while RunWorkers runs (an exception unwinding the
+// caller, a test that gave up) is a misuse, but never a crash: the workers
+// are shut down, so their blocked calls return and later ones fail, and the
+// destructor waits for the worker functions to return before anything is
+// freed. One that does not return within the config's timeout (plus 5 s),
+// or a destruction from inside a worker function, ends the process with a
+// message naming the misuse.
+EmbeddedCluster::~EmbeddedCluster() {
+  const std::shared_ptr<RunGate> gate = impl_->gate;
+  int running = 0;
+  {
+    common::MutexLock lock(&gate->mu);
+    gate->destroying = true;
+    running = gate->running;
+    if (std::find(gate->threads.begin(), gate->threads.end(), std::this_thread::get_id()) !=
+        gate->threads.end()) {
+      std::fprintf(stderr,
+                   "libgeeps: EmbeddedCluster destroyed from inside its own RunWorkers worker "
+                   "function: it would wait for itself; aborting\n");
+      std::abort();
+    }
+  }
+  if (running > 0) {
+    GEEPS_LOG(Error) << "EmbeddedCluster destroyed while RunWorkers is running: the workers are "
+                        "shut down and the destructor waits for their functions to return "
+                        "(destroy a cluster only after RunWorkers has returned)";
+  }
+  Shutdown().ok();
+  const auto limit = impl_->config.timeout + std::chrono::seconds(5);
+  common::MutexLock lock(&gate->mu);
+  if (!lock.WaitFor(gate->cv, limit,
+                    [&]() GEEPS_REQUIRES(gate->mu) { return gate->running == 0; })) {
+    std::fprintf(stderr,
+                 "libgeeps: EmbeddedCluster destroyed while RunWorkers was running, and its worker "
+                 "functions did not return within %lld ms of the shutdown (a function that "
+                 "ignores the errors its calls return?); aborting\n",
+                 static_cast<long long>(limit.count()));
+    std::abort();
+  }
+}
 
 StatusOr<std::unique_ptr<EmbeddedCluster>> EmbeddedCluster::Start(const Config& config) {
   GEEPS_RETURN_IF_ERROR(ValidateConfig(config));
@@ -108,7 +167,25 @@ GeePS* EmbeddedCluster::worker(int rank) {
 }
 
 Status EmbeddedCluster::RunWorkers(const std::function<Status(GeePS&)>& fn) {
+  // Held by this call: its last steps may come after the destructor has
+  // seen it end.
+  const std::shared_ptr<RunGate> gate = impl_->gate;
+  {
+    common::MutexLock lock(&gate->mu);
+    if (gate->destroying)
+      return FailedPreconditionError("EmbeddedCluster::RunWorkers while the cluster is destroyed");
+    ++gate->running;
+  }
+  const Status result = RunWorkersOnThreads(fn);
+  common::MutexLock lock(&gate->mu);
+  --gate->running;
+  gate->cv.notify_all();
+  return result;
+}
+
+Status EmbeddedCluster::RunWorkersOnThreads(const std::function<Status(GeePS&)>& fn) {
   const int n = num_workers();
+  RunGate& gate = *impl_->gate;
   std::vector<Status> results(n);
   std::vector<std::thread> threads;
   threads.reserve(n);
@@ -125,8 +202,19 @@ Status EmbeddedCluster::RunWorkers(const std::function<Status(GeePS&)>& fn) {
             UnavailableError("worker " + std::to_string(r) + " failed: " + results[r].ToString()));
       }
     });
+    common::MutexLock lock(&gate.mu);
+    gate.threads.push_back(threads.back().get_id());
   }
-  for (auto& t : threads) t.join();
+  std::vector<std::thread::id> ids;
+  for (auto& t : threads) {
+    ids.push_back(t.get_id());
+    t.join();
+  }
+  {
+    common::MutexLock lock(&gate.mu);
+    for (const std::thread::id id : ids)
+      gate.threads.erase(std::find(gate.threads.begin(), gate.threads.end(), id));
+  }
   // The first failure is the cause; the peers' kUnavailable follow from it.
   int first = -1;
   for (int r = 0; r < n; ++r) {
