@@ -6,6 +6,7 @@
 #include "geeps/embedded_cluster.h"
 #include "geeps/export.h"
 #include "geeps/geeps.h"
+#include "geeps/process.h"
 #include "geeps/stats.h"
 #include "geeps/status.h"
 #include "geeps/step.h"

@@ -20,6 +20,18 @@ std::string Join(const std::vector<int>& v) {
   return s;
 }
 
+constexpr const char* kTwoRankZeros =
+    "two processes started as rank 0 (check GEEPS_RANK or the launcher's rank variables)";
+
+// "rank 2" or "ranks 2, 3": the ranks not yet joined.
+std::string MissingRanks(const std::vector<bool>& joined) {
+  std::vector<int> missing;
+  for (size_t r = 0; r < joined.size(); ++r)
+    if (!joined[r]) missing.push_back(static_cast<int>(r));
+  if (missing.empty()) return "no rank";
+  return "rank" + std::string(missing.size() > 1 ? "s " : " ") + Join(missing);
+}
+
 }  // namespace
 
 Membership::Membership(zmq::context_t* context, int rank, int world_size, HostPort coordinator,
@@ -56,6 +68,7 @@ StatusOr<JobLayout> Membership::RendezvousAsCoordinator(const PeerInfo& self, ui
   StatusOr<transport::SocketPtr> router =
       transport::BindControlRouter(*context_, endpoint, security_);  // CURVE (null: off)
   if (!router.ok()) {
+    GEEPS_RETURN_IF_ERROR(AskTheCoordinatorPort(self, fingerprint));
     return Status(router.status().code(), "rank 0 " + router.status().message() +
                                               " (is another job using that port? choose "
                                               "another with GEEPS_COORDINATOR=host:port)");
@@ -82,12 +95,8 @@ StatusOr<JobLayout> Membership::RendezvousAsCoordinator(const PeerInfo& self, ui
   };
   while (std::count(joined.begin(), joined.end(), true) < world_size_) {
     if (SteadyClock::now() >= deadline) {
-      std::vector<int> missing;
-      for (int r = 0; r < world_size_; ++r)
-        if (!joined[r]) missing.push_back(r);
-      const std::string why = "rank" + std::string(missing.size() > 1 ? "s " : " ") +
-                              Join(missing) + " did not join within " +
-                              std::to_string(timeout_.count()) + " ms";
+      const std::string why =
+          MissingRanks(joined) + " did not join within " + std::to_string(timeout_.count()) + " ms";
       abort_all(why);
       return DeadlineExceededError("the job could not start: " + why +
                                    transport::RejectionHint(security_));
@@ -105,6 +114,10 @@ StatusOr<JobLayout> Membership::RendezvousAsCoordinator(const PeerInfo& self, ui
         return refuse(id, "a process started as rank " + std::to_string(from) +
                               ", but the world size is " + std::to_string(world_size_) +
                               " (check GEEPS_WORLD_SIZE on every rank)");
+      // A second rank 0, which found the coordinator port taken
+      // (AskTheCoordinatorPort): both are told.
+      if (from == 0 && frames[1].to_string().rfind("HELLO", 0) == 0)
+        return refuse(id, kTwoRankZeros);
       StatusOr<Hello> hello = transport::DecodeHello(frames[1].to_string(), from);
       if (!hello.ok()) {
         Drop("malformed HELLO");
@@ -120,6 +133,11 @@ StatusOr<JobLayout> Membership::RendezvousAsCoordinator(const PeerInfo& self, ui
       joined[from] = true;
       peer_ids_[from] = id;
       peers[from] = peer;
+      // The ranks that joined learn that rank 0 is up and whom it still waits
+      // for (a rank whose own timeout ends before rank 0's ABORT comes names
+      // the missing ranks too).
+      for (int r = 1; r < world_size_; ++r)
+        if (joined[r]) Send("WAIT " + MissingRanks(joined), r);
       if (world != world_size_) {
         failure = "rank " + std::to_string(from) + " has world size " + std::to_string(world) +
                   ", rank 0 has " + std::to_string(world_size_);
@@ -152,6 +170,37 @@ StatusOr<JobLayout> Membership::RendezvousAsCoordinator(const PeerInfo& self, ui
   return layout;
 }
 
+Status Membership::AskTheCoordinatorPort(const PeerInfo& self, uint64_t fingerprint) {
+  const std::string endpoint = "tcp://" + FormatHostPort(coordinator_);
+  StatusOr<transport::SocketPtr> dealer =
+      transport::ConnectControlDealer(*context_, endpoint, routing_id_, security_);
+  if (!dealer.ok()) return Status::OK();
+  transport::SocketPtr socket = std::move(dealer).value();
+  try {
+    socket->send(zmq::buffer(transport::EncodeHello(self, world_size_, fingerprint)),
+                 zmq::send_flags::dontwait);
+  } catch (const zmq::error_t&) {
+    return Status::OK();
+  }
+  // A libgeeps rank 0 answers at once (ABORT); another program never does.
+  const auto deadline = SteadyClock::now() + std::min<std::chrono::milliseconds>(
+                                                 timeout_, std::chrono::milliseconds(2000));
+  std::vector<zmq::message_t> frames;
+  while (SteadyClock::now() < deadline) {
+    zmq::pollitem_t item = {socket->handle(), 0, ZMQ_POLLIN, 0};
+    zmq::poll(&item, 1, std::chrono::milliseconds(50));
+    while (transport::TryRecvMultipart(*socket, context_, &frames)) {
+      const std::string text = frames.size() == 1 ? frames[0].to_string() : "";
+      if (text.rfind("ABORT ", 0) != 0) continue;
+      return InvalidArgumentError(
+          "the job could not start: another process already runs as rank 0 "
+          "with the coordinator at " +
+          endpoint + ", and it says: " + text.substr(6));
+    }
+  }
+  return Status::OK();
+}
+
 StatusOr<JobLayout> Membership::RendezvousAsPeer(const PeerInfo& self, uint64_t fingerprint,
                                                  int channels) {
   const std::string endpoint = "tcp://" + FormatHostPort(coordinator_);
@@ -162,9 +211,12 @@ StatusOr<JobLayout> Membership::RendezvousAsPeer(const PeerInfo& self, uint64_t 
   }
   socket_ = std::move(dealer).value();
   Send(transport::EncodeHello(self, world_size_, fingerprint));
-  // A little longer than rank 0 waits, so that its ABORT (naming the
-  // missing rank) arrives first.
-  const auto deadline = SteadyClock::now() + timeout_ + std::chrono::seconds(5);
+  // At most the timeout, as every wait for a peer (Config::timeout). Rank 0
+  // answers WAIT at once, so that a missing rank is named here too when
+  // rank 0's ABORT (which names it) has not come first.
+  const auto deadline = SteadyClock::now() + timeout_;
+  std::string waiting_for;  // rank 0's last WAIT: the ranks then missing
+  bool answered = false;
   std::vector<zmq::message_t> frames;
   while (SteadyClock::now() < deadline) {
     zmq::pollitem_t item = {socket_->handle(), 0, ZMQ_POLLIN, 0};
@@ -176,13 +228,23 @@ StatusOr<JobLayout> Membership::RendezvousAsPeer(const PeerInfo& self, uint64_t 
       }
       if (text.rfind("WELCOME", 0) == 0)
         return transport::DecodeWelcome(text, world_size_, channels);
+      if (text.rfind("WAIT ", 0) == 0) {
+        answered = true;
+        waiting_for = text.substr(5);
+        continue;
+      }
       Drop("unexpected frame during rendezvous");
     }
   }
+  const std::string within = " within " + std::to_string(timeout_.count()) + " ms";
+  if (answered) {
+    return DeadlineExceededError("the job could not start: " + waiting_for + " did not join" +
+                                 within + " (rank " + std::to_string(rank_) +
+                                 "'s wait; rank 0 is up and was waiting for them)");
+  }
   return DeadlineExceededError("rank " + std::to_string(rank_) +
-                               ": no answer from the coordinator (rank 0) at " + endpoint +
-                               " within " + std::to_string(timeout_.count() + 5000) +
-                               " ms; is rank 0 running, and is GEEPS_COORDINATOR right? (with "
+                               ": no answer from the coordinator (rank 0) at " + endpoint + within +
+                               "; is rank 0 running, and is GEEPS_COORDINATOR right? (with "
                                "CURVE: does every rank use the same GEEPS_CURVE_KEYS?)" +
                                transport::RejectionHint(security_));
 }
@@ -294,11 +356,14 @@ void Membership::RunCoordinator() {
       const std::string id = frames.size() == 2 ? frames[0].to_string() : "";
       const std::string text = frames.size() == 2 ? frames[1].to_string() : "";
       const bool known = from > 0 && from < world_size_ && id == peer_ids_[from];
-      if (!known && from > 0 && from < world_size_ && text.rfind("HELLO", 0) == 0) {
-        // A process that starts as a rank of the running job: told at once.
-        SendTo(id, "ABORT rank " + std::to_string(from) +
-                       " is already running in this job (two processes started as rank " +
-                       std::to_string(from) + "?)");
+      if (!known && from >= 0 && from < world_size_ && text.rfind("HELLO", 0) == 0) {
+        // A process that starts as a rank of the running job: told at once,
+        // and this process says so (for rank 0, it is the one named).
+        const std::string why = "rank " + std::to_string(from) +
+                                " is already running in this job (two processes started as rank " +
+                                std::to_string(from) + "?)";
+        SendTo(id, "ABORT " + why);
+        GEEPS_LOG(Error) << "a process that started as rank " << from << " was refused: " << why;
         continue;
       }
       if (!known) {

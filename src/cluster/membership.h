@@ -3,10 +3,15 @@
 //
 // Rendezvous: rank 0 binds a ROUTER at the coordinator address; every other
 // rank connects a DEALER (routing id "r<rank>.<nonce>") and sends HELLO with its
-// role, its shard endpoints and a fingerprint of its config. When all ranks
-// are in, rank 0 answers each with WELCOME and the whole job's layout; if a
-// rank is missing at the deadline, or one differs, it answers ABORT with the
-// reason, so that every rank fails with the same message.
+// role, its shard endpoints and a fingerprint of its config. Each time a rank
+// joins, rank 0 tells every rank in which ranks it still waits for (WAIT).
+// When all ranks are in, rank 0 answers each with WELCOME and the whole job's
+// layout; if a rank is missing at the deadline, or one differs, it answers
+// ABORT with the reason, so that every rank fails with the same message. No
+// rank waits longer than the timeout: one whose own deadline comes first
+// names the missing ranks from rank 0's last WAIT. A rank 0 that finds the
+// coordinator port taken sends HELLO as rank 0 to whoever holds it; a rank 0
+// of a job answers ABORT ("two processes started as rank 0") and stops too.
 //
 // Heartbeats: every rank sends HB to rank 0 every heartbeat_timeout / 10;
 // rank 0 answers HB to each. A rank rank 0 has not heard from for
@@ -82,6 +87,11 @@ class Membership {
   StatusOr<JobLayout> RendezvousAsCoordinator(const PeerInfo& self, uint64_t fingerprint,
                                               int channels, const ResumeChooser& choose);
   StatusOr<JobLayout> RendezvousAsPeer(const PeerInfo& self, uint64_t fingerprint, int channels);
+  // Rank 0 whose coordinator port is taken: asks whoever holds it, as rank
+  // 0, whether it is a rank 0 of this job. kInvalidArgument naming the
+  // duplicate when it answers so (it is told too); OK when nothing answers
+  // within a short while (another program holds the port).
+  Status AskTheCoordinatorPort(const PeerInfo& self, uint64_t fingerprint);
   void Run();
   // Polls the socket and the wake-up socket (emptying the latter).
   void WaitForInput(std::chrono::milliseconds limit);
