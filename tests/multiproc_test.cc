@@ -289,7 +289,8 @@ TEST(FailureTest, DifferentConfigsAreRefused) {
   EXPECT_EQ(children[0].status, 1) << Logs(children);  // kInvalidArgument on rank 0
   EXPECT_EQ(children[1].status, 3) << Logs(children);  // kUnavailable (rank 0's ABORT)
   for (const Child& c : children) {
-    EXPECT_NE(ReadFile(c.log).find("config (tables or channels) differs"), std::string::npos)
+    EXPECT_NE(ReadFile(c.log).find("config differs from rank 0's: tables, channels"),
+              std::string::npos)
         << Logs(children);
   }
 }

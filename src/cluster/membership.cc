@@ -142,8 +142,10 @@ StatusOr<JobLayout> Membership::RendezvousAsCoordinator(const PeerInfo& self, ui
         failure = "rank " + std::to_string(from) + " has world size " + std::to_string(world) +
                   ", rank 0 has " + std::to_string(world_size_);
       } else if (fp != fingerprint) {
-        failure =
-            "rank " + std::to_string(from) + "'s config (tables or channels) differs from rank 0's";
+        failure = "rank " + std::to_string(from) +
+                  "'s config differs from rank 0's: tables, channels, or a setting every rank must "
+                  "share (deterministic_bsp, resend_after_connection_loss, machine aggregation, "
+                  "pipeline_part_bytes, max_message_bytes, checkpoint_every)";
       } else if (peer.endpoints.size() !=
                  (peer.role == ProcessRole::kWorker ? 0u : static_cast<size_t>(channels))) {
         failure = "rank " + std::to_string(from) + " reported " +

@@ -15,6 +15,17 @@ std::string FingerprintText(const Config& c, FingerprintScope scope) {
   if (!checkpoint && !c.resend_after_connection_loss) s += ";noresend";
   if (!checkpoint && c.aggregate_per_machine)
     s += ";aggregate=" + std::to_string(c.workers_per_machine);
+  // Sizes and counts every rank must share (messages cut at one size are
+  // received with the same cap; a checkpoint is complete only when every
+  // partition writes at the same clocks): listed when not the default, so
+  // that the texts of jobs that leave them alone stay as they were.
+  const Config defaults;
+  if (!checkpoint && c.pipeline_part_bytes != defaults.pipeline_part_bytes)
+    s += ";pipeline=" + std::to_string(c.pipeline_part_bytes);
+  if (!checkpoint && c.max_message_bytes != defaults.max_message_bytes)
+    s += ";maxmsg=" + std::to_string(c.max_message_bytes);
+  if (!checkpoint && c.checkpoint_every != defaults.checkpoint_every)
+    s += ";ckpt_every=" + std::to_string(c.checkpoint_every);
 
   for (const TableSpec& t : c.tables) {
     s += ";" + std::to_string(t.name.size()) + ":" + t.name + "," + std::to_string(t.num_rows) +
