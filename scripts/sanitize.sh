@@ -38,6 +38,9 @@ exclude="${GEEPS_TEST_EXCLUDE-slow}"
 
 # Stack traces for UBSan (its options are not set per test).
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1}"
+# libzmq's own teardown leaks (tests/lsan.supp says which and why); the
+# processes tests start inherit it.
+export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$PWD/tests/lsan.supp}"
 
 bash scripts/setup.sh
 
