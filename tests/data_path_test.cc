@@ -162,6 +162,16 @@ TEST_F(DataPathTest, PrepareUpdateSkipsABufferZeroedWhileWaiting) {
   EXPECT_EQ(b.zeroing, AccessBuffers::Zeroing::kPending);
   EXPECT_EQ(data_->PrepareUpdate(0, *oplog_, std::chrono::milliseconds(5)).status().code(),
             StatusCode::kDeadlineExceeded);
+  // A peer failure ends that wait at once with its status: ZeroMQ may
+  // never release a message to a dead peer (a PreUpdate once waited out its
+  // whole timeout after the process it sent to was killed).
+  const auto start = std::chrono::steady_clock::now();
+  const auto lost = [] { return UnavailableError("rank 0 (the coordinator) is lost"); };
+  const StatusOr<float*> failed =
+      data_->PrepareUpdate(0, *oplog_, std::chrono::milliseconds(20000), lost);
+  EXPECT_EQ(failed.status().code(), StatusCode::kUnavailable) << failed.status();
+  EXPECT_NE(failed.status().message().find("rank 0"), std::string::npos) << failed.status();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
   b.send_refs->store(0);
 }
 

@@ -341,8 +341,8 @@ Status DataPath::Scatter(int32_t h, bool read_my_writes) {
   return ReleaseBuffer(b);
 }
 
-StatusOr<float*> DataPath::PrepareUpdate(int32_t h, Oplog& oplog,
-                                         std::chrono::milliseconds timeout) {
+StatusOr<float*> DataPath::PrepareUpdate(int32_t h, Oplog& oplog, std::chrono::milliseconds timeout,
+                                         const std::function<Status()>& peer_failure) {
   const RecordedAccess& a = seq_->updates()[h];
   AccessBuffers& b = update_bufs_[h];
   const size_t floats = a.rows.size() * config_->tables[a.table].row_width;
@@ -354,11 +354,18 @@ StatusOr<float*> DataPath::PrepareUpdate(int32_t h, Oplog& oplog,
   if (b.zeroing != AccessBuffers::Zeroing::kDone) {
     // The previous clock's update may still be leaving from this buffer
     // (under SSP the application can get here first): wait for ZeroMQ.
-    if (b.send_refs && !WaitReleased(*b.send_refs, SteadyClock::now() + timeout))
+    Status failed;
+    const auto peers_failed = [&] {
+      if (peer_failure) failed = peer_failure();
+      return !failed.ok();
+    };
+    if (b.send_refs && !WaitReleased(*b.send_refs, SteadyClock::now() + timeout, peers_failed)) {
+      if (!failed.ok()) return failed;
       return DeadlineExceededError("PreUpdate(update#" + std::to_string(h) +
                                    "): the previous update is still being sent from its "
                                    "buffer after " +
                                    std::to_string(timeout.count()) + " ms (is the network stuck?)");
+    }
     b.zeroing = AccessBuffers::Zeroing::kNone;
     GEEPS_RETURN_IF_ERROR(ZeroBuffer(b.buffer, floats));
   }

@@ -22,6 +22,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -127,8 +128,12 @@ class DataPath {
   Status Scatter(int32_t h, bool read_my_writes);
   // The buffer PreUpdate hands out, zeroed: a pool buffer, the second
   // buffer when the first is kept for resending, after ZeroMQ has released
-  // it (or a kDeadlineExceeded after `timeout`).
-  StatusOr<float*> PrepareUpdate(int32_t h, Oplog& oplog, std::chrono::milliseconds timeout);
+  // it (or a kDeadlineExceeded after `timeout`). `peer_failure` (when given)
+  // is asked while it waits: a non-OK answer (a lost process, a failed
+  // worker: ZeroMQ may never let go of a message to a dead peer) ends the
+  // wait with that status.
+  StatusOr<float*> PrepareUpdate(int32_t h, Oplog& oplog, std::chrono::milliseconds timeout,
+                                 const std::function<Status()>& peer_failure = {});
   // Local accesses: the rows handed out at LocalAccess / LocalRead, and their
   // write-back at PostLocalAccess.
   StatusOr<float*> OpenLocal(int32_t h);

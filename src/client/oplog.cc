@@ -24,9 +24,10 @@ bool AllIncluded(const TableCache& t, int64_t clock) {
 
 }  // namespace
 
-bool WaitReleased(const std::atomic<int>& refs, SteadyClock::time_point deadline) {
+bool WaitReleased(const std::atomic<int>& refs, SteadyClock::time_point deadline,
+                  const std::function<bool()>& stop) {
   for (int spin = 0; refs.load(std::memory_order_acquire) > 0; ++spin) {
-    if (SteadyClock::now() >= deadline) return false;
+    if (SteadyClock::now() >= deadline || (stop && stop())) return false;
     if (spin < 64) {
       std::this_thread::yield();
     } else {

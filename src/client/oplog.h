@@ -80,9 +80,10 @@ struct DirectUpdate {
 inline constexpr std::chrono::milliseconds kReleaseWait{2000};
 
 // Waits until ZeroMQ has released every message counted by `refs` (its free
-// functions decrement, with release order), or `deadline`; returns whether
-// it has.
-bool WaitReleased(const std::atomic<int>& refs, std::chrono::steady_clock::time_point deadline);
+// functions decrement, with release order), `deadline` passes, or `stop()`
+// (when given, asked between polls) returns true; returns whether it has.
+bool WaitReleased(const std::atomic<int>& refs, std::chrono::steady_clock::time_point deadline,
+                  const std::function<bool()>& stop = {});
 
 class Oplog {
  public:

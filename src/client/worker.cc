@@ -376,7 +376,11 @@ StatusOr<float*> Worker::PreUpdate(UpdateHandle h) {
   common::MutexLock api_lock(&api_mu_);
   GEEPS_RETURN_IF_ERROR(
       Expect(OpType::kPreUpdate, h.id, data_ ? data_->num_updates() : 0, "PreUpdate"));
-  GEEPS_ASSIGN_OR_RETURN(float* buffer, data_->PrepareUpdate(h.id, *oplog_, config_.timeout));
+  // A lost peer ends the wait for a buffer ZeroMQ still sends to it.
+  GEEPS_ASSIGN_OR_RETURN(float* buffer,
+                         data_->PrepareUpdate(h.id, *oplog_, config_.timeout, [this] {
+                           return peers_failed_.load() ? PeerFailure() : Status::OK();
+                         }));
   GEEPS_RETURN_IF_ERROR(Advance());
   return buffer;
 }
