@@ -1,6 +1,5 @@
 #include "geeps/embedded_cluster.h"
 
-#include <algorithm>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -31,9 +30,11 @@ struct RunGate {
   std::condition_variable cv;
   int running GEEPS_GUARDED_BY(mu) = 0;
   bool destroying GEEPS_GUARDED_BY(mu) = false;
-  // The threads that run worker functions now.
-  std::vector<std::thread::id> threads GEEPS_GUARDED_BY(mu);
 };
+
+// The cluster whose worker function this thread runs (RunWorkers' threads),
+// else null.
+thread_local const EmbeddedCluster* running_worker_of = nullptr;
 
 }  // namespace
 
@@ -68,8 +69,7 @@ EmbeddedCluster::~EmbeddedCluster() {
     common::MutexLock lock(&gate->mu);
     gate->destroying = true;
     running = gate->running;
-    if (std::find(gate->threads.begin(), gate->threads.end(), std::this_thread::get_id()) !=
-        gate->threads.end()) {
+    if (running_worker_of == this) {
       std::fprintf(stderr,
                    "libgeeps: EmbeddedCluster destroyed from inside its own RunWorkers worker "
                    "function: it would wait for itself; aborting\n");
@@ -185,12 +185,12 @@ Status EmbeddedCluster::RunWorkers(const std::function<Status(GeePS&)>& fn) {
 
 Status EmbeddedCluster::RunWorkersOnThreads(const std::function<Status(GeePS&)>& fn) {
   const int n = num_workers();
-  RunGate& gate = *impl_->gate;
   std::vector<Status> results(n);
   std::vector<std::thread> threads;
   threads.reserve(n);
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
+      running_worker_of = this;
       results[r] = fn(*impl_->workers[r]);
       if (results[r].ok()) return;
       // A failed worker stops, and its peers fail at once instead of waiting
@@ -202,19 +202,8 @@ Status EmbeddedCluster::RunWorkersOnThreads(const std::function<Status(GeePS&)>&
             UnavailableError("worker " + std::to_string(r) + " failed: " + results[r].ToString()));
       }
     });
-    common::MutexLock lock(&gate.mu);
-    gate.threads.push_back(threads.back().get_id());
   }
-  std::vector<std::thread::id> ids;
-  for (auto& t : threads) {
-    ids.push_back(t.get_id());
-    t.join();
-  }
-  {
-    common::MutexLock lock(&gate.mu);
-    for (const std::thread::id id : ids)
-      gate.threads.erase(std::find(gate.threads.begin(), gate.threads.end(), id));
-  }
+  for (auto& t : threads) t.join();
   // The first failure is the cause; the peers' kUnavailable follow from it.
   int first = -1;
   for (int r = 0; r < n; ++r) {

@@ -1,6 +1,7 @@
 #include "cluster/membership.h"
 
 #include <algorithm>
+#include <functional>
 
 #include "common/logging.h"
 #include "common/mutex.h"
@@ -30,6 +31,23 @@ std::string MissingRanks(const std::vector<bool>& joined) {
     if (!joined[r]) missing.push_back(static_cast<int>(r));
   if (missing.empty()) return "no rank";
   return "rank" + std::string(missing.size() > 1 ? "s " : " ") + Join(missing);
+}
+
+// Polls `socket` until `deadline`, handing the text of each message to
+// `handle` ("" for a message that is not one frame); stops when `handle`
+// returns true. Returns whether it did.
+bool PollTexts(zmq::socket_t& socket, zmq::context_t* context, SteadyClock::time_point deadline,
+               std::chrono::milliseconds tick,
+               const std::function<bool(const std::string&)>& handle) {
+  std::vector<zmq::message_t> frames;
+  while (SteadyClock::now() < deadline) {
+    zmq::pollitem_t item = {socket.handle(), 0, ZMQ_POLLIN, 0};
+    zmq::poll(&item, 1, tick);
+    while (transport::TryRecvMultipart(socket, context, &frames)) {
+      if (handle(frames.size() == 1 ? frames[0].to_string() : "")) return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace
@@ -136,8 +154,9 @@ StatusOr<JobLayout> Membership::RendezvousAsCoordinator(const PeerInfo& self, ui
       // The ranks that joined learn that rank 0 is up and whom it still waits
       // for (a rank whose own timeout ends before rank 0's ABORT comes names
       // the missing ranks too).
+      const std::string wait = "WAIT " + MissingRanks(joined);
       for (int r = 1; r < world_size_; ++r)
-        if (joined[r]) Send("WAIT " + MissingRanks(joined), r);
+        if (joined[r]) Send(wait, r);
       if (world != world_size_) {
         failure = "rank " + std::to_string(from) + " has world size " + std::to_string(world) +
                   ", rank 0 has " + std::to_string(world_size_);
@@ -187,20 +206,16 @@ Status Membership::AskTheCoordinatorPort(const PeerInfo& self, uint64_t fingerpr
   // A libgeeps rank 0 answers at once (ABORT); another program never does.
   const auto deadline = SteadyClock::now() + std::min<std::chrono::milliseconds>(
                                                  timeout_, std::chrono::milliseconds(2000));
-  std::vector<zmq::message_t> frames;
-  while (SteadyClock::now() < deadline) {
-    zmq::pollitem_t item = {socket->handle(), 0, ZMQ_POLLIN, 0};
-    zmq::poll(&item, 1, std::chrono::milliseconds(50));
-    while (transport::TryRecvMultipart(*socket, context_, &frames)) {
-      const std::string text = frames.size() == 1 ? frames[0].to_string() : "";
-      if (text.rfind("ABORT ", 0) != 0) continue;
-      return InvalidArgumentError(
-          "the job could not start: another process already runs as rank 0 "
-          "with the coordinator at " +
-          endpoint + ", and it says: " + text.substr(6));
-    }
-  }
-  return Status::OK();
+  std::string abort;
+  if (!PollTexts(*socket, context_, deadline, std::chrono::milliseconds(50),
+                 [&](const std::string& text) {
+                   if (text.rfind("ABORT ", 0) == 0) abort = text.substr(6);
+                   return !abort.empty();
+                 }))
+    return Status::OK();
+  return InvalidArgumentError(
+      "the job could not start: another process already runs as rank 0 with the coordinator at " +
+      endpoint + ", and it says: " + abort);
 }
 
 StatusOr<JobLayout> Membership::RendezvousAsPeer(const PeerInfo& self, uint64_t fingerprint,
@@ -219,25 +234,26 @@ StatusOr<JobLayout> Membership::RendezvousAsPeer(const PeerInfo& self, uint64_t 
   const auto deadline = SteadyClock::now() + timeout_;
   std::string waiting_for;  // rank 0's last WAIT: the ranks then missing
   bool answered = false;
-  std::vector<zmq::message_t> frames;
-  while (SteadyClock::now() < deadline) {
-    zmq::pollitem_t item = {socket_->handle(), 0, ZMQ_POLLIN, 0};
-    zmq::poll(&item, 1, std::chrono::milliseconds(100));
-    while (transport::TryRecvMultipart(*socket_, context_, &frames)) {
-      const std::string text = frames.size() == 1 ? frames[0].to_string() : "";
-      if (text.rfind("ABORT ", 0) == 0) {
-        return UnavailableError("the job could not start (rank 0 says): " + text.substr(6));
-      }
-      if (text.rfind("WELCOME", 0) == 0)
-        return transport::DecodeWelcome(text, world_size_, channels);
-      if (text.rfind("WAIT ", 0) == 0) {
-        answered = true;
-        waiting_for = text.substr(5);
-        continue;
-      }
-      Drop("unexpected frame during rendezvous");
-    }
-  }
+  StatusOr<JobLayout> result = InternalError("no answer");
+  const bool ended = PollTexts(
+      *socket_, context_, deadline, std::chrono::milliseconds(100), [&](const std::string& text) {
+        if (text.rfind("ABORT ", 0) == 0) {
+          result = UnavailableError("the job could not start (rank 0 says): " + text.substr(6));
+          return true;
+        }
+        if (text.rfind("WELCOME", 0) == 0) {
+          result = transport::DecodeWelcome(text, world_size_, channels);
+          return true;
+        }
+        if (text.rfind("WAIT ", 0) == 0) {
+          answered = true;
+          waiting_for = text.substr(5);
+        } else {
+          Drop("unexpected frame during rendezvous");
+        }
+        return false;
+      });
+  if (ended) return result;
   const std::string within = " within " + std::to_string(timeout_.count()) + " ms";
   if (answered) {
     return DeadlineExceededError("the job could not start: " + waiting_for + " did not join" +
