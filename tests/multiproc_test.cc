@@ -322,8 +322,10 @@ TEST(FailureTest, CoordinatorPortInUseIsAClearError) {
 }
 
 // Random bytes and truncated frames sent to a live shard's TCP port from a
-// foreign socket are dropped and counted; the sums stay exact.
-TEST(FailureTest, ForeignFramesOnAShardPortAreDropped) {
+// foreign socket never reach the shard: without the job token its
+// handshake is refused (and counted); the sums stay exact. (Frames that do
+// reach a shard malformed are dropped and counted: malformed_frame_test.)
+TEST(FailureTest, ForeignFramesOnAShardPortAreRefused) {
   const int base = FreePortRange(4);
   ResultDir results;
   std::vector<Child> children;
@@ -367,8 +369,12 @@ TEST(FailureTest, ForeignFramesOnAShardPortAreDropped) {
     ASSERT_TRUE(rep.complete) << "rank " << r << "\n" << Logs(children);
     EXPECT_OK(rep.status);
     EXPECT_EQ(rep.iterations, 40) << "rank " << r;
-    if (r == 0) EXPECT_GT(rep.frames_dropped, 0) << Logs(children);
+    EXPECT_EQ(rep.frames_dropped, 0) << "a foreign frame got past the handshake\n"
+                                     << Logs(children);
   }
+  const std::string log0 = ReadFile(children[0].log);
+  EXPECT_NE(log0.find("job token: rejected a connection"), std::string::npos) << log0;
+  EXPECT_EQ(log0.find("rank 0 rejected_connections: 0\n"), std::string::npos) << log0;
 }
 
 // A process stopped (SIGSTOP) for longer than the timeout while a worker

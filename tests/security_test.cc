@@ -19,6 +19,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <random>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -33,6 +34,8 @@
 #include "geeps/process.h"
 #include "test_util.h"
 #include "transport/security.h"
+#include "transport/socket_util.h"
+#include "transport/sockets.h"
 #include "transport/wire.h"
 
 namespace {
@@ -40,6 +43,7 @@ namespace {
 using namespace geeps::testing;  // NOLINT: process helpers
 using geeps::StatusCode;
 using geeps::transport::CurveKeys;
+using geeps::transport::Plane;
 using geeps::transport::SecurityConfig;
 using std::chrono::milliseconds;
 using std::chrono::steady_clock;
@@ -332,18 +336,27 @@ TEST(KeygenToolTest, WritesAFileOnlyTheOwnerCanRead) {
 
 // ---- the ZAP handler on bare sockets --------------------------------------------
 
-class ZapHandlerTest : public ::testing::Test {
+// A ROUTER of `context` that `security` makes a data-plane server, bound to
+// a free loopback port (its endpoint in `*endpoint`).
+std::unique_ptr<zmq::socket_t> SecuredRouter(zmq::context_t& context,
+                                             const SecurityConfig& security,
+                                             std::string* endpoint) {
+  auto server = std::make_unique<zmq::socket_t>(context, zmq::socket_type::router);
+  server->set(zmq::sockopt::linger, 0);
+  geeps::transport::ConfigureSecureServer(*server, &security, Plane::kData);
+  server->bind("tcp://127.0.0.1:*");
+  *endpoint = server->get(zmq::sockopt::last_endpoint);
+  return server;
+}
+
+// A server socket secured by a SecurityConfig of its own context, and
+// intruders from another context.
+class SecuredServerTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    keys_ = NewKeys();
-    auto security = SecurityConfig::Start(&context_, keys_);
+  void Serve(geeps::StatusOr<std::unique_ptr<SecurityConfig>> security) {
     ASSERT_TRUE(security.ok()) << security.status().ToString();
     security_ = std::move(security).value();
-    server_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::router);
-    server_->set(zmq::sockopt::linger, 0);
-    geeps::transport::ConfigureCurveServer(*server_, security_.get());
-    server_->bind("tcp://127.0.0.1:*");
-    endpoint_ = server_->get(zmq::sockopt::last_endpoint);
+    server_ = SecuredRouter(context_, *security_, &endpoint_);
   }
   void TearDown() override {
     server_.reset();
@@ -367,16 +380,24 @@ class ZapHandlerTest : public ::testing::Test {
 
   zmq::context_t context_;
   zmq::context_t outside_;  // the intruders' own context
-  CurveKeys keys_;
   std::unique_ptr<SecurityConfig> security_;
   std::unique_ptr<zmq::socket_t> server_;
   std::string endpoint_;
 };
 
+class ZapHandlerTest : public SecuredServerTest {
+ protected:
+  void SetUp() override {
+    keys_ = NewKeys();
+    Serve(SecurityConfig::Start(&context_, keys_));
+  }
+  CurveKeys keys_;
+};
+
 TEST_F(ZapHandlerTest, AdmitsTheJobKeyAndEncrypts) {
   zmq::socket_t client(context_, zmq::socket_type::dealer);
   client.set(zmq::sockopt::linger, 0);
-  geeps::transport::ConfigureCurveClient(client, security_.get());
+  geeps::transport::ConfigureSecureClient(client, security_.get(), Plane::kData);
   client.connect(endpoint_);
   client.send(zmq::str_buffer("hello"), zmq::send_flags::none);
   std::vector<zmq::message_t> frames;
@@ -403,7 +424,7 @@ TEST_F(ZapHandlerTest, AnOversizedHandshakeCommandIsCutOff) {
   server_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::router);
   server_->set(zmq::sockopt::linger, 0);
   server_->set(zmq::sockopt::maxmsgsize, int64_t{1} << 20);
-  geeps::transport::ConfigureCurveServer(*server_, security_.get());
+  geeps::transport::ConfigureSecureServer(*server_, security_.get(), Plane::kData);
   server_->bind("tcp://127.0.0.1:*");
   endpoint_ = server_->get(zmq::sockopt::last_endpoint);
   const int port = std::stoi(endpoint_.substr(endpoint_.rfind(':') + 1));
@@ -751,6 +772,471 @@ TEST(CurveJobTest, IntrudersCannotReadOrUpdate) {
     // Nothing got far enough to be a (dropped) frame.
     EXPECT_NE(log.find("\"frames_dropped\":0"), std::string::npos) << logs;
   }
+}
+
+}  // namespace
+
+namespace {
+
+// ---- foreign traffic (docs/security.md, "What a process outside the job can do") --
+
+// What a local process outside the job sprays at every port of a running
+// job: short-lived DEALER, REQ, PUSH and PUB sockets, a third of them with a
+// worker's routing id (w0, w1, w2), others with a rank's or random bytes;
+// one to three frames of random bytes, or a well-formed subscription or
+// update as worker 0. Runs until `done`; counts what it sent per target.
+class Sprayer {
+ public:
+  Sprayer(std::vector<std::string> targets, std::atomic<bool>* done)
+      : targets_(std::move(targets)), done_(done), sent_(targets_.size(), 0) {
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~Sprayer() { Join(); }
+  void Join() {
+    if (thread_.joinable()) thread_.join();
+  }
+  const std::vector<int64_t>& sent() const { return sent_; }  // after Join
+  milliseconds elapsed() const { return elapsed_; }           // after Join
+
+ private:
+  void Run() {
+    const auto start = steady_clock::now();
+    zmq::context_t ctx;
+    std::mt19937 rng(11);
+    const zmq::socket_type kinds[] = {zmq::socket_type::dealer, zmq::socket_type::req,
+                                      zmq::socket_type::push, zmq::socket_type::pub};
+    for (uint64_t i = 0; !done_->load(); ++i) {
+      const size_t target = i % targets_.size();
+      zmq::socket_t s(ctx, kinds[rng() % 4]);
+      s.set(zmq::sockopt::linger, 50);
+      const int id = static_cast<int>(rng() % 6);
+      if (id < 3) s.set(zmq::sockopt::routing_id, "w" + std::to_string(id));
+      if (id == 3) s.set(zmq::sockopt::routing_id, "r1.0123456789abcdef");
+      if (id == 4) s.set(zmq::sockopt::routing_id, std::string(1 + rng() % 20, char(rng())));
+      try {
+        s.connect(targets_[target]);
+        for (int m = 0; m < 5; ++m) Send(s, rng);
+        sent_[target] += 5;
+      } catch (const zmq::error_t&) {
+        // REQ after its one message, a full queue: the next socket goes on.
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(500));
+    }
+    elapsed_ = std::chrono::duration_cast<milliseconds>(steady_clock::now() - start);
+  }
+
+  static void Send(zmq::socket_t& s, std::mt19937& rng) {
+    using geeps::transport::MsgType;
+    if (rng() % 3 == 0) {  // well formed, as worker 0: table 0, row 0
+      geeps::transport::WireHeader h;
+      h.type = static_cast<uint16_t>(rng() % 2 ? MsgType::kSubscribe : MsgType::kUpdate);
+      h.row_count = 1;
+      h.row_width = 1;
+      zmq::message_t header(geeps::transport::kHeaderBytes);
+      geeps::transport::EncodeHeader(h, header.data());
+      const uint64_t row = 0;
+      const float delta = 1e6f;
+      const bool update = h.type == static_cast<uint16_t>(MsgType::kUpdate);
+      s.send(header, zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+      s.send(zmq::buffer(&row, sizeof(row)),
+             update ? zmq::send_flags::sndmore | zmq::send_flags::dontwait
+                    : zmq::send_flags::dontwait);
+      if (update) s.send(zmq::buffer(&delta, sizeof(delta)), zmq::send_flags::dontwait);
+      return;
+    }
+    const int n = 1 + static_cast<int>(rng() % 3);
+    for (int f = 0; f < n; ++f) {
+      zmq::message_t m(rng() % 80);
+      for (size_t b = 0; b < m.size(); ++b) static_cast<unsigned char*>(m.data())[b] = rng();
+      s.send(m, (f + 1 < n ? zmq::send_flags::sndmore : zmq::send_flags::none) |
+                    zmq::send_flags::dontwait);
+    }
+  }
+
+  const std::vector<std::string> targets_;
+  std::atomic<bool>* done_;
+  std::vector<int64_t> sent_;
+  milliseconds elapsed_{0};
+  std::thread thread_;
+};
+
+// The shard sockets of a job over ipc: the socket files in its folder.
+std::vector<std::string> IpcSockets(const TempDir& dir, size_t expected) {
+  std::vector<std::string> found;
+  const auto deadline = steady_clock::now() + std::chrono::seconds(20);
+  while (found.size() < expected && steady_clock::now() < deadline) {
+    found.clear();
+    std::unique_ptr<FILE, int (*)(FILE*)> ls(
+        popen(("ls " + dir.File("") + " 2>/dev/null").c_str(), "r"), pclose);
+    char line[512];
+    while (ls && std::fgets(line, sizeof(line), ls.get())) {
+      std::string name(line);
+      if (!name.empty() && name.back() == '\n') name.pop_back();
+      if (name.size() > 5 && name.compare(name.size() - 5, 5, ".sock") == 0)
+        found.push_back("ipc://" + dir.File(name));
+    }
+    if (found.size() < expected) std::this_thread::sleep_for(milliseconds(20));
+  }
+  return found;
+}
+
+struct SprayCase {
+  const char* name;
+  bool ipc;
+  bool keys;
+};
+
+class ForeignTrafficTest : public ::testing::TestWithParam<SprayCase> {};
+
+// Issue 34: a 3-rank exact-sum job sprayed for at least 20 s, on every
+// shard port and the coordinator's, with messages whose routing ids are
+// the workers' among others. Before the job token, a sprayer that claimed
+// w0 took worker 0's route at a shard (ZMQ_ROUTER_HANDOVER), a push went to
+// it, and the job ended DeadlineExceeded. Now nothing gets past the data
+// plane's handshake: the sums are exact and every rank counts refusals.
+TEST_P(ForeignTrafficTest, SprayedJobStaysExact) {
+  const SprayCase& c = GetParam();
+  TempDir dir;
+  const std::string key = c.keys ? NewKeyFile(dir, "job.key") : "";
+  const int base = FreePortRange(6);
+  const int coordinator = FreePort();
+  Env extra = {{"GEEPS_BASE_PORT", std::to_string(base)}};
+  if (c.ipc) extra["GEEPS_TRANSPORT"] = "ipc";
+  std::vector<Child> children =
+      StartJob(dir, {key, key, key}, extra,
+               {"--iterations", "220", "--delay-ms", "100", "--channels", "2"}, coordinator);
+  std::vector<std::string> targets = {"tcp://127.0.0.1:" + std::to_string(coordinator)};
+  if (c.ipc) {
+    for (const std::string& s : IpcSockets(dir, 6)) targets.push_back(s);
+  } else {
+    for (int p = 0; p < 6; ++p) targets.push_back("tcp://127.0.0.1:" + std::to_string(base + p));
+  }
+  ASSERT_EQ(targets.size(), 7u) << Logs(children);
+  std::atomic<bool> done{false};
+  Sprayer sprayer(targets, &done);
+  const bool finished = WaitAll(children, milliseconds(100000));
+  done.store(true);
+  sprayer.Join();
+  ASSERT_TRUE(finished) << Logs(children);
+  ExpectExact(children);
+  EXPECT_GE(sprayer.elapsed().count(), 20000);
+  for (size_t t = 0; t < targets.size(); ++t) EXPECT_GT(sprayer.sent()[t], 100) << targets[t];
+  std::string logs = Logs(children) + "targets:";
+  for (const std::string& t : targets) logs += " " + t;
+  for (const Child& child : children) {
+    const std::string log = ReadFile(child.log);
+    EXPECT_GT(RejectedIn(log), 0) << logs;  // the shards refused the sprayer
+    EXPECT_NE(log.find("rejected a connection"), std::string::npos) << logs;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, ForeignTrafficTest,
+                         ::testing::Values(SprayCase{"tcp", false, false},
+                                           SprayCase{"ipc", true, false},
+                                           SprayCase{"tcp_curve", false, true},
+                                           SprayCase{"ipc_curve", true, true}),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+}  // namespace
+
+namespace {
+
+// The resident set of process `pid` ("VmRSS") or its peak ("VmHWM"), bytes.
+long ProcKilobytes(pid_t pid, const std::string& field) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind(field + ":", 0) == 0) return std::atol(line.c_str() + field.size() + 1) * 1024;
+  return -1;
+}
+
+// An outsider's socket speaking ZMTP 3.0 by hand: it greets with the
+// mechanism the server greets with, gets as far as it is let in (NULL: its
+// READY, then a data frame; PLAIN or CURVE: its first command), and there
+// announces a frame of `frame_bytes` and streams it. Returns the bytes of
+// that frame the server took before it cut the connection (all of them if
+// it never did).
+int64_t SendOneHugeFrame(int port, int64_t frame_bytes, std::string* mechanism) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) return close(fd), -1;
+  timeval tv{10, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+  // The greeting's first 11 bytes (signature, major version 3) go first:
+  // the server answers with its whole greeting, which names its mechanism.
+  unsigned char greeting[64] = {0xFF, 0, 0, 0, 0, 0, 0, 0, 1, 0x7F, 3, 0};
+  (void)!send(fd, greeting, 11, MSG_NOSIGNAL);
+  unsigned char theirs[64];
+  size_t got = 0;
+  while (got < sizeof(theirs)) {
+    const ssize_t n = recv(fd, theirs + got, sizeof(theirs) - got, 0);
+    if (n <= 0) return close(fd), -1;
+    got += static_cast<size_t>(n);
+  }
+  *mechanism = std::string(reinterpret_cast<char*>(theirs) + 12, 20).c_str();
+  std::memcpy(greeting + 12, mechanism->data(), mechanism->size());
+  (void)!send(fd, greeting + 11, 53, MSG_NOSIGNAL);
+  unsigned char flags = 0x06;  // a long command (PLAIN's HELLO, CURVE's)
+  if (*mechanism == "NULL") {
+    // READY with Socket-Type DEALER, then a long data frame.
+    const char ready[] =
+        "\x05READY\x0bSocket-Type\x00\x00\x00\x06"
+        "DEALER";
+    const unsigned char head[2] = {0x04, static_cast<unsigned char>(sizeof(ready) - 1)};
+    (void)!send(fd, head, 2, MSG_NOSIGNAL);
+    (void)!send(fd, ready, sizeof(ready) - 1, MSG_NOSIGNAL);
+    flags = 0x02;
+  }
+  unsigned char frame[9] = {flags};
+  for (int b = 0; b < 8; ++b)
+    frame[1 + b] = static_cast<unsigned char>(frame_bytes >> (56 - 8 * b));
+  (void)!send(fd, frame, sizeof(frame), MSG_NOSIGNAL);
+  std::vector<char> chunk(1 << 20, 'x');
+  int64_t sent = 0;
+  while (sent < frame_bytes) {
+    const ssize_t n =
+        send(fd, chunk.data(), std::min<int64_t>(chunk.size(), frame_bytes - sent), MSG_NOSIGNAL);
+    if (n <= 0) break;  // EPIPE / ECONNRESET: the server cut it
+    sent += n;
+  }
+  close(fd);
+  return sent;
+}
+
+// Issue 34: three outsiders each send one frame of 256 MiB to a shard port
+// of a small job, and one to the coordinator's port. The frame limit follows the job (a few KiB
+// here; it was 1 GiB whatever the job, and the shard's RSS peaked 700 MB above its baseline), and
+// without keys the outsider does not get past the job token's handshake: the rank grows by less
+// than 100 MB and the job ends exact.
+TEST(ForeignFrameTest, ThreeFramesOf256MiBStayBoundedByTheJob) {
+  TempDir dir;
+  const int base = FreePortRange(4);
+  const int coordinator = FreePort();
+  std::vector<Child> children =
+      StartJob(dir, {"", ""}, {{"GEEPS_BASE_PORT", std::to_string(base)}},
+               {"--iterations", "80", "--delay-ms", "50", "--channels", "2"}, coordinator);
+  // Rank 0 has joined and runs once its shard port answers; its resident set
+  // then is the baseline.
+  std::string mechanism;
+  const auto deadline = steady_clock::now() + std::chrono::seconds(20);
+  while (SendOneHugeFrame(base, 0, &mechanism) < 0 && steady_clock::now() < deadline)
+    std::this_thread::sleep_for(milliseconds(50));
+  std::this_thread::sleep_for(milliseconds(500));
+  const long baseline = ProcKilobytes(children[0].pid, "VmRSS");
+  ASSERT_GT(baseline, 0);
+  std::vector<int64_t> taken(3, -1);
+  std::vector<std::string> mechanisms(3);
+  std::vector<std::thread> senders;
+  for (int k = 0; k < 3; ++k)
+    senders.emplace_back(
+        [&, k] { taken[k] = SendOneHugeFrame(base + k % 2, int64_t{256} << 20, &mechanisms[k]); });
+  for (std::thread& t : senders) t.join();
+  // The coordinator's port too (rank 0): a PLAIN handshake since the job
+  // started, its command frames held to the control limit (16 MiB).
+  std::string control_mechanism;
+  const int64_t control_taken =
+      SendOneHugeFrame(coordinator, int64_t{256} << 20, &control_mechanism);
+  const long peak = ProcKilobytes(children[0].pid, "VmHWM");
+  ASSERT_TRUE(WaitAll(children, milliseconds(60000))) << Logs(children);
+  ExpectExact(children);
+  for (int k = 0; k < 3; ++k) {
+    EXPECT_EQ(mechanisms[k], "PLAIN") << "the data plane asks for the job token";
+    EXPECT_GE(taken[k], 0) << "sender " << k << " could not connect";
+    EXPECT_LT(taken[k], int64_t{64} << 20) << "sender " << k << " was not cut off";
+  }
+  EXPECT_EQ(control_mechanism, "PLAIN");
+  EXPECT_GE(control_taken, 0);
+  EXPECT_LE(control_taken, (int64_t{16} << 20) + (int64_t{4} << 20)) << "not cut off at 16 MiB";
+  EXPECT_LT(peak - baseline, long{100} << 20)
+      << "rank 0 grew from " << baseline << " to a peak of " << peak << " bytes";
+}
+
+// ---- the job token on bare sockets ------------------------------------------------
+
+class TokenZapTest : public SecuredServerTest {
+ protected:
+  void SetUp() override { Serve(SecurityConfig::StartWithToken(&context_)); }
+  // A DEALER of the outsiders' context with worker 0's routing id that
+  // presents `user` and `password` (PLAIN; none when empty), unconnected.
+  std::unique_ptr<zmq::socket_t> PlainDealer(const std::string& user, const std::string& password) {
+    auto s = std::make_unique<zmq::socket_t>(outside_, zmq::socket_type::dealer);
+    s->set(zmq::sockopt::linger, 0);
+    s->set(zmq::sockopt::routing_id, "w0");
+    if (!password.empty()) {
+      s->set(zmq::sockopt::plain_username, user);
+      s->set(zmq::sockopt::plain_password, password);
+    }
+    return s;
+  }
+  // The same, connected, with "hello" sent.
+  std::unique_ptr<zmq::socket_t> Client(const std::string& user, const std::string& password) {
+    auto s = PlainDealer(user, password);
+    s->connect(endpoint_);
+    s->send(zmq::str_buffer("hello"), zmq::send_flags::dontwait);
+    return s;
+  }
+  void ExpectRefused(const std::string& user, const std::string& password,
+                     const std::string& what) {
+    ExpectRejected(*PlainDealer(user, password), what);
+  }
+};
+
+// A member's connection that comes before this process knows the token (a
+// worker faster than this shard's WELCOME) is held, not refused, and
+// admitted once the token is set.
+TEST_F(TokenZapTest, HandshakesBeforeTheTokenAreHeldThenJudged) {
+  const std::string token = geeps::transport::NewJobToken();
+  auto member = Client("geeps-job-token", token);
+  std::vector<zmq::message_t> frames;
+  EXPECT_FALSE(ReceiveWithin(*server_, milliseconds(300), &frames));
+  ASSERT_TRUE(security_->SetJobToken(token).ok());
+  ASSERT_TRUE(ReceiveWithin(*server_, milliseconds(10000), &frames));
+  ASSERT_EQ(frames.size(), 2u);
+  EXPECT_EQ(frames[0].to_string(), "w0");
+  EXPECT_EQ(frames[1].to_string(), "hello");
+  EXPECT_EQ(security_->rejected_connections(), 0);
+}
+
+TEST_F(TokenZapTest, RefusesEveryoneWithoutTheToken) {
+  ASSERT_TRUE(security_->SetJobToken(geeps::transport::NewJobToken()).ok());
+  ExpectRefused("", "", "no mechanism (NULL)");
+  ExpectRefused("geeps-job-token", geeps::transport::NewJobToken(), "another token");
+  ExpectRefused("geeps-job-token", security_->job_token().substr(1), "a token one short");
+  ExpectRefused("someone", security_->job_token(), "the token under another user name");
+  zmq::socket_t curve(outside_, zmq::socket_type::dealer);
+  const CurveKeys keys = NewKeys();
+  SetCurveClient(curve, keys, keys.public_key);
+  ExpectRejected(curve, "a CURVE client");
+  // And the member still gets in, taking worker 0's routing id.
+  auto member = Client("geeps-job-token", security_->job_token());
+  std::vector<zmq::message_t> frames;
+  ASSERT_TRUE(ReceiveWithin(*server_, milliseconds(10000), &frames));
+  EXPECT_EQ(frames[0].to_string(), "w0");
+}
+
+// ZeroMQ keeps one monitor per socket: a channel's disconnect monitor
+// replaces the handler's, and the failed handshakes it sees are still
+// counted (they went uncounted once a channel started, so an outsider
+// without any mechanism was refused silently).
+TEST_F(TokenZapTest, FailedHandshakesAreCountedAfterADisconnectMonitorTakesOver) {
+  ASSERT_TRUE(security_->SetJobToken(geeps::transport::NewJobToken()).ok());
+  auto monitor = geeps::transport::MonitorDisconnects(context_, *server_);
+  const int64_t before = security_->rejected_connections();
+  auto outsider = Client("", "");  // no mechanism
+  const auto deadline = steady_clock::now() + std::chrono::seconds(10);
+  while (security_->rejected_connections() == before && steady_clock::now() < deadline) {
+    geeps::transport::CountDisconnects(*monitor, nullptr, security_.get());
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  EXPECT_GT(security_->rejected_connections(), before);
+  geeps::transport::StopMonitor(*server_, monitor);
+}
+
+// A flood of handshakes before the token: at most kMaxHeldZapRequests are
+// held; the rest are refused at once (an outsider cannot make the handler
+// hold without bound).
+TEST_F(TokenZapTest, HeldHandshakesAreBounded) {
+  std::vector<std::unique_ptr<zmq::socket_t>> clients;
+  const size_t n = SecurityConfig::kMaxHeldZapRequests + 20;
+  for (size_t i = 0; i < n; ++i) clients.push_back(Client("geeps-job-token", std::string(32, 'a')));
+  EXPECT_TRUE(
+      WaitAbove([&] { return security_->rejected_connections(); }, 19, milliseconds(20000)));
+  std::this_thread::sleep_for(milliseconds(300));
+  EXPECT_LE(security_->rejected_connections(), 20 + 5);  // a reconnect or two may come back
+  ASSERT_TRUE(security_->SetJobToken(std::string(32, 'a')).ok());
+  std::vector<zmq::message_t> frames;
+  EXPECT_TRUE(ReceiveWithin(*server_, milliseconds(10000), &frames));
+}
+
+}  // namespace
+
+namespace {
+
+// ---- the coordinator's port without keys ------------------------------------------
+
+// The coordinator's port in token mode: during the rendezvous it admits
+// anyone who names a rank; once sealed, only the ranks that joined (a
+// reconnect of theirs included). A refused client learns it (RefusedBy).
+TEST(ControlPlaneSealTest, OnlyTheJoinedRanksGetInOnceSealed) {
+  zmq::context_t context, outside;
+  auto server_security = SecurityConfig::StartWithToken(&context);
+  auto client_security = SecurityConfig::StartWithToken(&outside);
+  ASSERT_TRUE(server_security.ok() && client_security.ok());
+  auto router =
+      geeps::transport::BindControlRouter(context, "tcp://127.0.0.1:*", server_security->get());
+  ASSERT_TRUE(router.ok()) << router.status();
+  const std::string endpoint = (*router)->get(zmq::sockopt::last_endpoint);
+  auto rank = [&](int r, uint64_t nonce) {
+    auto s = geeps::transport::ConnectControlDealer(
+        outside, endpoint, geeps::transport::PeerRoutingId(r, nonce), client_security->get());
+    EXPECT_TRUE(s.ok()) << s.status();
+    (*s)->set(zmq::sockopt::linger, 0);
+    (*s)->send(zmq::str_buffer("HB"), zmq::send_flags::dontwait);
+    return std::move(s).value();
+  };
+  std::vector<zmq::message_t> frames;
+  auto first = rank(1, 0x1111);
+  ASSERT_TRUE(ReceiveWithin(**router, milliseconds(10000), &frames));
+  EXPECT_EQ(frames[0].to_string(), geeps::transport::PeerRoutingId(1, 0x1111));
+  // A socket that names no rank is refused even now.
+  const int64_t before = (*server_security)->rejected_connections();
+  zmq::socket_t stranger(outside, zmq::socket_type::dealer);
+  stranger.set(zmq::sockopt::linger, 0);
+  stranger.set(zmq::sockopt::plain_username, "geeps-rank");
+  stranger.set(zmq::sockopt::plain_password, "w0");
+  stranger.connect(endpoint);
+  stranger.send(zmq::str_buffer("HB"), zmq::send_flags::dontwait);
+  EXPECT_TRUE(WaitAbove([&] { return (*server_security)->rejected_connections(); }, before,
+                        milliseconds(10000)));
+
+  (*server_security)->SealControlPlane({geeps::transport::PeerRoutingId(1, 0x1111)});
+  EXPECT_FALSE((*client_security)->RefusedBy(endpoint));
+  auto late = rank(1, 0x2222);  // a second process as rank 1
+  const auto deadline = steady_clock::now() + std::chrono::seconds(10);
+  while (!(*client_security)->RefusedBy(endpoint) && steady_clock::now() < deadline)
+    std::this_thread::sleep_for(milliseconds(10));
+  EXPECT_TRUE((*client_security)->RefusedBy(endpoint));
+  EXPECT_FALSE(ReceiveWithin(**router, milliseconds(300), &frames));
+  // The joined rank's connection, made again (a reconnect), still gets in.
+  first.reset();
+  auto again = rank(1, 0x1111);
+  ASSERT_TRUE(ReceiveWithin(**router, milliseconds(10000), &frames));
+  EXPECT_EQ(frames[0].to_string(), geeps::transport::PeerRoutingId(1, 0x1111));
+}
+
+// A process that starts as a rank of a job already running is refused at
+// the coordinator's handshake and says so at once; the job stays exact.
+TEST(ControlPlaneSealTest, ALateRankIsToldAtOnceAndTheJobGoesOn) {
+  TempDir dir;
+  const int coordinator = FreePort();
+  std::vector<Child> children =
+      StartJob(dir, {"", ""}, {}, {"--iterations", "60", "--delay-ms", "50"}, coordinator);
+  // The job runs once its ranks have joined: wait for rank 1's first sign.
+  std::this_thread::sleep_for(milliseconds(1500));
+  Env env = {{"GEEPS_COORDINATOR", "127.0.0.1:" + std::to_string(coordinator)},
+             {"GEEPS_TIMEOUT_MS", "20000"},
+             {"GEEPS_RANK", "1"},
+             {"GEEPS_WORLD_SIZE", "2"},
+             {"GEEPS_IPC_DIR", dir.File("")}};
+  const auto start = steady_clock::now();
+  std::vector<Child> late = {
+      Spawn({::geeps::testing::Program(GEEPS_MULTIPROC_WORKER)}, env, dir.File("late.log"))};
+  ASSERT_TRUE(WaitAll(late, milliseconds(30000))) << Logs(late);
+  const auto took = steady_clock::now() - start;
+  const std::string log = ReadFile(late[0].log);
+  EXPECT_NE(late[0].status, 0) << log;
+  EXPECT_NE(log.find("rank 1 is already running in it"), std::string::npos) << log;
+  EXPECT_LT(took, std::chrono::seconds(10)) << log;  // not the 20 s timeout
+  ASSERT_TRUE(WaitAll(children, milliseconds(60000))) << Logs(children);
+  ExpectExact(children);
+  EXPECT_NE(ReadFile(children[0].log).find("claims rank 1, but every rank of this job has joined"),
+            std::string::npos)
+      << Logs(children);
 }
 
 }  // namespace

@@ -10,6 +10,8 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "geeps/config.h"
+#include "transport/control_messages.h"
 #include "transport/routing_id.h"
 #include "transport/security.h"
 #include "transport/socket_util.h"
@@ -149,6 +151,53 @@ TEST(TransportSocketsTest, CurveOnlyOffInproc) {
   }
 }
 
+// Without keys: the data plane's tcp/ipc sockets use PLAIN with the job
+// token (a client only once the token is known), the control plane's PLAIN
+// with the rank's routing id; inproc sockets stay plain.
+TEST(TransportSocketsTest, JobTokenAndRankIds) {
+  zmq::context_t context;
+  auto security = SecurityConfig::StartWithToken(&context);
+  ASSERT_TRUE(security.ok()) << security.status();
+  SecurityConfig* sec = security->get();
+  EXPECT_FALSE(sec->curve());
+  auto tcp = BindShardRouter(context, "tcp://127.0.0.1:*", 4096, sec);
+  ASSERT_TRUE(tcp.ok()) << tcp.status();
+  EXPECT_EQ((*tcp)->get(zmq::sockopt::mechanism), ZMQ_PLAIN);
+  EXPECT_EQ((*tcp)->get(zmq::sockopt::plain_server), 1);
+  EXPECT_EQ((*tcp)->get(zmq::sockopt::handshake_ivl), 10000);
+  const std::string endpoint = (*tcp)->get(zmq::sockopt::last_endpoint);
+  auto control = BindControlRouter(context, "tcp://127.0.0.1:*", sec);
+  ASSERT_TRUE(control.ok()) << control.status();
+  EXPECT_EQ((*control)->get(zmq::sockopt::mechanism), ZMQ_PLAIN);
+  EXPECT_EQ((*control)->get(zmq::sockopt::zap_domain), "geeps-control");
+  auto peer = ConnectControlDealer(context, (*control)->get(zmq::sockopt::last_endpoint),
+                                   PeerRoutingId(1, 0), sec);
+  ASSERT_TRUE(peer.ok()) << peer.status();
+  EXPECT_EQ((*peer)->get(zmq::sockopt::mechanism), ZMQ_PLAIN);
+  EXPECT_EQ((*peer)->get(zmq::sockopt::plain_username), "geeps-rank");
+  EXPECT_EQ((*peer)->get(zmq::sockopt::plain_password), PeerRoutingId(1, 0));
+  // A data client before the token: refused, naming the endpoint (an empty
+  // PLAIN password would silently mean no mechanism at all).
+  auto early = ConnectWorkerDealer(context, endpoint, 0, 4096, sec);
+  ASSERT_FALSE(early.ok());
+  EXPECT_NE(early.status().message().find(endpoint), std::string::npos) << early.status();
+  const std::string token = NewJobToken();
+  ASSERT_TRUE(sec->SetJobToken(token).ok());
+  auto dealer = ConnectWorkerDealer(context, endpoint, 0, 4096, sec);
+  ASSERT_TRUE(dealer.ok()) << dealer.status();
+  EXPECT_EQ((*dealer)->get(zmq::sockopt::mechanism), ZMQ_PLAIN);
+  EXPECT_EQ((*dealer)->get(zmq::sockopt::plain_password), token);
+  auto inproc = ConnectWorkerDealer(context, "inproc://token-off", 0, 4096, sec);
+  ASSERT_TRUE(inproc.ok()) << inproc.status();
+  EXPECT_EQ((*inproc)->get(zmq::sockopt::mechanism), ZMQ_NULL);
+  // The token is set once: the same again is fine, another or a malformed
+  // one is refused.
+  EXPECT_TRUE(sec->SetJobToken(token).ok());
+  EXPECT_EQ(sec->SetJobToken(NewJobToken()).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(sec->SetJobToken("xyz").code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(sec->job_token(), token);
+}
+
 TEST(TransportSocketsTest, WakeSockets) {
   zmq::context_t context;
   auto pull = BindWakePull(context, "inproc://wake-test");
@@ -248,6 +297,64 @@ TEST(RoutingIdTest, PeerIds) {
     EXPECT_EQ(ParsePeerRoutingId(bad), -1) << bad;
   }
   EXPECT_EQ(ParsePeerRoutingId("r1." + std::string(37, 'a')), 1);  // 40 characters at most
+}
+
+TEST(RoutingIdTest, JobTokens) {
+  const std::string a = NewJobToken(), b = NewJobToken();
+  EXPECT_TRUE(ValidJobToken(a)) << a;
+  EXPECT_EQ(a.size(), 32u);
+  EXPECT_NE(a, b);  // 128 random bits each
+  for (const std::string& bad :
+       {std::string(), std::string(31, 'a'), std::string(33, 'a'), std::string(31, 'a') + "G",
+        std::string(31, 'a') + "A", std::string(31, 'a') + " "})
+    EXPECT_FALSE(ValidJobToken(bad)) << bad;
+}
+
+// The frame limit follows the job: the largest part of a shared table
+// (its rows' indexes or values), not the 1 GiB default of
+// max_message_bytes.
+TEST(FrameLimitTest, LargestFrameFollowsTheJob) {
+  Config c;
+  c.tables = {{"small", 100, 4}};
+  EXPECT_EQ(LargestFrameBytes(c), 100 * 16 + kFrameSlackBytes);
+  c.tables.push_back({"narrow", 1000, 1});  // indexes (8 bytes) outweigh values
+  EXPECT_EQ(LargestFrameBytes(c), 1000 * 8 + kFrameSlackBytes);
+  TableSpec local{"local", 1u << 20, 64};
+  local.local = true;  // never sent: no effect
+  c.tables.push_back(local);
+  EXPECT_EQ(LargestFrameBytes(c), 1000 * 8 + kFrameSlackBytes);
+  c.tables.push_back({"big", 1u << 20, 16});  // 64 MiB: parts of max_message_bytes
+  c.max_message_bytes = 1u << 20;
+  EXPECT_EQ(LargestFrameBytes(c), (1 << 20) + kFrameSlackBytes);
+  c.tables.push_back({"wide", 2, 1u << 19});  // a 2 MiB row: one row per part
+  EXPECT_EQ(LargestFrameBytes(c), (2 << 20) + kFrameSlackBytes);
+}
+
+// WELCOME carries the job token; a malformed one, or words after it, make
+// the WELCOME malformed.
+TEST(ControlMessagesTest, WelcomeCarriesTheJobToken) {
+  PeerInfo a;
+  a.rank = 0;
+  a.endpoints = {"tcp://h:1"};
+  JobLayout layout = MakeLayout({a});
+  layout.token = NewJobToken();
+  layout.resume_clock = 7;
+  auto back = DecodeWelcome(EncodeWelcome(layout), 1, 1);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->token, layout.token);
+  EXPECT_EQ(back->resume_clock, 7);
+  layout.resume_clock = 0;
+  back = DecodeWelcome(EncodeWelcome(layout), 1, 1);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->token, layout.token);
+  const std::string text = EncodeWelcome(layout);
+  EXPECT_FALSE(DecodeWelcome(text + " extra", 1, 1).ok());
+  EXPECT_FALSE(DecodeWelcome(text.substr(0, text.size() - 1), 1, 1).ok());
+  EXPECT_FALSE(DecodeWelcome(text + "\nRESUME 3", 1, 1).ok());  // out of order
+  layout.token.clear();
+  back = DecodeWelcome(EncodeWelcome(layout), 1, 1);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->token, "");
 }
 
 }  // namespace

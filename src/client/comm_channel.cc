@@ -147,7 +147,7 @@ int CommChannel::PumpLocked(bool app) {
 void CommChannel::DrainMonitorsLocked() {
   for (size_t s = 0; s < monitors_.size(); ++s) {
     if (monitors_[s] == nullptr) continue;
-    const int lost = transport::CountDisconnects(*monitors_[s]);
+    const int lost = transport::CountDisconnects(*monitors_[s], nullptr, ctx_.security);
     if (lost == 0) continue;
     const int64_t before = losses_[s].count.fetch_add(lost);
     losses_[s].last_ns.store(WaitState::NowNs());

@@ -120,7 +120,7 @@ void MachineRelay::Run() {
       for (size_t p = 0; p < partitions_.size(); ++p) {
         Partition& part = partitions_[p];
         if (part.monitor) {
-          const int lost = transport::CountDisconnects(*part.monitor);
+          const int lost = transport::CountDisconnects(*part.monitor, nullptr, security_);
           if (lost > 0) {
             if (connection_losses_.fetch_add(lost) == 0) {
               GEEPS_LOG(Warning) << "machine relay " << machine_

@@ -38,9 +38,11 @@ std::string MissingRanks(const std::vector<bool>& joined) {
 // returns true. Returns whether it did.
 bool PollTexts(zmq::socket_t& socket, zmq::context_t* context, SteadyClock::time_point deadline,
                std::chrono::milliseconds tick,
-               const std::function<bool(const std::string&)>& handle) {
+               const std::function<bool(const std::string&)>& handle,
+               const std::function<bool()>& give_up = nullptr) {
   std::vector<zmq::message_t> frames;
   while (SteadyClock::now() < deadline) {
+    if (give_up && give_up()) return false;
     zmq::pollitem_t item = {socket.handle(), 0, ZMQ_POLLIN, 0};
     zmq::poll(&item, 1, tick);
     while (transport::TryRecvMultipart(socket, context, &frames)) {
@@ -186,6 +188,12 @@ StatusOr<JobLayout> Membership::RendezvousAsCoordinator(const PeerInfo& self, ui
     }
     layout.resume_clock = *clock;
   }
+  // The job token: what this job's data connections present (without
+  // CURVE keys, transport/security.h); every rank learns it here.
+  layout.token = transport::NewJobToken();
+  // From now on only these ranks' connections get to the coordinator.
+  if (security_ != nullptr)
+    security_->SealControlPlane(std::vector<std::string>(peer_ids_.begin() + 1, peer_ids_.end()));
   const std::string welcome = transport::EncodeWelcome(layout);
   for (int r = 1; r < world_size_; ++r) Send(welcome, r);
   return layout;
@@ -207,12 +215,18 @@ Status Membership::AskTheCoordinatorPort(const PeerInfo& self, uint64_t fingerpr
   const auto deadline = SteadyClock::now() + std::min<std::chrono::milliseconds>(
                                                  timeout_, std::chrono::milliseconds(2000));
   std::string abort;
-  if (!PollTexts(*socket, context_, deadline, std::chrono::milliseconds(50),
-                 [&](const std::string& text) {
-                   if (text.rfind("ABORT ", 0) == 0) abort = text.substr(6);
-                   return !abort.empty();
-                 }))
-    return Status::OK();
+  const auto refused = [&] { return security_ != nullptr && security_->RefusedBy(endpoint); };
+  if (!PollTexts(
+          *socket, context_, deadline, std::chrono::milliseconds(50),
+          [&](const std::string& text) {
+            if (text.rfind("ABORT ", 0) == 0) abort = text.substr(6);
+            return !abort.empty();
+          },
+          refused)) {
+    if (!refused()) return Status::OK();
+    // A libgeeps coordinator whose job has started refuses another rank 0.
+    abort = "rank 0 is already running in this job (two processes started as rank 0?)";
+  }
   return InvalidArgumentError(
       "the job could not start: another process already runs as rank 0 with the coordinator at " +
       endpoint + ", and it says: " + abort);
@@ -235,8 +249,10 @@ StatusOr<JobLayout> Membership::RendezvousAsPeer(const PeerInfo& self, uint64_t 
   std::string waiting_for;  // rank 0's last WAIT: the ranks then missing
   bool answered = false;
   StatusOr<JobLayout> result = InternalError("no answer");
+  const auto refused = [&] { return security_ != nullptr && security_->RefusedBy(endpoint); };
   const bool ended = PollTexts(
-      *socket_, context_, deadline, std::chrono::milliseconds(100), [&](const std::string& text) {
+      *socket_, context_, deadline, std::chrono::milliseconds(100),
+      [&](const std::string& text) {
         if (text.rfind("ABORT ", 0) == 0) {
           result = UnavailableError("the job could not start (rank 0 says): " + text.substr(6));
           return true;
@@ -252,8 +268,18 @@ StatusOr<JobLayout> Membership::RendezvousAsPeer(const PeerInfo& self, uint64_t 
           Drop("unexpected frame during rendezvous");
         }
         return false;
-      });
+      },
+      refused);
   if (ended) return result;
+  if (refused()) {
+    // The coordinator's port admits only the ranks that joined once all
+    // have (transport/security.h): this process came after them.
+    return InvalidArgumentError(
+        "the job could not start: the coordinator (rank 0) at " + endpoint +
+        " refused this process: its job has started, every rank has joined, and rank " +
+        std::to_string(rank_) + " is already running in it (two processes started as rank " +
+        std::to_string(rank_) + "? check GEEPS_RANK or the launcher's rank variables)");
+  }
   const std::string within = " within " + std::to_string(timeout_.count()) + " ms";
   if (answered) {
     return DeadlineExceededError("the job could not start: " + waiting_for + " did not join" +

@@ -235,9 +235,13 @@ StatusOr<std::unique_ptr<Process>> Process::Join(const Config& config,
     job_keys = std::move(keys).value();
   }
   GEEPS_ASSIGN_OR_RETURN(impl->context, transport::NewContext());
+  // CURVE with a key file; else the job token guards the data plane.
   if (!key_file.empty()) {
     GEEPS_ASSIGN_OR_RETURN(impl->security,
                            transport::SecurityConfig::Start(impl->context.get(), job_keys));
+  } else {
+    GEEPS_ASSIGN_OR_RETURN(impl->security,
+                           transport::SecurityConfig::StartWithToken(impl->context.get()));
   }
 
   // Bind this process's shard sockets first: their addresses go into HELLO.
@@ -315,6 +319,13 @@ StatusOr<std::unique_ptr<Process>> Process::Join(const Config& config,
     return InvalidArgumentError("the job has " + std::to_string(layout.num_workers) +
                                 " workers and " + std::to_string(layout.num_shards) +
                                 " shards; it needs at least one of each (see GEEPS_ROLE)");
+  if (!impl->security->curve()) {
+    Status token = impl->security->SetJobToken(layout.token);
+    if (!token.ok())
+      return UnavailableError("rank " + std::to_string(impl->rank) +
+                              ": the coordinator's WELCOME has no valid job token (" +
+                              token.message() + "; is rank 0 an older libgeeps?)");
+  }
   job.num_workers = layout.num_workers;
   job.num_shards = layout.num_shards;
   GEEPS_RETURN_IF_ERROR(ValidateConfig(job));
@@ -325,7 +336,7 @@ StatusOr<std::unique_ptr<Process>> Process::Join(const Config& config,
       *impl->context,
       transport::ProcessNeeds(job, HasWorker(options.role) ? 1 : 0,
                               HasShard(options.role) ? job.num_channels : 0, impl->world_size,
-                              impl->security != nullptr),
+                              true),
       "Process::Join: rank " + std::to_string(impl->rank) + " of a job of " +
           transport::JobShape(job)));
 
@@ -395,8 +406,9 @@ StatusOr<std::unique_ptr<Process>> Process::Join(const Config& config,
     const int partition = my_shard * job.num_channels + static_cast<int>(k);
     impl->channels.push_back(std::make_unique<server::ShardChannel>(
         impl->context.get(), job, partition, self.endpoints[k], std::move(bound[k]), participants));
+    impl->channels.back()->SetSecurity(impl->security.get());
     // With CURVE keys, checkpoints carry a MAC by a key derived from them.
-    if (impl->security)
+    if (impl->security->curve())
       impl->channels.back()->SetCheckpointKey(
           server::CheckpointKeyFromSecret(impl->security->keys().secret_key));
   }

@@ -298,7 +298,7 @@ void ShardChannel::Carry(TableId table, const TableOutcome& out) {
 
 void ShardChannel::DrainMonitor() {
   std::vector<int> ended;
-  connections_closed_.fetch_add(transport::CountDisconnects(*monitor_, &ended),
+  connections_closed_.fetch_add(transport::CountDisconnects(*monitor_, &ended, security_),
                                 std::memory_order_relaxed);
   for (int fd : ended) ConnectionEnded(fd);
   const auto now = std::chrono::steady_clock::now();

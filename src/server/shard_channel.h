@@ -38,6 +38,10 @@
 #include "server/partition_table.h"
 #include "transport/wire.h"
 
+namespace geeps::transport {
+class SecurityConfig;
+}  // namespace geeps::transport
+
 namespace geeps::server {
 
 class ShardChannel {
@@ -66,6 +70,12 @@ class ShardChannel {
   // written with a MAC by `key`, and only files with a valid one are read
   // (server/checkpoint.h).
   void SetCheckpointKey(const CheckpointKey& key) { checkpoints_.SetKey(key); }
+
+  // Before Start(), in a process with a security handler (transport/
+  // security.h, which outlives this channel): failed handshakes on this
+  // channel's socket are counted there (this channel's connection monitor
+  // replaces the handler's own).
+  void SetSecurity(const transport::SecurityConfig* security) { security_ = security; }
 
   // Checkpoint files written so far, and the clock of the newest (0: none).
   int64_t checkpoints_written() const { return checkpoints_.written(); }
@@ -132,7 +142,8 @@ class ShardChannel {
   PartitionCounters counters_;
   std::vector<std::unique_ptr<PartitionTable>> tables_;  // by TableId; null if local
 
-  std::unique_ptr<zmq::socket_t> socket_;  // owned by the thread once started
+  const transport::SecurityConfig* security_ = nullptr;  // null: none (inproc)
+  std::unique_ptr<zmq::socket_t> socket_;                // owned by the thread once started
   // TCP/IPC: a PAIR socket receiving socket_'s ZMQ_EVENT_DISCONNECTED (null
   // over inproc); read by the thread.
   std::unique_ptr<zmq::socket_t> monitor_;

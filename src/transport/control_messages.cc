@@ -2,6 +2,8 @@
 
 #include <sstream>
 
+#include "transport/routing_id.h"
+
 namespace geeps::transport {
 namespace {
 
@@ -102,6 +104,7 @@ std::string EncodeWelcome(const JobLayout& layout) {
     WritePeer(out, p);
   }
   if (layout.resume_clock > 0) out << "\nRESUME " << layout.resume_clock;
+  if (!layout.token.empty()) out << "\nTOKEN " << layout.token;
   return out.str();
 }
 
@@ -117,10 +120,17 @@ StatusOr<JobLayout> DecodeWelcome(const std::string& text, int world_size, int c
       return InvalidArgumentError("malformed WELCOME entry for rank " + std::to_string(r));
   }
   JobLayout layout = MakeLayout(std::move(peers));
-  if (in >> word) {
-    if (word != "RESUME" || !(in >> layout.resume_clock) || layout.resume_clock <= 0)
+  if (in >> word && word == "RESUME") {
+    if (!(in >> layout.resume_clock) || layout.resume_clock <= 0)
       return InvalidArgumentError("malformed WELCOME from the coordinator (resume clock)");
+    if (!(in >> word)) return layout;
   }
+  if (in && word == "TOKEN") {
+    if (!(in >> layout.token) || !ValidJobToken(layout.token))
+      return InvalidArgumentError("malformed WELCOME from the coordinator (job token)");
+    if (!(in >> word)) return layout;
+  }
+  if (in) return InvalidArgumentError("malformed WELCOME from the coordinator (after the ranks)");
   return layout;
 }
 

@@ -45,6 +45,9 @@ struct JobLayout {
   int num_workers = 0;
   int num_shards = 0;
   int64_t resume_clock = 0;  // the checkpoint every rank restores; 0: none
+  // The job token (security.h: what the data plane's connections present
+  // without CURVE keys), made by rank 0; "" in a WELCOME without one.
+  std::string token;
 };
 
 // Rank 0's choice of the checkpoint clock, given every rank's HELLO.
@@ -58,7 +61,7 @@ bool ValidMachineName(const std::string& name);
 // numbered in rank order.
 JobLayout MakeLayout(std::vector<PeerInfo> peers);
 std::string EncodeHello(const PeerInfo& self, int world_size, uint64_t fingerprint);
-std::string EncodeWelcome(const JobLayout& layout);  // with resume_clock
+std::string EncodeWelcome(const JobLayout& layout);  // with resume_clock and token
 StatusOr<JobLayout> DecodeWelcome(const std::string& text, int world_size, int channels);
 
 // A decoded HELLO. The peer's shard endpoints are not yet checked against

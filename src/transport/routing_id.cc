@@ -48,6 +48,24 @@ std::string NewPeerRoutingId(int rank) {
   return PeerRoutingId(rank, nonce);
 }
 
+std::string NewJobToken() {
+  std::random_device random;
+  std::string token;
+  static const char kHex[] = "0123456789abcdef";
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t word = random();
+    for (int k = 0; k < 8; ++k) token += kHex[(word >> (4 * k)) & 0xf];
+  }
+  return token;
+}
+
+bool ValidJobToken(const std::string& token) {
+  if (token.size() != 32) return false;
+  for (char c : token)
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  return true;
+}
+
 int ParsePeerRoutingId(const std::string& s) {
   const size_t dot = s.find('.');
   if (s.size() < 4 || s.size() > 40 || s[0] != 'r' || dot == std::string::npos || dot < 2 ||

@@ -33,6 +33,14 @@ std::string NewPeerRoutingId(int rank);
 // characters).
 int ParsePeerRoutingId(const std::string& id);
 
+// ---- The job token ---------------------------------------------------------
+// Without CURVE keys, what a data-plane connection presents to be admitted
+// (security.h): made by rank 0 at the rendezvous, sent in WELCOME. 32
+// lowercase hexadecimal digits from std::random_device (128 bits).
+std::string NewJobToken();
+// Whether `token` is one.
+bool ValidJobToken(const std::string& token);
+
 }  // namespace geeps::transport
 
 #endif  // GEEPS_TRANSPORT_ROUTING_ID_H_

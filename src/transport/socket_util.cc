@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "common/machines.h"
+#include "transport/security.h"
 #include "transport/sockets.h"
 #include "transport/tsan.h"
 
@@ -31,7 +32,9 @@ bool TryRecvMultipart(zmq::socket_t& socket, zmq::context_t* context,
 std::unique_ptr<zmq::socket_t> MonitorDisconnects(zmq::context_t& context, zmq::socket_t& socket) {
   const std::string endpoint =
       "inproc://geeps-monitor-" + std::to_string(reinterpret_cast<uintptr_t>(&socket));
-  if (zmq_socket_monitor(socket.handle(), endpoint.c_str(), ZMQ_EVENT_DISCONNECTED) != 0)
+  if (zmq_socket_monitor(socket.handle(), endpoint.c_str(),
+                         ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+                             ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) != 0)
     throw zmq::error_t();
   auto monitor = std::make_unique<zmq::socket_t>(context, zmq::socket_type::pair);
   monitor->set(zmq::sockopt::linger, 0);
@@ -39,7 +42,8 @@ std::unique_ptr<zmq::socket_t> MonitorDisconnects(zmq::context_t& context, zmq::
   return monitor;
 }
 
-int CountDisconnects(zmq::socket_t& monitor, std::vector<int>* fds) {
+int CountDisconnects(zmq::socket_t& monitor, std::vector<int>* fds,
+                     const SecurityConfig* security) {
   int n = 0;
   // An event is two frames: 2 bytes of event id and 4 of value, then the
   // endpoint.
@@ -49,13 +53,16 @@ int CountDisconnects(zmq::socket_t& monitor, std::vector<int>* fds) {
     if (event.more()) (void)monitor.recv(endpoint, zmq::recv_flags::dontwait);
     uint16_t id = 0;
     if (event.size() >= sizeof(id)) std::memcpy(&id, event.data(), sizeof(id));
-    if (id != ZMQ_EVENT_DISCONNECTED) continue;
-    ++n;
-    int32_t fd = -1;  // the event's value: the connection's descriptor
-    if (fds != nullptr && event.size() >= sizeof(id) + sizeof(fd)) {
-      std::memcpy(&fd, static_cast<const char*>(event.data()) + sizeof(id), sizeof(fd));
-      fds->push_back(fd);
+    int32_t value = -1;  // a disconnection's: the connection's descriptor
+    if (event.size() >= sizeof(id) + sizeof(value))
+      std::memcpy(&value, static_cast<const char*>(event.data()) + sizeof(id), sizeof(value));
+    if (id != ZMQ_EVENT_DISCONNECTED) {
+      if (security != nullptr)
+        security->NoteHandshakeFailure(id, static_cast<uint32_t>(value), endpoint.to_string());
+      continue;
     }
+    ++n;
+    if (fds != nullptr && event.size() >= sizeof(id) + sizeof(value)) fds->push_back(value);
   }
   return n;
 }
@@ -67,10 +74,18 @@ void StopMonitor(zmq::socket_t& socket, std::unique_ptr<zmq::socket_t>& monitor)
 }
 
 int64_t LargestFrameBytes(const Config& c) {
-  uint64_t widest = 0;
-  for (const TableSpec& t : c.tables)
-    widest = std::max<uint64_t>(widest, uint64_t{t.row_width} * sizeof(float));
-  return static_cast<int64_t>(std::max<uint64_t>(c.max_message_bytes, widest) + 4096);
+  // A frame is a part's rows (8 bytes each) or its values (4 * width
+  // bytes): at most max_message_bytes, or one row when a row is larger
+  // (RowsPerPart), and never more rows than the table has.
+  uint64_t largest = 0;
+  for (const TableSpec& t : c.tables) {
+    if (t.local) continue;  // never sent
+    const uint64_t row_bytes = std::max<uint64_t>(uint64_t{t.row_width} * sizeof(float), 8);
+    const uint64_t whole = std::max<uint64_t>(t.num_rows, 1) * row_bytes;
+    largest =
+        std::max(largest, std::min(whole, std::max<uint64_t>(c.max_message_bytes, row_bytes)));
+  }
+  return static_cast<int64_t>(largest + kFrameSlackBytes);
 }
 
 StatusOr<int> NewWakeFd(const std::string& who) {
@@ -168,19 +183,19 @@ SocketNeeds EmbeddedClusterNeeds(const Config& c) {
 }
 
 SocketNeeds ProcessNeeds(const Config& c, int workers_here, int channels_here, int processes,
-                         bool curve) {
+                         bool secured) {
   const uint64_t partitions = static_cast<uint64_t>(c.num_shards) * c.num_channels;
   // Every tcp/ipc socket has a disconnect monitor (ZeroMQ's PAIR and ours),
-  // with CURVE a handshake monitor too.
-  const uint64_t per_socket = 1 + 2 + (curve ? 2 : 0);
+  // when secured (CURVE or the job token) a handshake monitor too.
+  const uint64_t per_socket = 1 + 2 + (secured ? 2 : 0);
   // With machine-level aggregation a worker process may run its machine's
   // relay: a ROUTER (its members connect) and a DEALER per partition.
   const uint64_t relay = c.aggregate_per_machine && workers_here > 0 ? partitions : 0;
   const uint64_t dealers = (workers_here > 0 ? partitions : 0) + relay;
   const uint64_t routers = static_cast<uint64_t>(std::max(0, channels_here)) + relay;
   SocketNeeds n;
-  // The membership socket and its control socket, the CURVE handler's two.
-  n.sockets = (dealers + routers) * per_socket + 2 + (curve ? 4 : 0) + 16;
+  // The membership socket and its control socket, the ZAP handler's two.
+  n.sockets = (dealers + routers) * per_socket + 2 + (secured ? 4 : 0) + 16;
   // Mailboxes, one connection per DEALER, one per worker at each ROUTER,
   // one per process at the coordinator, a wake-up per worker channel and
   // per partition, ZeroMQ's own.

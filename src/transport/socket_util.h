@@ -12,6 +12,8 @@
 
 namespace geeps::transport {
 
+class SecurityConfig;
+
 // Receives one whole multipart message into `frames` (cleared first) without
 // waiting for its first frame. Returns false when none is queued. Tells TSan
 // about the hand-off (see tsan.h). Throws zmq::error_t like cppzmq.
@@ -31,23 +33,32 @@ void SignalWakeFd(int fd);
 void ClearWakeFd(int fd);
 
 // The largest frame a legal data-plane message of a job with config `c`
-// has: a part of at most max_message_bytes, or one row of the widest table
-// (a part holds at least one row), plus slack for the header. Sockets set
-// it as ZMQ_MAXMSGSIZE, so a peer that announces a larger frame is
-// disconnected before anything is allocated for it.
+// has, plus kFrameSlackBytes: over its shared tables, a part's rows or
+// values, at most max_message_bytes (or one row, when a row is larger: a
+// part holds at least one row) and at most the whole table. So the limit
+// follows the job (a job of small tables accepts only small frames), not
+// the 1 GiB default of max_message_bytes. Sockets set it as
+// ZMQ_MAXMSGSIZE, so a peer that announces a larger frame is disconnected
+// before anything is allocated for it.
+inline constexpr int64_t kFrameSlackBytes = 4096;
 int64_t LargestFrameBytes(const Config& c);
 
 // Connections of `socket` that end (a reset, a peer that closed, a peer cut
 // off by ZeroMQ for an oversized frame or a failed handshake): a PAIR socket
-// receiving `socket`'s ZMQ_EVENT_DISCONNECTED (a socket monitor), to be
-// polled through its ZMQ_FD and drained with CountDisconnects. Throws
-// zmq::error_t. StopMonitor(socket, monitor) before closing `socket`.
+// receiving `socket`'s ZMQ_EVENT_DISCONNECTED and its failed handshakes (a
+// socket monitor), to be polled through its ZMQ_FD and drained with
+// CountDisconnects. ZeroMQ keeps one monitor per socket: this one replaces
+// the security handler's (security.h), so CountDisconnects hands the failed
+// handshakes on to it. Throws zmq::error_t. StopMonitor(socket, monitor)
+// before closing `socket`.
 std::unique_ptr<zmq::socket_t> MonitorDisconnects(zmq::context_t& context, zmq::socket_t& socket);
 // Receives every queued event of `monitor` without waiting (its ZMQ_FD is
 // edge-triggered: call after each wake-up); returns how many were
 // disconnections, and appends the descriptor of each ended connection to
-// `fds` if given.
-int CountDisconnects(zmq::socket_t& monitor, std::vector<int>* fds = nullptr);
+// `fds` if given. A failed handshake goes to `security` (counted as a
+// refused connection there) when given.
+int CountDisconnects(zmq::socket_t& monitor, std::vector<int>* fds = nullptr,
+                     const SecurityConfig* security = nullptr);
 void StopMonitor(zmq::socket_t& socket, std::unique_ptr<zmq::socket_t>& monitor);
 
 // ---- Socket and descriptor budget of one context -------------------------
@@ -81,7 +92,7 @@ std::string JobShape(const Config& c);
 // with `c.num_workers` workers and `c.num_shards` shards over tcp/ipc,
 // `processes` in all, `curve` with CURVE (a monitor per socket).
 SocketNeeds ProcessNeeds(const Config& c, int workers_here, int channels_here, int processes,
-                         bool curve);
+                         bool secured);
 
 // The same for the control plane (membership: hellos, layouts, aborts).
 inline constexpr int64_t kControlFrameLimit = int64_t{16} << 20;

@@ -51,7 +51,8 @@ StatusOr<SocketPtr> BindShardRouter(zmq::context_t& context, const std::string& 
     // newest: otherwise ZeroMQ drops every message of the real worker.
     socket->set(zmq::sockopt::router_handover, 1);
     socket->set(zmq::sockopt::linger, kLingerMs);
-    if (!IsInproc(endpoint)) ConfigureCurveServer(*socket, security);  // null: off
+    // Only the job's members get in: CURVE, or the job token (null: inproc).
+    if (!IsInproc(endpoint)) ConfigureSecureServer(*socket, security, Plane::kData);
     socket->bind(endpoint);
     if (actual) *actual = socket->get(zmq::sockopt::last_endpoint);
     return socket;
@@ -72,7 +73,7 @@ StatusOr<SocketPtr> ConnectWorkerDealer(zmq::context_t& context, const std::stri
     socket->set(zmq::sockopt::linger, kLingerMs);
     // As on the partition's side: pushes are bounded by the job's config.
     socket->set(zmq::sockopt::maxmsgsize, max_frame_bytes);
-    if (!IsInproc(endpoint)) ConfigureCurveClient(*socket, security);  // null: off
+    if (!IsInproc(endpoint)) ConfigureSecureClient(*socket, security, Plane::kData);
     socket->connect(endpoint);
     return socket;
   } catch (const zmq::error_t& e) {
@@ -91,7 +92,9 @@ StatusOr<SocketPtr> BindControlRouter(zmq::context_t& context, const std::string
     // the largest legal control message is accepted.
     socket->set(zmq::sockopt::maxmsgsize, kControlFrameLimit);
     socket->set(zmq::sockopt::linger, kLingerMs);
-    if (!IsInproc(endpoint)) ConfigureCurveServer(*socket, security);  // null: off
+    // CURVE; without keys, the rendezvous admits anyone who names a rank
+    // and then only the ranks that joined (security.h).
+    if (!IsInproc(endpoint)) ConfigureSecureServer(*socket, security, Plane::kControl);
     socket->bind(endpoint);
     return socket;
   } catch (const zmq::error_t& e) {
@@ -109,7 +112,7 @@ StatusOr<SocketPtr> ConnectControlDealer(zmq::context_t& context, const std::str
     // The coordinator's answers are bounded like its inbox.
     socket->set(zmq::sockopt::maxmsgsize, kControlFrameLimit);
     socket->set(zmq::sockopt::linger, kLingerMs);
-    if (!IsInproc(endpoint)) ConfigureCurveClient(*socket, security);  // null: off
+    if (!IsInproc(endpoint)) ConfigureSecureClient(*socket, security, Plane::kControl);
     socket->connect(endpoint);
     return socket;
   } catch (const zmq::error_t& e) {

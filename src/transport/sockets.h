@@ -6,8 +6,9 @@
 //
 // The factories never throw: a zmq::error_t becomes a Status naming the role,
 // the endpoint and the cause (kUnavailable). A factory that binds or
-// connects a tcp:// or ipc:// socket makes it a CURVE server or client first
-// when `security` is set (security.h); inproc:// sockets stay plain.
+// connects a tcp:// or ipc:// socket secures it first when `security` is
+// set (security.h): CURVE on both planes, or, without keys, the job token on
+// the data plane; inproc:// sockets stay plain.
 #ifndef GEEPS_TRANSPORT_SOCKETS_H_
 #define GEEPS_TRANSPORT_SOCKETS_H_
 

@@ -84,6 +84,8 @@ void CheckWelcome(const std::string& text, int world, int channels) {
   StatusOr<JobLayout> l2 = transport::DecodeWelcome(transport::EncodeWelcome(*l), world, channels);
   GEEPS_FUZZ_CHECK(l2.ok());
   GEEPS_FUZZ_CHECK(l2->resume_clock == l->resume_clock);
+  GEEPS_FUZZ_CHECK(l->token.empty() || transport::ValidJobToken(l->token));
+  GEEPS_FUZZ_CHECK(l2->token == l->token);
   for (int r = 0; r < world; ++r) GEEPS_FUZZ_CHECK(SamePeer(l2->peers[r], l->peers[r]));
 }
 
