@@ -778,7 +778,7 @@ TEST(CurveJobTest, IntrudersCannotReadOrUpdate) {
 
 namespace {
 
-// ---- foreign traffic (docs/security.md, "What a process outside the job can do") --
+// ---- foreign traffic (docs/security.md, "Without CURVE (the default)") ------------
 
 // What a local process outside the job sprays at every port of a running
 // job: short-lived DEALER, REQ, PUSH and PUB sockets, a third of them with a
