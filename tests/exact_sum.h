@@ -80,8 +80,11 @@ struct Recorded {
   std::vector<std::vector<RowIndex>> read_rows;
 };
 
-// Records: read every table, then update every table, then clock; worker 0's
-// prologue writes the initial values.
+// Records: read every table in order, then update every table in reverse
+// order (a trainer's forward and backward passes: the table read first is
+// updated last, so its partitions defer the other tables' pushes of a
+// clock until its own has gone), then clock; worker 0's prologue writes
+// the initial values. rec.updates is by table.
 inline StatusOr<Recorded> Record(GeePS& ps, const Config& c, int slack) {
   Recorded rec;
   for (TableId t = 0; t < c.tables.size(); ++t) {
@@ -90,11 +93,12 @@ inline StatusOr<Recorded> Record(GeePS& ps, const Config& c, int slack) {
     GEEPS_RETURN_IF_ERROR(ps.VirtualPostRead(h));
     rec.reads.push_back(h);
   }
-  for (TableId t = 0; t < c.tables.size(); ++t) {
+  rec.updates.resize(c.tables.size());
+  for (TableId t = c.tables.size(); t-- > 0;) {
     GEEPS_ASSIGN_OR_RETURN(UpdateHandle h,
                            ps.VirtualPreUpdate(t, RowRange(0, c.tables[t].num_rows)));
     GEEPS_RETURN_IF_ERROR(ps.VirtualUpdate(h));
-    rec.updates.push_back(h);
+    rec.updates[t] = h;
   }
   GEEPS_RETURN_IF_ERROR(ps.VirtualClock());
   if (ps.rank() == 0) {
@@ -160,7 +164,7 @@ inline Status RunWorker(GeePS& ps, const Config& c, int slack, int iterations,
                                       std::min<int64_t>(hi, iterations), w, i));
       GEEPS_RETURN_IF_ERROR(ps.PostRead(rec.reads[t]));
     }
-    for (TableId t = 0; t < c.tables.size(); ++t) {
+    for (TableId t = c.tables.size(); t-- > 0;) {
       GEEPS_ASSIGN_OR_RETURN(float* buf, ps.PreUpdate(rec.updates[t]));
       const TableSpec& spec = c.tables[t];
       std::vector<float> deltas(spec.num_rows * spec.row_width);

@@ -212,7 +212,7 @@ TEST(MachineAggregationTest, AStalledWorkerInsideAMachineIsNamed) {
         }
         GEEPS_RETURN_IF_ERROR(ps.PostRead(rec.reads[t]));
       }
-      for (TableId t = 0; t < c.tables.size(); ++t) {
+      for (TableId t = c.tables.size(); t-- > 0;) {  // as Record recorded them
         GEEPS_RETURN_IF_ERROR(ps.PreUpdate(rec.updates[t]).status());
         GEEPS_RETURN_IF_ERROR(ps.Update(rec.updates[t]));
       }

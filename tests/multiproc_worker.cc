@@ -52,6 +52,7 @@ void Report(const std::string& dir, geeps::Process& p, const geeps::Status& st) 
   r.shard = ss.shard;
   r.frames_dropped = ss.frames_dropped;
   r.early_push_parts = ss.early_push_parts;
+  r.pushes_deferred = ss.pushes_deferred;
   r.updates_applied = ss.updates_applied;
   if (!geeps::testing::WriteProcessReport(dir, r))
     std::fprintf(stderr, "multiproc_worker rank %d: cannot write %s\n", r.rank,

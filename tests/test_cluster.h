@@ -52,6 +52,7 @@ struct Workload {
   int delay_ms = 0;
   int max_message_bytes = 0;    // 0: the config's default
   int pipeline_part_bytes = 0;  // 0: the config's default
+  bool push_in_read_order = false;
   // ProcessCluster only: rank kill_rank SIGKILLs itself before clock
   // kill_at; heartbeat_timeout_ms (0: default) bounds how long the others
   // take to notice.
@@ -75,6 +76,7 @@ struct ShardResult {
   int64_t frames_dropped = 0;
   int64_t early_push_parts = 0;
   int64_t updates_applied = 0;
+  int64_t pushes_deferred = 0;
 };
 
 struct ClusterResult {
@@ -109,13 +111,14 @@ class TestCluster {
 //   frames_dropped N
 //   early_push_parts N
 //   updates_applied N
+//   pushes_deferred N
 //   end
 struct ProcessReport {
   bool complete = false;
   int rank = -1, worker = -1, shard = -1, device = -1;
   Status status;
   int64_t iterations = 0, pushes_installed = 0, frames_dropped = 0, early_push_parts = 0,
-          updates_applied = 0;
+          updates_applied = 0, pushes_deferred = 0;
 };
 
 inline std::string ResultFileName(const std::string& dir, int rank) {
@@ -136,7 +139,8 @@ inline bool WriteProcessReport(const std::string& dir, const ProcessReport& r) {
         << static_cast<int>(r.status.code()) << " " << message << "\niterations " << r.iterations
         << "\npushes_installed " << r.pushes_installed << "\ndevice " << r.device << "\nshard "
         << r.shard << "\nframes_dropped " << r.frames_dropped << "\nearly_push_parts "
-        << r.early_push_parts << "\nupdates_applied " << r.updates_applied << "\nend\n";
+        << r.early_push_parts << "\nupdates_applied " << r.updates_applied << "\npushes_deferred "
+        << r.pushes_deferred << "\nend\n";
     if (!out.good()) return false;
   }
   return std::rename(tmp.c_str(), path.c_str()) == 0;
@@ -175,6 +179,7 @@ inline ProcessReport ReadProcessReport(const std::string& dir, int rank) {
     if (key == "frames_dropped") r.frames_dropped = v;
     if (key == "early_push_parts") r.early_push_parts = v;
     if (key == "updates_applied") r.updates_applied = v;
+    if (key == "pushes_deferred") r.pushes_deferred = v;
   }
   return r;
 }
@@ -218,6 +223,7 @@ class ThreadCluster : public TestCluster {
     c.device = w.device;
     if (w.max_message_bytes > 0) c.max_message_bytes = w.max_message_bytes;
     if (w.pipeline_part_bytes > 0) c.pipeline_part_bytes = w.pipeline_part_bytes;
+    c.push_in_read_order = w.push_in_read_order;
     out.workers.resize(c.num_workers);
     auto cluster = EmbeddedCluster::Start(c);
     if (!cluster.ok()) {
@@ -248,7 +254,8 @@ class ThreadCluster : public TestCluster {
     }
     for (int s = 0; s < c.num_shards; ++s) {
       const ShardStats st = ec.GetShardStats(s);
-      out.shards.push_back({s, st.frames_dropped, st.early_push_parts, st.updates_applied});
+      out.shards.push_back(
+          {s, st.frames_dropped, st.early_push_parts, st.updates_applied, st.pushes_deferred});
     }
     const Status down = ec.Shutdown();
     if (!down.ok())
@@ -293,6 +300,7 @@ class ProcessCluster : public TestCluster {
         env["GEEPS_MAX_MESSAGE_BYTES"] = std::to_string(w.max_message_bytes);
       if (w.pipeline_part_bytes > 0)
         env["GEEPS_PIPELINE_PART_BYTES"] = std::to_string(w.pipeline_part_bytes);
+      if (w.push_in_read_order) env["GEEPS_PUSH_IN_READ_ORDER"] = "1";
       std::vector<std::string> argv = {binary_,
                                        "--result-dir",
                                        results,
@@ -325,8 +333,8 @@ class ProcessCluster : public TestCluster {
         wr.iterations = rep.iterations;
         wr.pushes_installed = rep.pushes_installed;
         wr.device = rep.device;
-        out.shards.push_back(
-            {rep.shard, rep.frames_dropped, rep.early_push_parts, rep.updates_applied});
+        out.shards.push_back({rep.shard, rep.frames_dropped, rep.early_push_parts,
+                              rep.updates_applied, rep.pushes_deferred});
       } else {
         wr.status = Status(StatusCode::kUnavailable, "process " + std::to_string(r) +
                                                          " reported nothing (exit " +

@@ -163,6 +163,18 @@ struct Config {
   // (a shard pushes early only with it set).
   uint64_t pipeline_part_bytes = 0;
 
+  // Pushes in the order of need (docs/architecture.md): the workers tell the
+  // partitions in which order an iteration first reads the tables, and a
+  // partition holds a clock's push of a table until the pushes of the
+  // tables read before it have gone out. Pays where the network or the
+  // CPU is the limit during the backward pass (16 emulated machines at
+  // 250 ms per iteration: 0.45 -> 0.53 of linear); costs where compute
+  // hides the pushes anyway (1000 ms: 0.91 -> 0.85), since the held pushes
+  // then leave in one burst after the first table's (docs/performance.md,
+  // "16 machines"). Off by default. Set per worker; a partition orders by
+  // the first rank it hears, so workers may differ.
+  bool push_in_read_order = false;
+
   // Multi-process jobs (TCP/IPC): survive a worker-to-partition connection
   // that is lost and comes back (docs/architecture.md, "Connection loss and
   // resend"). A worker keeps each update until a push acknowledges it and

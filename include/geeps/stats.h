@@ -116,6 +116,10 @@ struct GEEPS_EXPORT ShardStats {
   // not installed it.
   int64_t resyncs_received = 0;
   int64_t repushes = 0;
+  // Pushes held back until another table's push of the same clock had gone
+  // out: the clock's pushes leave in the order the workers read the tables
+  // (docs/architecture.md, "Pushes in the order of need").
+  int64_t pushes_deferred = 0;
 
   // Adds the counters of `other` (e.g. of another channel of the shard).
   void Add(const ShardStats& other);

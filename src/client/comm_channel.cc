@@ -26,6 +26,12 @@ using transport::WireHeader;
 
 namespace {
 constexpr int kPollSafetyMs = 200;
+// A push of fewer bytes than this is not acknowledged on its own: a message
+// costs both ends system calls and a wake-up (tens of microseconds on a
+// loaded machine), more than the partition's copy aside of that many bytes
+// when another worker's update reaches it first (docs/architecture.md,
+// "Connection loss and resend").
+constexpr uint64_t kAckMinBytes = 256 * 1024;
 
 // ZeroMQ's free function for a message sent from an oplog slot.
 void ReleaseZeroCopy(void* /*data*/, void* hint) {
@@ -92,6 +98,11 @@ Status CommChannel::Start() {
     monitors_.push_back(std::move(monitor));
     shards_.push_back(std::move(s).value());
   }
+  for (int fd : zmq_fds_) pump_fds_.push_back({fd, POLLIN, 0});
+  for (const auto& m : monitors_)
+    pump_fds_.push_back({m ? transport::SocketFd(*m) : -1, POLLIN, 0});
+  unchecked_.assign(shards_.size(), 1);
+  monitor_read_.assign(monitors_.size(), 0);
   resend_ = ctx_.config->resend_after_connection_loss;
   losses_ = std::make_unique<Losses[]>(shards_.size());
   num_losses_ = shards_.size();
@@ -129,13 +140,21 @@ void CommChannel::Pump() {
 }
 
 int CommChannel::PumpLocked(bool app) {
+  // One poll of every descriptor, not a read of each socket's state (which
+  // costs ZeroMQ two system calls per socket, and a worker has a socket per
+  // shard).
+  for (pollfd& f : pump_fds_) f.revents = 0;
+  if (::poll(pump_fds_.data(), pump_fds_.size(), 0) < 0) {
+    for (pollfd& f : pump_fds_) f.revents = POLLIN;  // EINTR: read them all
+  }
   int installed = 0;
   std::vector<zmq::message_t> frames;
   for (size_t s = 0; s < shards_.size(); ++s) {
-    // ZMQ_EVENTS also resets the socket's ZMQ_FD: loop until it reports
-    // nothing more to read, so the next arrival signals the descriptor.
-    while (transport::HasInput(*shards_[s])) {
-      if (!transport::TryRecvMultipart(*shards_[s], zmq_context_, &frames)) break;
+    if (!unchecked_[s] && !(pump_fds_[s].revents & POLLIN)) continue;
+    unchecked_[s] = 0;
+    // Receive until a receive finds nothing: that one reads the socket's
+    // state (as ZMQ_EVENTS would), so the next arrival signals ZMQ_FD.
+    while (transport::TryRecvMultipart(*shards_[s], zmq_context_, &frames)) {
       if (HandlePush(static_cast<int>(s), frames)) ++installed;
     }
   }
@@ -147,6 +166,9 @@ int CommChannel::PumpLocked(bool app) {
 void CommChannel::DrainMonitorsLocked() {
   for (size_t s = 0; s < monitors_.size(); ++s) {
     if (monitors_[s] == nullptr) continue;
+    // Read until then: before its first read the descriptor may not signal.
+    if (monitor_read_[s] && !(pump_fds_[shards_.size() + s].revents & POLLIN)) continue;
+    monitor_read_[s] = 1;
     const int lost = transport::CountDisconnects(*monitors_[s], nullptr, ctx_.security);
     if (lost == 0) continue;
     const int64_t before = losses_[s].count.fetch_add(lost);
@@ -304,6 +326,7 @@ void CommChannel::RunTask(const CommTask& task) {
 void CommChannel::SendFrames(int shard, zmq::message_t* frames, size_t count) {
   size_t bytes = 0;
   transport::ReleaseBeforeSend(zmq_context_);
+  unchecked_[shard] = 1;  // a send may take the socket's ZMQ_FD signal
   try {
     for (size_t i = 0; i < count; ++i) {
       bytes += frames[i].size();
@@ -355,6 +378,7 @@ void CommChannel::SendSubscribe(TableCache& t, const PartitionSlice& s) {
   h.type = static_cast<uint16_t>(MsgType::kSubscribe);
   h.sender = static_cast<uint32_t>(ctx_.rank);
   h.table = t.id;
+  h.aux = t.read_rank;  // the order of the partition's pushes (PushSchedule)
   h.row_width = t.width;
   SendInParts(s.partition / ctx_.config->num_channels, h, t.rows.data() + s.cache_begin,
               s.cache_count, Payload{}, ctx_.config->max_message_bytes);
@@ -526,9 +550,11 @@ bool CommChannel::HandlePush(int shard, std::vector<zmq::message_t>& frames) {
   ctx_.counters->pushes_installed.fetch_add(1);
   t.cv.notify_all();
   // With other workers, their updates may reach the partition before this
-  // worker's next update (which acknowledges too): acknowledge now, so the
-  // partition stops holding the push's rows before it writes them.
-  if (resend_ && monitors_[shard] != nullptr && ctx_.config->num_workers > 1)
+  // worker's next update (which acknowledges too), and the partition then
+  // copies the push's rows aside before it writes them: acknowledge now
+  // where that copy would cost more than the message (kAckMinBytes).
+  if (resend_ && monitors_[shard] != nullptr && ctx_.config->num_workers > 1 &&
+      static_cast<uint64_t>(s.cache_count) * t.width * sizeof(float) >= kAckMinBytes)
     SendControl(shard, MsgType::kAck, m.header.table, m.header.clock);
   return true;
 }

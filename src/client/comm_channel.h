@@ -18,6 +18,8 @@
 #ifndef GEEPS_CLIENT_COMM_CHANNEL_H_
 #define GEEPS_CLIENT_COMM_CHANNEL_H_
 
+#include <poll.h>
+
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -168,7 +170,8 @@ class CommChannel {
   // false.
   bool Stale(int shard, const transport::DecodedMessage& m, const PartitionSlice& s)
       GEEPS_REQUIRES(io_mu_);
-  // Reads the socket monitors' events (connection losses).
+  // Reads the events (connection losses) of the socket monitors whose
+  // descriptor PumpLocked found readable.
   void DrainMonitorsLocked() GEEPS_REQUIRES(io_mu_);
 
   ClientContext ctx_;
@@ -194,6 +197,17 @@ class CommChannel {
   std::unique_ptr<Losses[]> losses_;  // set in Start, then fixed
   size_t num_losses_ = 0;
   std::vector<int> zmq_fds_;  // ZMQ_FD per shard socket
+  // ZMQ_FD of each shard socket, then of each shard's monitor (-1: none):
+  // PumpLocked polls them without waiting and reads only the sockets that
+  // signalled or that this channel used since it last read their state.
+  std::vector<pollfd> pump_fds_ GEEPS_GUARDED_BY(io_mu_);
+  // Per shard: the socket was used (a send) since a receive last found
+  // nothing on it; until one does, its ZMQ_FD may have missed an arrival
+  // (it is edge-triggered, and a send may consume its signal).
+  std::vector<uint8_t> unchecked_ GEEPS_GUARDED_BY(io_mu_);
+  // Per shard: its monitor has been read once (from then on its ZMQ_FD
+  // signals what comes; before, ZeroMQ may not have armed it).
+  std::vector<uint8_t> monitor_read_ GEEPS_GUARDED_BY(io_mu_);
   std::unique_ptr<device::Stream> stream_ GEEPS_GUARDED_BY(io_mu_);
   // A push being received in parts, per shard socket and table.
   struct PartialPush {

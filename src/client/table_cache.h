@@ -66,6 +66,10 @@ struct CacheRun {
 struct TableCache {
   TableId id = 0;
   uint32_t width = 0;
+  // Where the repeated iteration first reads the table among the tables it
+  // reads (1 = first; 0: not read there). Sent with the subscriptions: the
+  // partitions push a clock's tables in this order (server/push_schedule.h).
+  uint32_t read_rank = 0;
   std::vector<uint64_t> rows;   // cached rows, sorted
   float* cache = nullptr;       // device memory, device_rows * width
   float* oplog = nullptr;       // device memory, device_rows * width

@@ -197,6 +197,12 @@ Status Worker::FinishVirtualIteration() {
     if (!st.ok()) return fail(st);
     for (int fd : channels_.back()->poll_fds()) wait_fds_.push_back({fd, POLLIN, 0});
   }
+  uint32_t next_rank = 0;
+  for (const Op& op : seq_.ops(kRepeated)) {
+    if (!config_.push_in_read_order || op.type != OpType::kRead) continue;
+    auto& t = data_->tables()[seq_.reads()[op.handle].table];
+    if (t && t->read_rank == 0) t->read_rank = ++next_rank;
+  }
   for (const auto& t : data_->tables()) {
     if (!t || t->rows.empty()) continue;
     for (auto& c : channels_) {

@@ -153,6 +153,9 @@ class Worker {
   // A poll of WaitForPushes that returns later than asked by more than this
   // was frozen: the excess is left out of the deadline.
   static constexpr std::chrono::milliseconds kFrozenGap{1000};
+  // How often a wait for pushes looks again at update buffers ZeroMQ still
+  // holds (to zero them once released, off PreUpdate's path).
+  static constexpr int kHeldBufferTickMs = 10;
   void NoteFrozen(std::chrono::steady_clock::duration overslept);  // logs the first
   std::atomic<bool> logged_frozen_{false};
   WaitState wait_;

@@ -107,12 +107,14 @@ bool Worker::WaitForPushes(common::MutexLock& lock, SteadyClock::time_point dead
     lock.Unlock();
     // Idle until a push comes: zero the update buffers ZeroMQ has released
     // (PreUpdate then skips them); while one is still held, look again in
-    // 1 ms.
+    // kHeldBufferTickMs (not sooner: on a slow link a send takes long, and
+    // each look wakes this thread and reads every channel).
     const bool held = data_->ZeroReleasedUpdateBuffers();
     for (pollfd& f : wait_fds_) f.revents = 0;
     // Readable: a push may have arrived, a channel thread installed one,
     // or the worker is shutting down (wake_fd).
-    const int poll_ms = static_cast<int>(std::min<int64_t>(left_ms, held ? 1 : 200));
+    const int poll_ms =
+        static_cast<int>(std::min<int64_t>(left_ms, held ? kHeldBufferTickMs : 200));
     const int ready = ::poll(wait_fds_.data(), wait_fds_.size(), poll_ms);
     // A poll that returns far later than it was asked to means this
     // process did not run meanwhile (stopped by SIGSTOP or a debugger,

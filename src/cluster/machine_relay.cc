@@ -245,6 +245,7 @@ void MachineRelay::HandleDown(int p, std::vector<zmq::message_t>& frames) {
     return Drop("row width does not match the table");
   Status rows_ok = transport::ValidateRows(m, t.row_begin, t.row_end);
   if (!rows_ok.ok()) return Drop(rows_ok.message());
+  if (m.type == MsgType::kSubscribe && t.read_rank == 0) t.read_rank = m.header.aux;
   MemberTable& mt = t.members[member];
   bool complete = false;
   if (!Accept(&mt.partial, m, t.width, &complete)) return Drop("message part out of sequence");
@@ -361,6 +362,7 @@ void MachineRelay::SendSubscription(int p, uint32_t table) {
   h.type = static_cast<uint16_t>(MsgType::kSubscribe);
   h.sender = static_cast<uint32_t>(members_[0]);
   h.table = table;
+  h.aux = t.read_rank;
   h.row_width = t.width;
   SendParts(*partitions_[p].up, "", h, t.rows_up.data(), nullptr, nullptr, t.rows_up.size(),
             config_.max_message_bytes);

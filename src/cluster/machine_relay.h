@@ -109,6 +109,9 @@ class MachineRelay {
     std::vector<MemberTable> members;     // by position in members_
     int64_t next_up = 0;                  // the clock of the next sum sent
     bool subscribed_up = false;
+    // The members' read rank of the table (their subscriptions' aux),
+    // passed up with the relay's subscription (server/push_schedule.h).
+    int64_t read_rank = 0;
     std::vector<uint64_t> rows_up;  // the union of the subscriptions
     // Per member: its rows' positions in rows_up; `whole`: all of them.
     std::vector<std::vector<uint32_t>> pick;

@@ -200,6 +200,10 @@ Status ApplyEnvironment(Config* c) {
                                                      kMinMessageBytes, kMaxMessageBytes));
     c->max_message_bytes = static_cast<uint64_t>(value);
   }
+  if (const char* text = std::getenv("GEEPS_PUSH_IN_READ_ORDER")) {
+    GEEPS_ASSIGN_OR_RETURN(long long value, ParseInt("GEEPS_PUSH_IN_READ_ORDER", text, 0, 1));
+    c->push_in_read_order = value != 0;
+  }
   if (const char* text = std::getenv("GEEPS_PIPELINE_PART_BYTES")) {
     GEEPS_ASSIGN_OR_RETURN(long long value,
                            ParseInt("GEEPS_PIPELINE_PART_BYTES", text, 0, kMaxMessageBytes));

@@ -71,6 +71,7 @@ void ShardStats::Add(const ShardStats& o) {
   routing_id_handovers += o.routing_id_handovers;
   resyncs_received += o.resyncs_received;
   repushes += o.repushes;
+  pushes_deferred += o.pushes_deferred;
 }
 
 std::string ShardStats::ToJson() const {
@@ -85,7 +86,8 @@ std::string ShardStats::ToJson() const {
     << ",\"repeated_rows_skipped\":" << repeated_rows_skipped
     << ",\"connections_closed\":" << connections_closed
     << ",\"routing_id_handovers\":" << routing_id_handovers
-    << ",\"resyncs_received\":" << resyncs_received << ",\"repushes\":" << repushes << "}";
+    << ",\"resyncs_received\":" << resyncs_received << ",\"repushes\":" << repushes
+    << ",\"pushes_deferred\":" << pushes_deferred << "}";
   return o.str();
 }
 

@@ -102,6 +102,7 @@ ShardChannel::~ShardChannel() {
 
 Status ShardChannel::Start() {
   if (started_) return FailedPreconditionError("shard channel already started");
+  schedule_ = PushSchedule(tables_.size(), kMaxPushHold);
   if (!socket_) {
     auto socket =
         transport::BindShardRouter(*context_, endpoint_, transport::LargestFrameBytes(config_));
@@ -158,6 +159,7 @@ ShardStats ShardChannel::GetStats() const {
   s.routing_id_handovers = routing_id_handovers_.load();
   s.resyncs_received = counters_.resyncs_received.load();
   s.repushes = counters_.repushes.load();
+  s.pushes_deferred = pushes_deferred_.load();
   s.bytes_received = bytes_received_.load();
   s.bytes_sent = bytes_sent_.load();
   s.frames_dropped = frames_dropped_.load();
@@ -178,19 +180,27 @@ void ShardChannel::Run() {
                    {wake_fd_, POLLIN, 0},
                    {monitor_ ? transport::SocketFd(*monitor_) : -1, POLLIN, 0}};
   auto next_stall_check = std::chrono::steady_clock::now();
+  bool first_round = true;
   while (!stop_.load()) {
     try {
+      // Its ZMQ_FD is edge-triggered too; pending hand-overs are reported
+      // after a grace period, so those are looked at on every round. First:
+      // what it does may send on the socket, which the loop below then reads.
+      if (monitor_ && ((fds[2].revents & POLLIN) || first_round || !pending_handovers_.empty()))
+        DrainMonitor();
+      first_round = false;
       int budget = 0;
+      // Receive until a receive finds nothing: that one reads the socket's
+      // state (as ZMQ_EVENTS would, each costing ZeroMQ two system calls),
+      // so the next arrival signals ZMQ_FD again.
       for (; budget < 256 && !stop_.load(); ++budget) {
-        if (!transport::HasInput(*socket_)) break;
         if (!transport::TryRecvMultipart(*socket_, context_, &frames)) break;
         HandleMessage(frames);
         // Close the message now: over inproc its payload may be the
         // sender's own buffer, which it waits to get back (zero-copy sends).
         frames.clear();
       }
-      if (monitor_) DrainMonitor();  // its ZMQ_FD is edge-triggered too
-      if (budget == 256) continue;   // more is queued: check stop_, go on
+      if (budget == 256) continue;  // more is queued: check stop_, go on
     } catch (const zmq::error_t& e) {
       if (e.num() == ETERM) break;
       GEEPS_LOG(Error) << "shard partition " << partition_ << ": " << e.what();
@@ -200,8 +210,10 @@ void ShardChannel::Run() {
     const auto now = std::chrono::steady_clock::now();
     if (now >= next_stall_check) {
       ReportStalls(now);
+      SendReleased(&now);
       next_stall_check = now + std::chrono::milliseconds(kPollSafetyMs);
     }
+    for (pollfd& f : fds) f.revents = 0;
     if (::poll(fds, 3, kPollSafetyMs) < 0 && errno != EINTR) {
       GEEPS_LOG(Error) << "shard partition " << partition_
                        << ": poll failed: " << std::strerror(errno);
@@ -283,6 +295,10 @@ void ShardChannel::HandleMessage(std::vector<zmq::message_t>& frames) {
     return Drop(kDropTable, "row width does not match the table");
   Status rows_ok = transport::ValidateRows(m, t.span().begin, t.span().end);
   if (!rows_ok.ok()) return Drop(kDropRows, rows_ok.message());
+  // A subscription names the table's read rank (PushSchedule).
+  if (m.type == MsgType::kSubscribe && m.header.aux > 0 &&
+      m.header.aux <= static_cast<int64_t>(tables_.size()))
+    schedule_.SetRank(m.header.table, static_cast<uint32_t>(m.header.aux));
   out = m.type == MsgType::kSubscribe ? t.Subscribe(worker, m) : t.Update(worker, m);
   Carry(m.header.table, out);
 }
@@ -293,7 +309,45 @@ void ShardChannel::Carry(TableId table, const TableOutcome& out) {
   if (out.checkpoint_request > 0) checkpoints_.Request(out.checkpoint_request);
   if (out.advanced_to > 0)
     checkpoints_.AddTable(table, t.width(), t.span(), t.values(), out.advanced_to);
-  for (const PushOrder& order : out.pushes) PushRows(table, *tables_[table], order);
+  for (const PushOrder& order : out.pushes) Schedule(table, order);
+}
+
+void ShardChannel::Schedule(TableId table, const PushOrder& order) {
+  if (!schedule_.MustWait(table, order.clock)) {
+    SendPush(table, order, false);
+    return SendReleased(nullptr);
+  }
+  // Held as a push in flight holds them: a write meanwhile (an update of
+  // the next clock, under SSP) copies the rows aside, so the push still
+  // sends exactly the clocks below its own.
+  SharedRows& rows = *order.source;
+  rows.in_flight.fetch_add(1, std::memory_order_relaxed);
+  rows.held_end = std::max<uint64_t>(rows.held_end, tables_[table]->span().size());
+  schedule_.Defer(table, order, std::chrono::steady_clock::now());
+  pushes_deferred_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void ShardChannel::SendPush(TableId table, const PushOrder& order, bool deferred) {
+  PushRows(table, *tables_[table], order);
+  if (order.final_part) schedule_.Sent(table, order.clock);
+  if (deferred) order.source->in_flight.fetch_sub(1, std::memory_order_release);
+}
+
+void ShardChannel::SendReleased(const std::chrono::steady_clock::time_point* now) {
+  if (now != nullptr) {
+    while (auto d = schedule_.TakeOverdue(*now)) {
+      if (!logged_overdue_push_) {
+        logged_overdue_push_ = true;
+        GEEPS_LOG(Warning) << "shard partition " << partition_ << ", table " << d->table
+                           << ": a push of clock " << d->order.clock << " waited more than "
+                           << kMaxPushHold.count()
+                           << " ms for another table's (docs/architecture.md, \"Pushes in the "
+                              "order of need\"); sent anyway. Further cases are not logged";
+      }
+      SendPush(d->table, d->order, true);
+    }
+  }
+  while (auto d = schedule_.TakeReady()) SendPush(d->table, d->order, true);
 }
 
 void ShardChannel::DrainMonitor() {

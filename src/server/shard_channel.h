@@ -36,6 +36,7 @@
 #include "server/checkpoint.h"
 #include "server/checkpoint_writer.h"
 #include "server/partition_table.h"
+#include "server/push_schedule.h"
 #include "transport/wire.h"
 
 namespace geeps::transport {
@@ -120,6 +121,16 @@ class ShardChannel {
   // send that fails (router_mandatory: the worker's connection is gone) is
   // logged once per error and skips that worker.
   void PushRows(TableId table, PartitionTable& t, const PushOrder& order);
+  // Sends `order` now, or defers it (PushSchedule: another table's push of
+  // the clock is needed first), holding its rows meanwhile so that a write
+  // copies them aside; then sends what the schedule released.
+  void Schedule(TableId table, const PushOrder& order);
+  // Sends a push and tells the schedule; `deferred`: it was held by
+  // Schedule, whose hold on the rows it then drops.
+  void SendPush(TableId table, const PushOrder& order, bool deferred);
+  // Sends the deferred pushes that may go, and (at `now`, when given) those
+  // held past kMaxPushHold, logging the first of those.
+  void SendReleased(const std::chrono::steady_clock::time_point* now);
   void Drop(DropReason reason, const std::string& what);
   // Logs, once per table and clock, a minimum clock that has waited more
   // than half of Config::timeout for some workers while others have sent
@@ -156,10 +167,17 @@ class ShardChannel {
   // Checkpoints (Config::checkpoint_dir non-empty; else it does nothing).
   CheckpointWriter checkpoints_;
 
-  std::atomic<int64_t> pushes_sent_{0}, bytes_received_{0}, bytes_sent_{0}, frames_dropped_{0};
+  std::atomic<int64_t> pushes_sent_{0}, bytes_received_{0}, bytes_sent_{0}, frames_dropped_{0},
+      pushes_deferred_{0};
   uint32_t logged_drop_reasons_ = 0;   // thread-owned
   std::set<int> logged_send_errors_;   // thread-owned: errno of failed pushes logged
   bool logged_unheld_resync_ = false;  // thread-owned
+  bool logged_overdue_push_ = false;   // thread-owned
+  // A deferred push goes after this long whatever the schedule says (a
+  // safety net: PushSchedule's rule releases every push in a correct job).
+  static constexpr std::chrono::milliseconds kMaxPushHold{1000};
+  // The order of a clock's pushes across tables (thread-owned; sized in Start).
+  PushSchedule schedule_{0, kMaxPushHold};
   // Routing-id handovers (TCP/IPC; thread-owned): per worker, the
   // descriptor of the connection its last message came on (-1: none yet),
   // and whether the monitor has seen that connection end.
