@@ -9,7 +9,8 @@
 //          [--compute-ms 200] [--iterations 20]
 // `scale_bench --netns` runs it with each rank in a network namespace of
 // its own (mpirun's daemons started there by scale_bench as its rsh agent,
-// TCP between ranks over the rate-limited links).
+// TCP between ranks over the rate-limited links). Each rank also prints its
+// CPU per iteration (CPUTIME; MACHINECPU from rank 0: benchmarks/timeline.h).
 #include <mpi.h>
 
 #include <chrono>
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "flags.h"
+#include "timeline.h"
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
@@ -54,10 +56,14 @@ int main(int argc, char** argv) {
   const int warm = 3;
   const float lr = 1.0f / static_cast<float>(size);
   std::chrono::steady_clock::time_point start;
+  geeps::bench::CpuTime cpu0;
+  geeps::bench::MachineCpu machine0;
   for (int it = 0; it < warm + iterations; ++it) {
     if (it == warm) {
       MPI_Barrier(MPI_COMM_WORLD);
       start = std::chrono::steady_clock::now();
+      cpu0 = geeps::bench::CpuTime::Now();
+      machine0 = geeps::bench::MachineCpu::Now();
     }
     std::this_thread::sleep_for(
         std::chrono::microseconds(static_cast<long long>(compute_ms * 1000)));
@@ -71,6 +77,9 @@ int main(int argc, char** argv) {
   }
   const double per =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / iterations;
+  // Each rank's CPU per iteration, as scale_bench's ranks report theirs.
+  geeps::bench::PrintCpu(cpu0, machine0, rank == 0, iterations);
+  std::fflush(stdout);
   double worst = 0;
   MPI_Reduce(&per, &worst, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
   if (rank == 0) std::printf("RESULT %.9f\n", worst);

@@ -19,7 +19,8 @@ using geeps::testing::Child;
 // Seconds per iteration from each child's "RESULT" line (the mean over the
 // children that print one); < 0 on a failure (the logs go to stderr).
 // `lines`, when given, receives the children's other report lines (those
-// starting with PASSES, CLOCKBYTES, SHARDBYTES or WIREBYTES), before the logs go.
+// starting with PASSES, CLOCKBYTES, SHARDBYTES, WIREBYTES, TIMELINE, CPUTIME or
+// MACHINECPU, MACHINEPHASES), before the logs go.
 inline double Collect(std::vector<Child>& children, const char* what,
                       std::vector<std::string>* lines = nullptr) {
   const bool ok = geeps::testing::WaitAll(children, std::chrono::minutes(3));
@@ -35,7 +36,9 @@ inline double Collect(std::vector<Child>& children, const char* what,
         ++n;
       } else if (lines != nullptr &&
                  (line.rfind("PASSES ", 0) == 0 || line.rfind("CLOCKBYTES ", 0) == 0 ||
-                  line.rfind("SHARDBYTES ", 0) == 0 || line.rfind("WIREBYTES ", 0) == 0)) {
+                  line.rfind("SHARDBYTES ", 0) == 0 || line.rfind("WIREBYTES ", 0) == 0 ||
+                  line.rfind("TIMELINE ", 0) == 0 || line.rfind("CPUTIME ", 0) == 0 ||
+                  line.rfind("MACHINECPU ", 0) == 0 || line.rfind("MACHINEPHASES ", 0) == 0)) {
         lines->push_back(line);
       }
     }

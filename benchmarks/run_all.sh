@@ -7,13 +7,15 @@
 # (scale, its 8-worker BSP point 5 times: 1 min 45 s; scale-netns, each
 # process a network namespace limited to 1 Gbit/s, as root: 1 min 45 s;
 # scale-machines, 2 namespaces of 4 processes with and without
-# machine-level aggregation: 4 minutes; both skipped elsewhere with their
+# machine-level aggregation: 4 minutes; scale-16, 16 namespaces at 250 ms
+# and at 1000 ms of compute per iteration, beside MPI_Allreduce and a plain
+# ZeroMQ parameter server: about 3 minutes; all skipped elsewhere with their
 # reason in summary.md).
 #   bash benchmarks/run_all.sh [OUT]
 # Uses build/ (GEEPS_BUILD_DIR names another; bash scripts/build.sh builds
 # the benchmarks); builds it first if a benchmark is missing.
 # GEEPS_BENCHMARKS="scale scale-netns" runs only those stages (of: micro rw
-# rw-2x2 scale scale-netns scale-machines memory idle training); the summary
+# rw-2x2 scale scale-netns scale-machines scale-16 memory idle training); the summary
 # covers every CSV in OUT.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,7 +36,7 @@ wanted() {  # wanted <stage>...: whether any of these stages runs
 need=()
 if wanted micro; then need+=(micro_bench); fi
 if wanted rw rw-2x2; then need+=(rw_bench); fi
-if wanted scale scale-netns; then need+=(scale_bench); fi
+if wanted scale scale-netns scale-machines scale-16; then need+=(scale_bench); fi
 if wanted memory; then need+=(memory_bench); fi
 if wanted idle; then need+=(idle_bench); fi
 for b in "${need[@]}"; do
@@ -67,6 +69,22 @@ stage scale-netns "$bin/scale_bench" --netns --rate 1gbit --repeat 3 --out "$out
 # aggregation, and the bytes each machine's link carries per iteration.
 stage scale-machines "$bin/scale_bench" --netns --rate 1gbit --per-machine 4 --workers 1,8 \
   --aggregate --repeat 3 --out "$out/scale_bench_machines.json" --csv "$out/scale_bench_machines.csv"
+# 16 machines at 1 Gbit/s, 2.5 M parameters in 8 tables: 250 ms of compute
+# per iteration (the network and, on 2 cores, the CPU are the limit) and
+# 1000 ms (compute hides them); each with SSP, MPI_Allreduce, a plain ZeroMQ
+# parameter server and a per-iteration timeline (*_timeline.csv).
+# Then both again with Config::push_in_read_order (libgeeps-read-order).
+for ms in 250 1000; do
+  stage scale-16 "$bin/scale_bench" --netns --rate 1gbit --workers 1,16 --slacks 0,1 \
+    --params 2500000 --tables 8 --compute-ms "$ms" --iterations 12 --plain \
+    --out "$out/scale_bench_16_${ms}ms.json" --csv "$out/scale_bench_16_${ms}ms.csv"
+done
+for ms in 250 1000; do
+  stage scale-16 "$bin/scale_bench" --netns --rate 1gbit --workers 1,16 --slacks 0 \
+    --params 2500000 --tables 8 --compute-ms "$ms" --iterations 12 --push-in-read-order \
+    --allreduce none --out "$out/scale_bench_16_${ms}ms_read_order.json" \
+    --csv "$out/scale_bench_16_${ms}ms_read_order.csv"
+done
 stage memory "$bin/memory_bench" --out "$out/memory_bench.json" --csv "$out/memory_bench.csv"
 stage idle "$bin/idle_bench" --connections 1000 --out "$out/idle_bench.json"
 if [[ -x "$build_dir/examples/fashion_mnist/fmnist_throughput" ]]; then
@@ -82,13 +100,14 @@ shopt -s nullglob
 {
   echo "# Benchmark summary ($(date -u +%Y-%m-%d), $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -r))"
   for csv in "$out"/*.csv; do
+    [[ "$csv" == *_timeline.csv ]] && continue  # plotted below, not tabled
     echo
     echo "## $(basename "$csv" .csv)"
     echo
     awk -F, 'NR == 1 { h = "|"; s = "|"; for (i = 1; i <= NF; i++) { h = h " " $i " |"; s = s " --- |" } print h; print s; next }
              { r = "|"; for (i = 1; i <= NF; i++) { v = $i; if (v ~ /^[0-9.e+-]+$/ && v ~ /\./) v = sprintf("%.4g", v); r = r " " v " |" } print r }' "$csv"
     case "$(basename "$csv")" in
-      scale_bench.csv | scale_bench_netns.csv | scale_bench_machines.csv)
+      scale_bench.csv | scale_bench_netns.csv | scale_bench_machines.csv | scale_bench_16_*.csv)
         repeated=$(awk -F, 'NR > 1 && $7 != "" { k = $1 " slack " $2 ", " $3 " workers"; if ($7 == "median") m[k] = $6; else e[k] = e[k] (e[k] == "" ? "" : ", ") sprintf("%.3f", $6) }
                             END { for (k in m) printf "* %s: %s; median **%.3f**\n", k, e[k], m[k] }' "$csv" | sort)
         if [[ -n "$repeated" ]]; then
@@ -107,7 +126,8 @@ shopt -s nullglob
         "bsp-bound-computed: the least BSP time when a table is sent whole (compute + 2(N-1)/N x one table's bytes / rate: the update, then the push, of the table read first), not measured."
     fi
   done
-  for name in scale_bench_netns scale_bench_machines; do
+  for name in scale_bench_netns scale_bench_machines scale_bench_16_250ms scale_bench_16_1000ms \
+    scale_bench_16_250ms_read_order scale_bench_16_1000ms_read_order; do
     netns_json="$out/$name.json"
     if [[ -f "$netns_json" ]] && grep -q '"skipped"' "$netns_json"; then
       echo
@@ -181,6 +201,10 @@ $netns_plot
 $swap_plot
 GP
   echo "plots:${scaling_plot:+ $out/scaling.png}${netns_plot:+ $out/scaling_netns.png}${swap_plot:+ $out/swap.png}"
+  if [[ -f "$out/scale_bench_16_250ms_timeline.csv" ]]; then
+    bash benchmarks/plot_timeline.sh "$out/scale_bench_16_250ms_timeline.csv" \
+      "$out/timeline_16_250ms.png" libgeeps 0 || echo "(timeline plot failed)"
+  fi
 else
   echo "(gnuplot not installed: no plots; apt-get install gnuplot-nox)"
 fi

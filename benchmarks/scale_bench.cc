@@ -47,11 +47,23 @@
 // machine sent and received on the wire per iteration, averaged over the
 // machines, go to the JSON's "wire" list.
 //
+// `--plain` also runs plain-zmq (plain_ps.h): the least a parameter server
+// of this shape does over plain ZeroMQ, in the same processes and places,
+// to tell what the machine costs from what libgeeps costs.
+// `--push-in-read-order` sets Config::push_in_read_order (system
+// libgeeps-read-order). Every run also reports where an iteration went
+// (timeline.h: per rank and iteration, compute, each table's Read wait,
+// Updates, Clock; the largest points' spans go to --timeline-csv), the CPU
+// of its processes per iteration and the machine's busy share of its
+// cores (overall, and in three parts of rank 0's iteration); in netns mode
+// each machine's link's busy share.
+//
 //   scale_bench [--out scale_bench.json] [--csv scale_bench.csv]
 //               [--workers 1,2,4,8] [--params 2000000] [--tables 4]
 //               [--compute-ms 200] [--iterations 20] [--slacks 0,1]
 //               [--repeat 1] [--allreduce PATH|none] [--pipeline BYTES]
 //               [--netns [--rate 1gbit] [--per-machine K] [--aggregate]]
+//               [--plain] [--push-in-read-order] [--timeline-csv FILE]
 //               (outputs scale_bench_netns.*)
 // On 2 cores shared with a CI build: 1 minute by default, 1 min 45 s with
 // `--repeat 5` (4 more 8-worker BSP and allreduce runs); `--netns`: 1 min
@@ -76,12 +88,18 @@
 #include "flags.h"
 #include "geeps/process.h"
 #include "netns.h"
+#include "plain_ps.h"
+#include "timeline.h"
 
 namespace {
 
 using geeps::bench::Collect;
+using geeps::bench::CpuTime;
+using geeps::bench::MachineCpu;
 using geeps::bench::NetnsCluster;
+using geeps::bench::Phase;
 using geeps::bench::Self;
+using geeps::bench::Timeline;
 using geeps::testing::Child;
 using geeps::testing::Env;
 using Clock = std::chrono::steady_clock;
@@ -107,6 +125,10 @@ struct Options {
   int child_aggregate = 0;  // internal: the child's aggregate_per_machine
   int child_wire = 0;       // internal: read eth0's counters (first rank of a machine)
   bool child = false;
+  bool plain = false;        // also run the plain ZeroMQ parameter server
+  bool read_order = false;   // Config::push_in_read_order (system libgeeps-read-order)
+  std::string child_plain;   // internal: run a plain-zmq rank; every rank's endpoint
+  std::string timeline_csv;  // the largest point's timelines (default: beside --csv)
   int slack = 0;
   std::string probe;  // "recv" or "send": internal link-rate probe
   std::string probe_host;
@@ -121,6 +143,28 @@ void Compute(double ms) {
   std::this_thread::sleep_for(std::chrono::microseconds(static_cast<int64_t>(ms * 1000)));
 }
 
+// A rank of the plain ZeroMQ parameter server (plain_ps.h).
+int RunPlainChild(const Options& o) {
+  geeps::bench::PlainPsJob job;
+  std::istringstream in(o.child_plain);
+  for (std::string e; std::getline(in, e, ',');) job.endpoints.push_back(e);
+  const char* rank = std::getenv("GEEPS_RANK");
+  job.rank = rank ? std::atoi(rank) : -1;
+  if (job.rank < 0 || job.rank >= job.world()) {
+    std::fprintf(stderr, "plain-zmq: GEEPS_RANK out of range\n");
+    return 1;
+  }
+  job.tables = o.tables;
+  job.rows = RowsPerTable(o);
+  job.width = kWidth;
+  job.compute_ms = o.compute_ms;
+  job.iterations = o.iterations;
+  const double t = geeps::bench::RunPlainPs(job);
+  if (t <= 0) return 1;
+  std::printf("RESULT %.9f\n", t);
+  return 0;
+}
+
 int RunChild(const Options& o) {
   geeps::Config c;
   const uint64_t rows = RowsPerTable(o);
@@ -129,6 +173,7 @@ int RunChild(const Options& o) {
   c.timeout = std::chrono::milliseconds(120000);
   c.pipeline_part_bytes = o.pipeline;
   c.aggregate_per_machine = o.child_aggregate != 0;
+  c.push_in_read_order = o.read_order;
   geeps::ProcessOptions po;
   geeps::Status st = geeps::ApplyEnvironment(&po);
   auto p =
@@ -169,29 +214,58 @@ int RunChild(const Options& o) {
       return v;
     };
     long long tx0 = 0, rx0 = 0;
+    Timeline tl;
+    // The machine's CPU in three parts of rank 0's iterations: waiting for
+    // the first table, the rest of the forward pass, the backward pass.
+    geeps::bench::MachinePhases phases(3);
+    const bool first_rank = (*p)->rank() == 0;
+    CpuTime cpu0;
+    MachineCpu machine0;
     for (int i = 0; i < warm + o.iterations; ++i) {
       if (i == warm) {
         start = Clock::now();
+        cpu0 = CpuTime::Now();
+        machine0 = MachineCpu::Now();
         if (o.child_wire) {
           tx0 = wire("tx_bytes");
           rx0 = wire("rx_bytes");
         }
       }
+      tl.StartIteration();
+      if (first_rank) phases.Mark(0, i >= warm);
       for (int t = 0; t < o.tables; ++t) {
+        auto a = Clock::now();
         GEEPS_ASSIGN_OR_RETURN(const float* w, ps->Read(reads[t]));
         (void)w;
+        tl.Add(Phase::kRead, t, a, Clock::now());
+        if (first_rank && t == 0) phases.Mark(1, i >= warm);
+        a = Clock::now();
         Compute(per_layer);
+        tl.Add(Phase::kForward, t, a, Clock::now());
         GEEPS_RETURN_IF_ERROR(ps->PostRead(reads[t]));
       }
+      if (first_rank) phases.Mark(2, i >= warm);
       for (int t = o.tables - 1; t >= 0; --t) {
+        auto a = Clock::now();
         Compute(per_layer);
+        tl.Add(Phase::kBackward, t, a, Clock::now());
+        a = Clock::now();
         GEEPS_ASSIGN_OR_RETURN(float* d, ps->PreUpdate(updates[t]));
         GEEPS_RETURN_IF_ERROR(ps->CopyFromHost(d, deltas.data(), deltas.size()));
         GEEPS_RETURN_IF_ERROR(ps->Update(updates[t]));
+        tl.Add(Phase::kUpdate, t, a, Clock::now());
       }
+      const auto a = Clock::now();
       GEEPS_RETURN_IF_ERROR(ps->Clock());
+      tl.Add(Phase::kClock, -1, a, Clock::now());
+      if (i >= warm) std::printf("%s\n", tl.Line((*p)->rank(), i - warm).c_str());
     }
     const double t = std::chrono::duration<double>(Clock::now() - start).count() / o.iterations;
+    if (first_rank) {
+      phases.Mark(0, true);
+      std::printf("%s\n", phases.Line().c_str());
+    }
+    geeps::bench::PrintCpu(cpu0, machine0, (*p)->rank() == 0, o.iterations);
     if (o.child_wire) {
       const long long tx = wire("tx_bytes"), rx = wire("rx_bytes");
       if (tx >= 0 && rx >= 0 && tx0 >= 0 && rx0 >= 0)
@@ -209,10 +283,12 @@ int RunChild(const Options& o) {
 }
 
 std::vector<std::string> ChildArgs(const Options& o, int slack) {
-  return {
+  std::vector<std::string> a = {
       "--params",     std::to_string(o.params),     "--tables",     std::to_string(o.tables),
       "--compute-ms", std::to_string(o.compute_ms), "--iterations", std::to_string(o.iterations),
       "--slack",      std::to_string(slack),        "--pipeline",   std::to_string(o.pipeline)};
+  if (o.read_order) a.push_back("--push-in-read-order");
+  return a;
 }
 
 // A coordinator port per job in --netns mode (no other listeners there).
@@ -227,8 +303,45 @@ struct Wire {
   double tx = -1, rx = -1;
 };
 
+// What a run's ranks reported beside their RESULT lines.
+struct Observed {
+  Wire wire;
+  std::vector<geeps::bench::RankTimeline> timelines;
+  double cpu_user = 0, cpu_sys = 0;  // core-seconds per iteration, all processes
+  double machine_busy = -1;          // the machine's busy share of its cores
+  // The same in rank 0's wait for the first table, the rest of its forward
+  // pass, its backward pass (libgeeps only; -1: not measured).
+  double phase_busy[3] = {-1, -1, -1};
+};
+
+Observed Observe(const std::vector<std::string>& lines) {
+  Observed ob;
+  double tx = 0, rx = 0;
+  int machines = 0;
+  for (const std::string& line : lines) {
+    double a = 0, b = 0;
+    geeps::bench::RankTimeline tl;
+    if (std::sscanf(line.c_str(), "WIREBYTES %lf %lf", &a, &b) == 2) {
+      tx += a;
+      rx += b;
+      ++machines;
+    } else if (std::sscanf(line.c_str(), "CPUTIME %lf %lf", &a, &b) == 2) {
+      ob.cpu_user += a;
+      ob.cpu_sys += b;
+    } else if (std::sscanf(line.c_str(), "MACHINECPU %lf", &a) == 1) {
+      ob.machine_busy = a;
+    } else if (std::sscanf(line.c_str(), "MACHINEPHASES %lf %lf %lf", &ob.phase_busy[0],
+                           &ob.phase_busy[1], &ob.phase_busy[2]) == 3) {
+    } else if (geeps::bench::ParseTimeline(line, &tl)) {
+      ob.timelines.push_back(std::move(tl));
+    }
+  }
+  if (machines > 0) ob.wire = {tx / machines, rx / machines};
+  return ob;
+}
+
 double RunGeeps(const Options& o, int n, int slack, const NetnsCluster* net, bool aggregate,
-                Wire* wire) {
+                Observed* observed) {
   std::vector<Child> children;
   const std::string coord = net ? NetnsCluster::Address(0) + ":" + std::to_string(NextNetnsPort())
                                 : "127.0.0.1:" + std::to_string(geeps::testing::FreePort());
@@ -250,22 +363,36 @@ double RunGeeps(const Options& o, int n, int slack, const NetnsCluster* net, boo
   }
   std::vector<std::string> lines;
   const double t = Collect(children, "libgeeps job", &lines);
-  double tx = 0, rx = 0;
-  int machines = 0;
-  for (const std::string& line : lines) {
-    double a = 0, b = 0;
-    if (std::sscanf(line.c_str(), "WIREBYTES %lf %lf", &a, &b) == 2) {
-      tx += a;
-      rx += b;
-      ++machines;
-    }
+  *observed = Observe(lines);
+  return t;
+}
+
+// The plain ZeroMQ parameter server (plain_ps.h), one rank per process in
+// the same places as libgeeps' ranks.
+double RunPlain(const Options& o, int n, const NetnsCluster* net, Observed* observed) {
+  std::string endpoints;
+  const int port = net ? NextNetnsPort() : 0;
+  for (int r = 0; r < n; ++r) {
+    const int machine = r / std::max(1, o.per_machine);
+    const std::string host = net ? NetnsCluster::Address(machine) : "127.0.0.1";
+    const int p = net ? port + 1000 + r % std::max(1, o.per_machine) : geeps::testing::FreePort();
+    endpoints += (r ? "," : "") + ("tcp://" + host + ":" + std::to_string(p));
   }
-  if (wire != nullptr && machines > 0) *wire = {tx / machines, rx / machines};
+  std::vector<Child> children;
+  for (int r = 0; r < n; ++r) {
+    std::vector<std::string> argv = {Self(), "--child-plain", endpoints};
+    for (const std::string& a : ChildArgs(o, 0)) argv.push_back(a);
+    if (net) argv = net->Wrap(net->Namespace(r / std::max(1, o.per_machine)), argv);
+    children.push_back(geeps::testing::Spawn(argv, {{"GEEPS_RANK", std::to_string(r)}}));
+  }
+  std::vector<std::string> lines;
+  const double t = Collect(children, "plain ZeroMQ job", &lines);
+  *observed = Observe(lines);
   return t;
 }
 
 // The MPI_Allreduce baseline through mpirun; < 0 if it cannot run.
-double RunAllreduce(const Options& o, int n, const NetnsCluster* net) {
+double RunAllreduce(const Options& o, int n, const NetnsCluster* net, Observed* observed) {
   std::vector<std::string> argv = {
       "/usr/bin/mpirun", "--allow-run-as-root", "--bind-to", "none", "-np", std::to_string(n)};
   std::string hostfile;
@@ -293,7 +420,9 @@ double RunAllreduce(const Options& o, int n, const NetnsCluster* net) {
   for (const std::string& a : ChildArgs(o, 0)) argv.push_back(a);
   if (net) argv = net->Wrap(net->MpiNamespace(), argv);
   std::vector<Child> children = {geeps::testing::Spawn(argv, {})};
-  const double t = Collect(children, "allreduce baseline");
+  std::vector<std::string> lines;
+  const double t = Collect(children, "allreduce baseline", &lines);
+  *observed = Observe(lines);
   if (!hostfile.empty()) std::remove(hostfile.c_str());
   return t;
 }
@@ -362,6 +491,12 @@ int main(int argc, char** argv) {
       .Add("--aggregate", &o.aggregate, "also run with machine-level aggregation")
       .Add("--child-aggregate", &o.child_aggregate, "internal: the child aggregates")
       .Add("--child-wire", &o.child_wire, "internal: the child reads eth0's counters")
+      .Add("--plain", &o.plain, "also run a plain ZeroMQ parameter server (plain-zmq)")
+      .Add("--push-in-read-order", &o.read_order,
+           "Config::push_in_read_order (the system is then libgeeps-read-order)")
+      .Add("--timeline-csv", &o.timeline_csv,
+           "the largest points' per-iteration timelines (scale_bench[_netns]_timeline.csv)")
+      .Add("--child-plain", &o.child_plain, "internal: run a plain-zmq rank (its endpoints)")
       .Add("--child", &o.child, "internal: run one worker or server")
       .Add("--slack", &o.slack, "internal: the child's slack")
       .Add("--probe", &o.probe, "internal: recv or send, a link-rate probe")
@@ -376,11 +511,14 @@ int main(int argc, char** argv) {
   if (o.per_machine < 1 || (o.per_machine > 1 && !o.netns))
     return flags.Fail("--per-machine must be >= 1, and more than 1 only with --netns");
   if (o.child) return RunChild(o);
+  if (!o.child_plain.empty()) return RunPlainChild(o);
   const double rate_bps = geeps::bench::ParseRate(o.rate);
   if (o.netns && rate_bps <= 0)
     return flags.Fail("--rate: a number and bit, kbit, mbit, gbit or tbit (e.g. 1gbit)");
   if (o.netns && !o.out_set) o.out = "scale_bench_netns.json";
   if (o.netns && !o.csv_set) o.csv = "scale_bench_netns.csv";
+  if (o.timeline_csv.empty())
+    o.timeline_csv = o.csv.substr(0, o.csv.rfind(".csv")) + "_timeline.csv";
   if (o.allreduce.empty()) {
     const std::string self = Self();
     o.allreduce = self.substr(0, self.rfind('/') + 1) + "allreduce_bench";
@@ -439,8 +577,64 @@ int main(int argc, char** argv) {
   std::printf("%-18s %5s %7s %6s %10s %12s %10s\n", "system", "slack", "workers", "rep", "s/iter",
               "iter/s total", "efficiency");
   bool first = true, failed = false;
-  std::string repeated;  // the JSON of the repeated points
-  std::string wires;     // the JSON of the wire counters
+  std::string repeated;   // the JSON of the repeated points
+  std::string wires;      // the JSON of the wire counters
+  std::string described;  // the JSON of the timelines' summaries and CPU
+  std::ofstream timeline_csv(o.timeline_csv);
+  timeline_csv << "system,slack,workers,rank,iteration,phase,table,start_ms,end_ms\n";
+  // What a run's ranks observed: the wire, where the iteration went, CPU.
+  auto describe = [&](const std::string& system, int slack, int n, double seconds,
+                      const Observed& ob) {
+    if (ob.wire.tx >= 0) {
+      std::printf("%-18s %5d %7d   wire per machine per iteration: sent %.0f B, received %.0f B\n",
+                  system.c_str(), slack, n, ob.wire.tx, ob.wire.rx);
+      std::ostringstream j;
+      j << (wires.empty() ? "" : ",") << "{\"system\":\"" << system << "\",\"slack\":" << slack
+        << ",\"workers\":" << n << ",\"per_machine\":" << o.per_machine
+        << ",\"tx_bytes_per_iteration_per_machine\":" << ob.wire.tx
+        << ",\"rx_bytes_per_iteration_per_machine\":" << ob.wire.rx << "}";
+      wires += j.str();
+    }
+    const auto sum = geeps::bench::Summarize(ob.timelines, o.tables);
+    const double link_busy = ob.wire.tx >= 0 && seconds > 0 && goodput > 0
+                                 ? std::max(ob.wire.tx, ob.wire.rx) / goodput / seconds
+                                 : -1;
+    if (sum.samples > 0)
+      std::printf("%-18s %5d %7d   iteration %s\n", system.c_str(), slack, n, sum.Text().c_str());
+    std::printf(
+        "%-18s %5d %7d   CPU %.3f core-s per iteration (user %.3f, sys %.3f) over %d "
+        "processes; machine busy %.0f%% of %u cores; link busy %.0f%%\n",
+        system.c_str(), slack, n, ob.cpu_user + ob.cpu_sys, ob.cpu_user, ob.cpu_sys, n,
+        100 * ob.machine_busy, std::thread::hardware_concurrency(), 100 * link_busy);
+    if (ob.phase_busy[0] >= 0)
+      std::printf(
+          "%-18s %5d %7d   machine busy while rank 0 waits for table 0 %.0f%%, in the "
+          "rest of its forward pass %.0f%%, in its backward pass %.0f%%\n",
+          system.c_str(), slack, n, 100 * ob.phase_busy[0], 100 * ob.phase_busy[1],
+          100 * ob.phase_busy[2]);
+    std::ostringstream j;
+    j << (described.empty() ? "" : ",") << "{\"system\":\"" << system << "\",\"slack\":" << slack
+      << ",\"workers\":" << n << ",\"iteration_ms\":" << sum.iteration
+      << ",\"compute_ms\":" << sum.compute << ",\"read_wait_ms\":" << sum.read_wait
+      << ",\"update_ms\":" << sum.update << ",\"clock_ms\":" << sum.clock
+      << ",\"read_wait_ms_by_table\":[";
+    for (size_t t = 0; t < sum.read_wait_by_table.size(); ++t)
+      j << (t ? "," : "") << sum.read_wait_by_table[t];
+    j << "],\"cpu_user_core_seconds_per_iteration\":" << ob.cpu_user
+      << ",\"cpu_sys_core_seconds_per_iteration\":" << ob.cpu_sys
+      << ",\"machine_busy_fraction\":" << Num(ob.machine_busy)
+      << ",\"link_busy_fraction\":" << Num(link_busy) << ",\"machine_busy_by_part\":{"
+      << "\"waiting_for_the_first_table\":" << Num(ob.phase_busy[0])
+      << ",\"rest_of_forward\":" << Num(ob.phase_busy[1])
+      << ",\"backward\":" << Num(ob.phase_busy[2]) << "}}";
+    described += j.str();
+    if (n != max_workers) return;
+    for (const auto& r : ob.timelines)
+      for (const auto& x : r.spans)
+        timeline_csv << system << "," << slack << "," << n << "," << r.rank << "," << r.iteration
+                     << "," << x.phase << "," << x.table << "," << x.start_ms << "," << x.end_ms
+                     << "\n";
+  };
   auto efficiency = [](int n, double t, double base) {
     return base > 0 && t > 0 ? (n / t) / (n * (1.0 / base)) : -1.0;
   };
@@ -497,38 +691,45 @@ int main(int argc, char** argv) {
       std::find(o.slacks.begin(), o.slacks.end(), 0) != o.slacks.end() ? 0 : o.slacks.front();
   for (const bool aggregate : {false, true}) {
     if (aggregate && !o.aggregate) continue;
-    const std::string system = aggregate ? "libgeeps-aggregated" : "libgeeps";
+    const std::string system = std::string(aggregate ? "libgeeps-aggregated" : "libgeeps") +
+                               (o.read_order ? "-read-order" : "");
     for (int slack : o.slacks) {
       double base = -1;
       for (int n : o.workers) {
         const int reps = n == max_workers && slack == repeat_slack ? o.repeat : 1;
         const double t = point(system, slack, n, reps, &base, [&] {
-          Wire w;
-          const double s = RunGeeps(o, n, slack, net.get(), aggregate, &w);
-          if (s > 0 && w.tx >= 0) {
-            std::printf(
-                "%-18s %5d %7d   wire per machine per iteration: sent %.0f B, "
-                "received %.0f B\n",
-                system.c_str(), slack, n, w.tx, w.rx);
-            std::ostringstream j;
-            j << (wires.empty() ? "" : ",") << "{\"system\":\"" << system
-              << "\",\"slack\":" << slack << ",\"workers\":" << n
-              << ",\"per_machine\":" << o.per_machine
-              << ",\"tx_bytes_per_iteration_per_machine\":" << w.tx
-              << ",\"rx_bytes_per_iteration_per_machine\":" << w.rx << "}";
-            wires += j.str();
-          }
+          Observed ob;
+          const double s = RunGeeps(o, n, slack, net.get(), aggregate, &ob);
+          if (s > 0) describe(system, slack, n, s, ob);
           return s;
         });
         if (t <= 0) failed = true;
       }
     }
   }
+  // A baseline's point at n workers (BSP; repeated at the largest count).
+  auto baseline_point = [&](const std::string& system, int n, double* base,
+                            const std::function<double(Observed*)>& run) {
+    return point(system, 0, n, n == max_workers ? o.repeat : 1, base, [&] {
+      Observed ob;
+      const double s = run(&ob);
+      if (s > 0) describe(system, 0, n, s, ob);
+      return s;
+    });
+  };
+  if (o.plain) {
+    double base = -1;
+    for (int n : o.workers) {
+      const double t = baseline_point("plain-zmq", n, &base,
+                                      [&](Observed* ob) { return RunPlain(o, n, net.get(), ob); });
+      if (t <= 0) failed = true;
+    }
+  }
   if (baseline) {
     double base = -1;
     for (int n : o.workers) {
-      const double t = point("allreduce", 0, n, n == max_workers ? o.repeat : 1, &base,
-                             [&] { return RunAllreduce(o, n, net.get()); });
+      const double t = baseline_point(
+          "allreduce", n, &base, [&](Observed* ob) { return RunAllreduce(o, n, net.get(), ob); });
       if (t <= 0) {
         if (net) {
           // Not a failure of libgeeps: the computed baseline stands in.
@@ -563,6 +764,7 @@ int main(int argc, char** argv) {
       report("bsp-bound-computed", 0, n, t, base, "1");
     }
   }
-  json << "],\"repeated\":[" << repeated << "],\"wire\":[" << wires << "]}\n";
+  json << "],\"repeated\":[" << repeated << "],\"wire\":[" << wires << "],\"observed\":["
+       << described << "]}\n";
   return failed ? 1 : 0;
 }
