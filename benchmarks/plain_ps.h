@@ -28,8 +28,8 @@
 #include <zmq.hpp>
 
 #include "common/partition.h"
-#include "timeline.h"
 #include "server/row_ops.h"
+#include "timeline.h"
 
 namespace geeps::bench {
 
@@ -42,12 +42,8 @@ struct PlainPsJob {
   double compute_ms = 0;
   int warm = 3, iterations = 1;
   int world() const { return static_cast<int>(endpoints.size()); }
-  size_t PartFloats(int s) const {
-    return common::PartitionRows(rows, s, world()).size() * width;
-  }
-  size_t PartOffset(int s) const {
-    return common::PartitionRows(rows, s, world()).begin * width;
-  }
+  size_t PartFloats(int s) const { return common::PartitionRows(rows, s, world()).size() * width; }
+  size_t PartOffset(int s) const { return common::PartitionRows(rows, s, world()).begin * width; }
 };
 
 struct PlainHeader {

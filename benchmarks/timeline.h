@@ -71,7 +71,8 @@ struct CpuTime {
   static CpuTime Now() {
     rusage u{};
     getrusage(RUSAGE_SELF, &u);
-    return {u.ru_utime.tv_sec + u.ru_utime.tv_usec / 1e6, u.ru_stime.tv_sec + u.ru_stime.tv_usec / 1e6};
+    return {u.ru_utime.tv_sec + u.ru_utime.tv_usec / 1e6,
+            u.ru_stime.tv_sec + u.ru_stime.tv_usec / 1e6};
   }
 };
 
@@ -164,8 +165,8 @@ struct TimelineSummary {
     std::ostringstream s;
     char buf[96];
     std::snprintf(buf, sizeof(buf),
-                  "%.1f ms = compute %.1f + read wait %.1f + update %.1f + clock %.1f",
-                  iteration, compute, read_wait, update, clock);
+                  "%.1f ms = compute %.1f + read wait %.1f + update %.1f + clock %.1f", iteration,
+                  compute, read_wait, update, clock);
     s << buf << " (read wait by table:";
     for (double w : read_wait_by_table) {
       std::snprintf(buf, sizeof(buf), " %.1f", w);
@@ -185,13 +186,19 @@ inline TimelineSummary Summarize(const std::vector<RankTimeline>& all, int table
       const double d = s.end_ms - s.start_ms;
       switch (static_cast<Phase>(s.phase)) {
         case Phase::kForward:
-        case Phase::kBackward: m.compute += d; break;
+        case Phase::kBackward:
+          m.compute += d;
+          break;
         case Phase::kRead:
           m.read_wait += d;
           if (s.table >= 0 && s.table < tables) m.read_wait_by_table[s.table] += d;
           break;
-        case Phase::kUpdate: m.update += d; break;
-        case Phase::kClock: m.clock += d; break;
+        case Phase::kUpdate:
+          m.update += d;
+          break;
+        case Phase::kClock:
+          m.clock += d;
+          break;
       }
     }
     if (!r.spans.empty()) m.iteration += r.spans.back().end_ms;

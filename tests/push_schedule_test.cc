@@ -84,10 +84,7 @@ INSTANTIATE_TEST_SUITE_P(
     Cases, PushScheduleTest,
     ::testing::Values(
         // The first clock: no table has pushed before, so nothing waits.
-        Case{"FirstClockGoesAsItCompletes",
-             {1, 2, 3},
-             Backward(3, 1),
-             {"t2@1", "t1@1", "t0@1"}},
+        Case{"FirstClockGoesAsItCompletes", {1, 2, 3}, Backward(3, 1), {"t2@1", "t1@1", "t0@1"}},
         // From then on a clock's pushes go in read order, the first table's
         // (completed last, by the backward pass) releasing the others.
         Case{"LaterClocksGoInReadOrder",
