@@ -98,9 +98,9 @@ Status CommChannel::Start() {
     monitors_.push_back(std::move(monitor));
     shards_.push_back(std::move(s).value());
   }
-  for (int fd : zmq_fds_) pump_fds_.push_back({fd, POLLIN, 0});
-  for (const auto& m : monitors_)
-    pump_fds_.push_back({m ? transport::SocketFd(*m) : -1, POLLIN, 0});
+  poll_fd_list_ = zmq_fds_;
+  for (const auto& m : monitors_) poll_fd_list_.push_back(m ? transport::SocketFd(*m) : -1);
+  for (int fd : poll_fd_list_) pump_fds_.push_back({fd, POLLIN, 0});
   unchecked_.assign(shards_.size(), 1);
   monitor_read_.assign(monitors_.size(), 0);
   resend_ = ctx_.config->resend_after_connection_loss;
@@ -119,33 +119,54 @@ Status CommChannel::Send(const CommTask& task) {
     return FailedPreconditionError("communication channel is stopped");
   try {
     RunTask(task);
-    // The sends may have taken the sockets' wake-up signal (ZMQ_FD is
-    // edge-triggered): receive what came, or no one would be woken for it.
-    PumpLocked(/*app=*/true);
+    // The sends may have taken their sockets' wake-up signal (ZMQ_FD is
+    // edge-triggered): receive what came there, or no one would be woken
+    // for it. The other sockets' signals are intact.
+    PumpLocked(/*app=*/true, PumpScope::kSentOn);
   } catch (const zmq::error_t& e) {
     return InternalError(std::string("worker channel send failed: ") + e.what());
   }
   return Status::OK();
 }
 
-void CommChannel::Pump() {
+void CommChannel::PumpPolled(const pollfd* polled, bool failed) {
   common::MutexLock lock(&io_mu_);
+  for (size_t i = 0; i < pump_fds_.size(); ++i)
+    pump_fds_[i].revents = failed ? POLLIN : polled[i].revents;
   try {
-    PumpLocked(/*app=*/true);
+    PumpLocked(/*app=*/true, PumpScope::kPolled);
   } catch (const zmq::error_t& e) {
     if (e.num() != ETERM) {
       GEEPS_LOG(Error) << "worker " << ctx_.rank << " channel " << channel_ << ": " << e.what();
     }
   }
+  if (unchecked_left_.load() && polling_all_.load()) transport::SignalWakeFd(wake_fd_);
 }
 
-int CommChannel::PumpLocked(bool app) {
+int CommChannel::ProbeUnchecked() {
+  if (!unchecked_left_.load()) return 0;
+  common::MutexLock lock(&io_mu_);
+  try {
+    return PumpLocked(/*app=*/true, PumpScope::kSentOn);
+  } catch (const zmq::error_t& e) {
+    if (e.num() != ETERM) {
+      GEEPS_LOG(Error) << "worker " << ctx_.rank << " channel " << channel_ << ": " << e.what();
+    }
+  }
+  return 0;
+}
+
+int CommChannel::PumpLocked(bool app, PumpScope scope) {
   // One poll of every descriptor, not a read of each socket's state (which
   // costs ZeroMQ two system calls per socket, and a worker has a socket per
   // shard).
-  for (pollfd& f : pump_fds_) f.revents = 0;
-  if (::poll(pump_fds_.data(), pump_fds_.size(), 0) < 0) {
-    for (pollfd& f : pump_fds_) f.revents = POLLIN;  // EINTR: read them all
+  if (scope == PumpScope::kSentOn) {
+    for (pollfd& f : pump_fds_) f.revents = 0;
+  } else if (scope == PumpScope::kPoll) {
+    for (pollfd& f : pump_fds_) f.revents = 0;
+    if (::poll(pump_fds_.data(), pump_fds_.size(), 0) < 0) {
+      for (pollfd& f : pump_fds_) f.revents = POLLIN;  // EINTR: read them all
+    }
   }
   int installed = 0;
   std::vector<zmq::message_t> frames;
@@ -154,12 +175,21 @@ int CommChannel::PumpLocked(bool app) {
     unchecked_[s] = 0;
     // Receive until a receive finds nothing: that one reads the socket's
     // state (as ZMQ_EVENTS would), so the next arrival signals ZMQ_FD.
+    // A waiting thread stops at a push installed (what it waits for, most
+    // likely) and leaves that read to its next call (ProbeUnchecked).
     while (transport::TryRecvMultipart(*shards_[s], zmq_context_, &frames)) {
-      if (HandlePush(static_cast<int>(s), frames)) ++installed;
+      if (!HandlePush(static_cast<int>(s), frames)) continue;
+      ++installed;
+      if (scope == PumpScope::kPolled) {
+        unchecked_[s] = 1;
+        break;
+      }
     }
   }
   if (app && installed > 0) ctx_.counters->pushes_installed_by_app.fetch_add(installed);
-  DrainMonitorsLocked();
+  if (scope != PumpScope::kSentOn) DrainMonitorsLocked();
+  unchecked_left_.store(
+      std::any_of(unchecked_.begin(), unchecked_.end(), [](uint8_t u) { return u != 0; }));
   return installed;
 }
 
@@ -233,10 +263,6 @@ int64_t CommChannel::ConnectionLosses(int shard, int64_t* last_ns) const {
   return losses_[shard].count.load();
 }
 
-void CommChannel::ResumeBackground() {
-  if (sleep_until_ns_.load() > WaitState::NowNs() + kHandOffNs) transport::SignalWakeFd(wake_fd_);
-}
-
 void CommChannel::Stop() {
   common::MutexLock lock(&stop_mu_);
   if (!started_.exchange(false)) return;
@@ -256,29 +282,43 @@ void CommChannel::Run() {
   constexpr int64_t kSafetyNs = int64_t{kPollSafetyMs} * 1000000;
   while (!stop_.load()) {
     // While an application thread waits for pushes, or waited within the
-    // hand-off, it receives them itself: watch only the wake-up descriptor.
-    // sleep_until_ns_ is published before app_waiting is read (both
-    // sequentially consistent), so an application thread that ends its
-    // wait either is seen here or sees the long sleep and wakes us.
+    // hand-off, it receives them itself: watch only the wake-up descriptor,
+    // and while it waits, look again every kStepAsideNs (no application
+    // thread wakes this one when its wait ends: in a tight loop that would
+    // cost a switch to this thread per clock).
     int64_t now = WaitState::NowNs();
     nfds_t watched = static_cast<nfds_t>(fds.size());
     int64_t until = now + kSafetyNs;
     if (wait_ != nullptr) {
-      sleep_until_ns_.store(until);
-      if (!wait_->app_waiting.load()) {
+      if (wait_->app_waiting.load()) {
+        watched = 1;
+        until = now + kStepAsideNs;
+      } else {
         const int64_t window_end = wait_->last_wait_ns.load() + kHandOffNs;
         if (window_end > now) {
           watched = 1;
           until = window_end;
         }
-      } else {
-        watched = 1;
       }
-      sleep_until_ns_.store(until);
+    }
+    // Watching every descriptor: first read the sockets whose descriptor
+    // may not signal (unchecked_left_).
+    polling_all_.store(watched > 1);
+    if (watched > 1 && unchecked_left_.load()) {
+      polling_all_.store(false);
+      common::MutexLock lock(&io_mu_);
+      try {
+        PumpLocked(/*app=*/false, PumpScope::kSentOn);
+      } catch (const zmq::error_t& e) {
+        if (e.num() == ETERM) break;
+        GEEPS_LOG(Error) << "worker " << ctx_.rank << " channel " << channel_ << ": " << e.what();
+      }
+      continue;
     }
     const int64_t wait_ns = std::max<int64_t>(0, until - now);
     timespec ts{static_cast<time_t>(wait_ns / 1000000000), static_cast<long>(wait_ns % 1000000000)};
     const int ready = ::ppoll(fds.data(), watched, &ts, nullptr);
+    polling_all_.store(false);
     if (ready < 0 && errno != EINTR) {
       GEEPS_LOG(Error) << "worker " << ctx_.rank << " channel " << channel_
                        << ": poll failed: " << std::strerror(errno);

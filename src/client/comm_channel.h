@@ -3,7 +3,7 @@
 // are sent by the thread that makes them (Send(), the application thread),
 // and the rows the partitions push are installed into the parameter cache by
 // whichever thread gets to them first: an application thread waiting for
-// them (Pump(), from the worker's wait), or the channel's own thread, which
+// them (PumpPolled(), from the worker's wait), or the channel's own thread, which
 // installs pushes in the background while the application computes. The
 // sockets are used only under io_mu_, so they move between the two threads.
 //
@@ -91,6 +91,10 @@ class CommChannel {
   // How long the channel thread leaves the sockets to an application thread
   // after its last wait for pushes.
   static constexpr int64_t kHandOffNs = 1000000;  // 1 ms
+  // How long the channel thread sleeps at a time while an application
+  // thread waits: after a wait ends, it resumes within this plus the
+  // hand-off.
+  static constexpr int64_t kStepAsideNs = 5000000;  // 5 ms
 
   // `endpoints[s]` is shard s's endpoint for this channel; `wait` may be
   // null (no application thread waits in poll: the channel thread installs
@@ -103,15 +107,22 @@ class CommChannel {
   // Sends the task's messages on the calling thread, then installs any push
   // that has arrived. kFailedPrecondition once stopped.
   Status Send(const CommTask& task);
-  // Installs every push that has arrived; never waits for the network.
-  void Pump();
-  // Readable when a push may have arrived (ZeroMQ's ZMQ_FD of each shard
-  // socket: edge-triggered, so Pump() after every wake-up). Valid from
-  // Start() to Stop().
-  const std::vector<int>& poll_fds() const { return zmq_fds_; }
-  // Called by an application thread that ends a wait: wakes the channel
-  // thread if it is asleep for longer than the hand-off.
-  void ResumeBackground();
+  // Readable when a push may have arrived or a connection changed
+  // (ZeroMQ's ZMQ_FD of each shard socket, then of each shard's monitor,
+  // -1 where none: edge-triggered, so PumpPolled() after every wake-up).
+  // Valid from Start() to Stop().
+  const std::vector<int>& poll_fds() const { return poll_fd_list_; }
+  // Pump() after the caller polled poll_fds() (`polled[i]` for
+  // poll_fds()[i]; `failed`: the poll failed, read everything): reads the
+  // sockets that signalled, without polling them again.
+  // To save a receive that finds nothing per wait, PumpPolled() stops
+  // reading a socket once a push from it is installed; until a receive
+  // finds nothing there, its descriptor may not signal the next arrival.
+  // A waiting thread calls ProbeUnchecked() before it polls again: reads
+  // such sockets until empty (Send() does too); returns how many pushes it
+  // installed.
+  void PumpPolled(const pollfd* polled, bool failed);
+  int ProbeUnchecked();
   // Stops and joins the thread, then closes the sockets (what was sent is
   // still delivered: linger). Idempotent.
   void Stop();
@@ -122,9 +133,15 @@ class CommChannel {
 
  private:
   void Run();
-  // Receives and installs every queued push; returns how many were
-  // installed. `app`: called by an application thread (counted apart).
-  int PumpLocked(bool app) GEEPS_REQUIRES(io_mu_);
+  // Which sockets PumpLocked reads: those pump_fds_ shows readable after
+  // it polls them (kPoll), or after its caller did (kPolled), and those
+  // sent on since their last read; or only those sent on (kSentOn: after
+  // the sends of Send(), whose calls into ZeroMQ may take the signal of an
+  // arrival on the sockets they used, and only on those).
+  enum class PumpScope { kPoll, kPolled, kSentOn };
+  // Receives and installs every queued push in `scope`; returns how many
+  // were installed. `app`: called by an application thread (counted apart).
+  int PumpLocked(bool app, PumpScope scope = PumpScope::kPoll) GEEPS_REQUIRES(io_mu_);
   void RunTask(const CommTask& task) GEEPS_REQUIRES(io_mu_);
   // The payload of a message: either `fill(out, first, n)` writes the
   // payload of rows [first, first + n) into a fresh buffer, or, with `base`
@@ -196,7 +213,8 @@ class CommChannel {
   };
   std::unique_ptr<Losses[]> losses_;  // set in Start, then fixed
   size_t num_losses_ = 0;
-  std::vector<int> zmq_fds_;  // ZMQ_FD per shard socket
+  std::vector<int> zmq_fds_;       // ZMQ_FD per shard socket
+  std::vector<int> poll_fd_list_;  // zmq_fds_, then each monitor's (-1: none)
   // ZMQ_FD of each shard socket, then of each shard's monitor (-1: none):
   // PumpLocked polls them without waiting and reads only the sockets that
   // signalled or that this channel used since it last read their state.
@@ -205,6 +223,13 @@ class CommChannel {
   // nothing on it; until one does, its ZMQ_FD may have missed an arrival
   // (it is edge-triggered, and a send may consume its signal).
   std::vector<uint8_t> unchecked_ GEEPS_GUARDED_BY(io_mu_);
+  // Some unchecked_ is set while no thread holds io_mu_ (PumpPolled
+  // stopped early). The channel thread reads it before it polls every
+  // descriptor, after setting polling_all_; PumpPolled sets it, then reads
+  // polling_all_ and wakes the thread if set (one of the two sees the
+  // other).
+  std::atomic<bool> unchecked_left_{false};
+  std::atomic<bool> polling_all_{false};
   // Per shard: its monitor has been read once (from then on its ZMQ_FD
   // signals what comes; before, ZeroMQ may not have armed it).
   std::vector<uint8_t> monitor_read_ GEEPS_GUARDED_BY(io_mu_);
@@ -220,9 +245,7 @@ class CommChannel {
   std::vector<std::vector<PartialPush>> partial_ GEEPS_GUARDED_BY(io_mu_);
   bool logged_drop_ GEEPS_GUARDED_BY(io_mu_) = false;
 
-  int wake_fd_ = -1;  // eventfd: Stop() and ResumeBackground() wake the thread
-  // When the channel thread's current sleep ends (steady clock ns).
-  std::atomic<int64_t> sleep_until_ns_{0};
+  int wake_fd_ = -1;  // eventfd: Stop() wakes the thread
   std::thread thread_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> started_{false};

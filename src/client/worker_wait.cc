@@ -105,6 +105,18 @@ bool Worker::WaitForPushes(common::MutexLock& lock, SteadyClock::time_point dead
     const int64_t left_ms =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1;
     lock.Unlock();
+    // Read on where an earlier receive stopped at a push: until a receive
+    // finds nothing there, that socket's descriptor may not signal.
+    int probed = 0;
+    for (auto& c : channels_) probed += c->ProbeUnchecked();
+    if (probed > 0) {
+      lock.Lock();
+      if (done()) {
+        result = true;
+        break;
+      }
+      lock.Unlock();
+    }
     // Idle until a push comes: zero the update buffers ZeroMQ has released
     // (PreUpdate then skips them); while one is still held, look again in
     // kHeldBufferTickMs (not sooner: on a slow link a send takes long, and
@@ -126,7 +138,12 @@ bool Worker::WaitForPushes(common::MutexLock& lock, SteadyClock::time_point dead
       NoteFrozen(overslept);
     }
     if (ready > 0 && (wait_fds_[0].revents & POLLIN)) transport::ClearWakeFd(wait_.wake_fd);
-    for (auto& c : channels_) c->Pump();
+    // Each channel reads what this poll found readable (no second poll).
+    const pollfd* polled = wait_fds_.data() + 1;
+    for (auto& c : channels_) {
+      c->PumpPolled(polled, ready < 0);
+      polled += c->poll_fds().size();
+    }
     lock.Lock();
     if (done()) {
       result = true;
@@ -135,7 +152,6 @@ bool Worker::WaitForPushes(common::MutexLock& lock, SteadyClock::time_point dead
   }
   wait_.app_waiting.store(false);
   wait_.last_wait_ns.store(WaitState::NowNs());
-  for (auto& c : channels_) c->ResumeBackground();
   return result;
 }
 
