@@ -166,7 +166,8 @@ int GeepsChild(const Options& o) {
       for (uint64_t r = 0; r < rows_per_worker; ++r) rows.push_back(r * o.pairs + w);
       GEEPS_ASSIGN_OR_RETURN(auto rh, ps->VirtualRead(0, rows, 0));
       GEEPS_RETURN_IF_ERROR(ps->VirtualPostRead(rh));
-      GEEPS_ASSIGN_OR_RETURN(auto uh, ps->VirtualPreUpdate(0, rows));
+      // The loop below writes every element of the update: no zeroing.
+      GEEPS_ASSIGN_OR_RETURN(auto uh, ps->VirtualPreUpdate(0, rows, /*zeroed=*/false));
       GEEPS_RETURN_IF_ERROR(ps->VirtualUpdate(uh));
       GEEPS_RETURN_IF_ERROR(ps->VirtualClock());
       GEEPS_RETURN_IF_ERROR(ps->FinishVirtualIteration());

@@ -5,6 +5,7 @@
 // bytes") states per path.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 #include <vector>
@@ -26,7 +27,7 @@ struct JobStats {
 };
 
 JobStats RunOne(bool read_my_writes, uint64_t device_memory_budget = 0,
-                uint64_t pipeline_part_bytes = 0) {
+                uint64_t pipeline_part_bytes = 0, bool zeroed = true) {
   Config c;
   c.pipeline_part_bytes = pipeline_part_bytes;
   c.device_memory_budget = device_memory_budget;
@@ -41,13 +42,17 @@ JobStats RunOne(bool read_my_writes, uint64_t device_memory_budget = 0,
   Status st = (*cluster)->RunWorkers([&](GeePS& ps) -> Status {
     const auto rows = RowRange(0, kRows);
     GEEPS_ASSIGN_OR_RETURN(const testing::ReadUpdateHandles h,
-                           testing::RecordReadUpdateClock(ps, 0, rows));
+                           testing::RecordReadUpdateClock(ps, 0, rows, zeroed));
     const ReadHandle r = h.read;
     const UpdateHandle u = h.update;
     const std::vector<float> ones(kRows * kWidth, 1.0f);
+    std::vector<float> seen(kRows * kWidth);
     for (int i = 0; i < kIterations; ++i) {
       GEEPS_ASSIGN_OR_RETURN(const float* w, ps.Read(r));
-      (void)w;
+      // Every update arrived once, whether its buffer was zeroed or not.
+      GEEPS_RETURN_IF_ERROR(ps.CopyToHost(seen.data(), w, seen.size()));
+      if (seen.front() != static_cast<float>(i) || seen.back() != static_cast<float>(i))
+        return InternalError("clock " + std::to_string(i) + " read " + std::to_string(seen[0]));
       GEEPS_RETURN_IF_ERROR(ps.PostRead(r));
       GEEPS_ASSIGN_OR_RETURN(float* d, ps.PreUpdate(u));
       GEEPS_RETURN_IF_ERROR(ps.CopyFromHost(d, ones.data(), ones.size()));
@@ -93,8 +98,8 @@ void ExpectDirectUpdatesAndReadsInPlace(bool host_alias) {
   // With a host alias the update leaves from its buffer itself, with no
   // copy into a slot; without one it is copied into the slot once.
   EXPECT_EQ(p.to_slot, host_alias ? 0 : kIterations * kV);
-  EXPECT_EQ(p.pack, 0);  // consecutive rows leave as they are
-  EXPECT_EQ(p.app_copies, kIterations * kV);
+  EXPECT_EQ(p.pack, 0);                           // consecutive rows leave as they are
+  EXPECT_EQ(p.app_copies, 2 * kIterations * kV);  // the read out, the deltas in
   // Every push installs V once (one part, no own deltas to re-add).
   EXPECT_EQ(p.install, run.worker.pushes_installed * kV);
   EXPECT_GE(run.worker.pushes_installed, kIterations);
@@ -172,6 +177,58 @@ TEST(DataPathStatsTest, EveryPreUpdateBufferIsZero) {
       GEEPS_RETURN_IF_ERROR(ps.Clock());
       // Worker 1 lags, so worker 0's Reads wait (and zero ahead meanwhile).
       if (ps.rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    return Status::OK();
+  }));
+}
+
+// An update recorded with zeroed=false: PreUpdate hands its buffer back
+// as the last clock left it, so nothing is zeroed (the application writes
+// every element), and the sums are what they are with zeroing.
+TEST(DataPathStatsTest, AnUpdateRecordedUnzeroedSkipsTheZeroingPass) {
+  for (bool rmw : {false, true}) {
+    SCOPED_TRACE(rmw ? "read_my_writes" : "direct");
+    const JobStats run = RunOne(rmw, 0, 0, /*zeroed=*/false);
+    const DataPathBytes& p = run.worker.data_path;
+    // With read_my_writes the oplog is still zeroed each clock (it sums
+    // the clock's updates); PreUpdate's buffer is not.
+    if (rmw) {
+      ExpectZeroed(p.zero, kV);
+    } else {
+      EXPECT_EQ(p.zero, 0);
+      EXPECT_EQ(run.worker.updates_direct, kIterations);
+    }
+    EXPECT_EQ(run.shard.apply_bytes, kIterations * kV);
+  }
+}
+
+// ... and the buffer is not zeroed: here (one buffer, sent in place) the
+// next PreUpdate returns what the application wrote the clock before.
+TEST(DataPathStatsTest, AnUnzeroedPreUpdateBufferKeepsItsLastContents) {
+  Config c;
+  c.num_workers = 1;
+  c.tables = {{"W", kRows, kWidth}};
+  c.timeout = std::chrono::milliseconds(10000);
+  auto cluster = EmbeddedCluster::Start(c);
+  ASSERT_OK(cluster.status());
+  ASSERT_OK((*cluster)->RunWorkers([&](GeePS& ps) -> Status {
+    GEEPS_ASSIGN_OR_RETURN(const testing::ReadUpdateHandles h,
+                           testing::RecordReadUpdateClock(ps, 0, RowRange(0, kRows), false));
+    std::vector<float> seen(kRows * kWidth), mine(kRows * kWidth);
+    for (int i = 0; i < 5; ++i) {  // never all zero once written: 1, 2, ...
+      GEEPS_ASSIGN_OR_RETURN(const float* w, ps.Read(h.read));
+      (void)w;
+      GEEPS_RETURN_IF_ERROR(ps.PostRead(h.read));
+      GEEPS_ASSIGN_OR_RETURN(float* d, ps.PreUpdate(h.update));
+      GEEPS_RETURN_IF_ERROR(ps.CopyToHost(seen.data(), d, seen.size()));
+      const bool all_zero =
+          std::all_of(seen.begin(), seen.end(), [](float v) { return v == 0.0f; });
+      if (i > 0 && all_zero)
+        return InternalError("clock " + std::to_string(i) + ": PreUpdate zeroed the buffer");
+      std::fill(mine.begin(), mine.end(), static_cast<float>(i + 1));
+      GEEPS_RETURN_IF_ERROR(ps.CopyFromHost(d, mine.data(), mine.size()));
+      GEEPS_RETURN_IF_ERROR(ps.Update(h.update));
+      GEEPS_RETURN_IF_ERROR(ps.Clock());
     }
     return Status::OK();
   }));

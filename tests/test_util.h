@@ -75,12 +75,14 @@ struct ReadUpdateHandles {
   ReadHandle read;
   UpdateHandle update;
 };
+// zeroed=false: the update's buffer is not zeroed by PreUpdate.
 inline StatusOr<ReadUpdateHandles> RecordReadUpdateClock(GeePS& ps, TableId table,
-                                                         const std::vector<RowIndex>& rows) {
+                                                         const std::vector<RowIndex>& rows,
+                                                         bool zeroed = true) {
   ReadUpdateHandles h;
   GEEPS_ASSIGN_OR_RETURN(h.read, ps.VirtualRead(table, rows));
   GEEPS_RETURN_IF_ERROR(ps.VirtualPostRead(h.read));
-  GEEPS_ASSIGN_OR_RETURN(h.update, ps.VirtualPreUpdate(table, rows));
+  GEEPS_ASSIGN_OR_RETURN(h.update, ps.VirtualPreUpdate(table, rows, zeroed));
   GEEPS_RETURN_IF_ERROR(ps.VirtualUpdate(h.update));
   GEEPS_RETURN_IF_ERROR(ps.VirtualClock());
   GEEPS_RETURN_IF_ERROR(ps.FinishVirtualIteration());

@@ -154,6 +154,12 @@ class GEEPS_EXPORT GeePS {
 
   // Records an update (deltas added to `rows` of shared table `table`).
   StatusOr<UpdateHandle> VirtualPreUpdate(TableId table, const std::vector<RowIndex>& rows);
+  // zeroed=false: PreUpdate's buffer is not zeroed (its contents are
+  // unspecified), for an application that writes every element before
+  // Update (as a backward pass that writes, not accumulates, its
+  // gradients does): one pass over the update's bytes fewer per clock.
+  StatusOr<UpdateHandle> VirtualPreUpdate(TableId table, const std::vector<RowIndex>& rows,
+                                          bool zeroed);
   // Records the end of that update: its deltas are handed over here.
   Status VirtualUpdate(UpdateHandle handle);
 
@@ -190,7 +196,8 @@ class GEEPS_EXPORT GeePS {
   // Hands the read's buffer back: the application's work on it must be
   // complete or enqueued on compute_stream(). The pointer is invalid after.
   Status PostRead(ReadHandle handle);
-  // Returns a zeroed device buffer for the deltas of the update's rows. On
+  // Returns a zeroed device buffer for the deltas of the update's rows
+  // (not zeroed if recorded with zeroed=false). On
   // the host backend an update may be sent from this buffer itself; then
   // PreUpdate first waits (at most Config::timeout) until the previous
   // clock's update has left it, which under BSP it always has.

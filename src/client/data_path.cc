@@ -367,7 +367,7 @@ StatusOr<float*> DataPath::PrepareUpdate(int32_t h, Oplog& oplog, std::chrono::m
                                    std::to_string(timeout.count()) + " ms (is the network stuck?)");
     }
     b.zeroing = AccessBuffers::Zeroing::kNone;
-    GEEPS_RETURN_IF_ERROR(ZeroBuffer(b.buffer, floats));
+    if (a.zeroed) GEEPS_RETURN_IF_ERROR(ZeroBuffer(b.buffer, floats));
   }
   b.zeroing = AccessBuffers::Zeroing::kNone;
   return b.buffer;
@@ -408,6 +408,7 @@ bool DataPath::ZeroReleasedUpdateBuffers() {
   for (size_t h = 0; h < update_bufs_.size(); ++h) {
     AccessBuffers& b = update_bufs_[h];
     const RecordedAccess& a = seq_->updates()[h];
+    if (!a.zeroed) continue;  // PreUpdate waits for the buffer itself
     const size_t floats = a.rows.size() * config_->tables[a.table].row_width;
     // The buffer PreUpdate hands out next, and the other one (resend).
     struct Side {

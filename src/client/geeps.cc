@@ -26,7 +26,12 @@ StatusOr<ReadHandle> GeePS::VirtualRead(TableId table, const std::vector<RowInde
 }
 Status GeePS::VirtualPostRead(ReadHandle h) { return impl_->VirtualPostRead(h); }
 StatusOr<UpdateHandle> GeePS::VirtualPreUpdate(TableId table, const std::vector<RowIndex>& rows) {
-  return impl_->VirtualPreUpdate(table, rows);
+  return impl_->VirtualPreUpdate(table, rows, /*zeroed=*/true);
+}
+
+StatusOr<UpdateHandle> GeePS::VirtualPreUpdate(TableId table, const std::vector<RowIndex>& rows,
+                                               bool zeroed) {
+  return impl_->VirtualPreUpdate(table, rows, zeroed);
 }
 Status GeePS::VirtualUpdate(UpdateHandle h) { return impl_->VirtualUpdate(h); }
 StatusOr<LocalHandle> GeePS::VirtualLocalAccess(TableId table, const std::vector<RowIndex>& rows,

@@ -124,11 +124,13 @@ Status OpSequence::AddPostRead(ReadHandle h) {
   return Post(reads_, OpType::kPostRead, h.id, "read", "VirtualPostRead");
 }
 
-StatusOr<UpdateHandle> OpSequence::AddPreUpdate(TableId table, const std::vector<RowIndex>& rows) {
+StatusOr<UpdateHandle> OpSequence::AddPreUpdate(TableId table, const std::vector<RowIndex>& rows,
+                                                bool zeroed) {
   GEEPS_RETURN_IF_ERROR(CheckRows(table, rows, false, "VirtualPreUpdate"));
   RecordedAccess a;
   a.table = table;
   a.rows = rows;
+  a.zeroed = zeroed;
   return UpdateHandle{Open(updates_, OpType::kPreUpdate, std::move(a))};
 }
 

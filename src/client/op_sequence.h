@@ -32,6 +32,7 @@ struct RecordedAccess {
   bool fetch = true;       // local accesses
   bool keep = true;        // local accesses
   bool read_only = false;  // local accesses recorded by VirtualLocalRead
+  bool zeroed = true;      // updates: PreUpdate's buffer is zeroed
   // A local access whose rows go back where they came from at its end:
   // kept, and possibly written (a read-only access leaves them unchanged).
   bool writes_back() const { return keep && !read_only; }
@@ -43,7 +44,8 @@ class OpSequence {
 
   StatusOr<ReadHandle> AddRead(TableId table, const std::vector<RowIndex>& rows, int slack);
   Status AddPostRead(ReadHandle h);
-  StatusOr<UpdateHandle> AddPreUpdate(TableId table, const std::vector<RowIndex>& rows);
+  StatusOr<UpdateHandle> AddPreUpdate(TableId table, const std::vector<RowIndex>& rows,
+                                      bool zeroed = true);
   Status AddUpdate(UpdateHandle h);
   StatusOr<LocalHandle> AddLocalAccess(TableId table, const std::vector<RowIndex>& rows, bool fetch,
                                        bool read_only = false);

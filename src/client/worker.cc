@@ -79,10 +79,11 @@ Status Worker::VirtualPostRead(ReadHandle h) {
   return seq_.AddPostRead(h);
 }
 
-StatusOr<UpdateHandle> Worker::VirtualPreUpdate(TableId table, const std::vector<RowIndex>& rows) {
+StatusOr<UpdateHandle> Worker::VirtualPreUpdate(TableId table, const std::vector<RowIndex>& rows,
+                                                bool zeroed) {
   common::MutexLock lock(&api_mu_);
   GEEPS_RETURN_IF_ERROR(CheckRecording("VirtualPreUpdate"));
-  return seq_.AddPreUpdate(table, rows);
+  return seq_.AddPreUpdate(table, rows, zeroed);
 }
 
 Status Worker::VirtualUpdate(UpdateHandle h) {

@@ -54,7 +54,8 @@ class Worker {
 
   StatusOr<ReadHandle> VirtualRead(TableId table, const std::vector<RowIndex>& rows, int slack);
   Status VirtualPostRead(ReadHandle h);
-  StatusOr<UpdateHandle> VirtualPreUpdate(TableId table, const std::vector<RowIndex>& rows);
+  StatusOr<UpdateHandle> VirtualPreUpdate(TableId table, const std::vector<RowIndex>& rows,
+                                          bool zeroed);
   Status VirtualUpdate(UpdateHandle h);
   StatusOr<LocalHandle> VirtualLocalAccess(TableId table, const std::vector<RowIndex>& rows,
                                            bool fetch);
