@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -147,39 +148,50 @@ TEST(DataPathStatsTest, APooledUpdateBufferIsCopiedIntoTheSlot) {
   EXPECT_EQ(run.shard.apply_bytes, kIterations * kV);
 }
 
-// An update sent in place from its buffer is zeroed again, by the thread
-// that waits for the next push or by PreUpdate: every PreUpdate returns
-// zeros, although the previous clock filled the same buffer.
-TEST(DataPathStatsTest, EveryPreUpdateBufferIsZero) {
+// Runs `clocks` clocks of `workers` workers over one table, each writing
+// i + 1 into every element of its PreUpdate buffer at clock i; `check(i,
+// seen)` is given what PreUpdate returned at clock i. Worker 1 lags, so
+// worker 0's Reads wait (and zero ahead meanwhile).
+void RunPreUpdates(int workers, int clocks, bool zeroed,
+                   const std::function<Status(int, const std::vector<float>&)>& check) {
   Config c;
-  c.num_workers = 2;
+  c.num_workers = workers;
   c.tables = {{"W", kRows, kWidth}};
   c.timeout = std::chrono::milliseconds(10000);
   auto cluster = EmbeddedCluster::Start(c);
   ASSERT_OK(cluster.status());
   ASSERT_OK((*cluster)->RunWorkers([&](GeePS& ps) -> Status {
     GEEPS_ASSIGN_OR_RETURN(const testing::ReadUpdateHandles h,
-                           testing::RecordReadUpdateClock(ps, 0, RowRange(0, kRows)));
-    std::vector<float> seen(kRows * kWidth);
-    const std::vector<float> sevens(kRows * kWidth, 7.0f);
-    for (int i = 0; i < 20; ++i) {
+                           testing::RecordReadUpdateClock(ps, 0, RowRange(0, kRows), zeroed));
+    std::vector<float> seen(kRows * kWidth), mine(kRows * kWidth);
+    for (int i = 0; i < clocks; ++i) {
       GEEPS_ASSIGN_OR_RETURN(const float* w, ps.Read(h.read));
       (void)w;
       GEEPS_RETURN_IF_ERROR(ps.PostRead(h.read));
       GEEPS_ASSIGN_OR_RETURN(float* d, ps.PreUpdate(h.update));
       GEEPS_RETURN_IF_ERROR(ps.CopyToHost(seen.data(), d, seen.size()));
-      for (float v : seen)
-        if (v != 0.0f)
-          return InternalError("clock " + std::to_string(i) + ": PreUpdate returned " +
-                               std::to_string(v) + ", not a zeroed buffer");
-      GEEPS_RETURN_IF_ERROR(ps.CopyFromHost(d, sevens.data(), sevens.size()));
+      GEEPS_RETURN_IF_ERROR(check(i, seen));
+      std::fill(mine.begin(), mine.end(), static_cast<float>(i + 1));
+      GEEPS_RETURN_IF_ERROR(ps.CopyFromHost(d, mine.data(), mine.size()));
       GEEPS_RETURN_IF_ERROR(ps.Update(h.update));
       GEEPS_RETURN_IF_ERROR(ps.Clock());
-      // Worker 1 lags, so worker 0's Reads wait (and zero ahead meanwhile).
       if (ps.rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
     return Status::OK();
   }));
+}
+
+// An update sent in place from its buffer is zeroed again, by the thread
+// that waits for the next push or by PreUpdate: every PreUpdate returns
+// zeros, although the previous clock filled the same buffer.
+TEST(DataPathStatsTest, EveryPreUpdateBufferIsZero) {
+  RunPreUpdates(2, 20, /*zeroed=*/true, [](int i, const std::vector<float>& seen) {
+    for (float v : seen)
+      if (v != 0.0f)
+        return InternalError("clock " + std::to_string(i) + ": PreUpdate returned " +
+                             std::to_string(v) + ", not a zeroed buffer");
+    return Status::OK();
+  });
 }
 
 // An update recorded with zeroed=false: PreUpdate hands its buffer back
@@ -203,35 +215,15 @@ TEST(DataPathStatsTest, AnUpdateRecordedUnzeroedSkipsTheZeroingPass) {
 }
 
 // ... and the buffer is not zeroed: here (one buffer, sent in place) the
-// next PreUpdate returns what the application wrote the clock before.
-TEST(DataPathStatsTest, AnUnzeroedPreUpdateBufferKeepsItsLastContents) {
-  Config c;
-  c.num_workers = 1;
-  c.tables = {{"W", kRows, kWidth}};
-  c.timeout = std::chrono::milliseconds(10000);
-  auto cluster = EmbeddedCluster::Start(c);
-  ASSERT_OK(cluster.status());
-  ASSERT_OK((*cluster)->RunWorkers([&](GeePS& ps) -> Status {
-    GEEPS_ASSIGN_OR_RETURN(const testing::ReadUpdateHandles h,
-                           testing::RecordReadUpdateClock(ps, 0, RowRange(0, kRows), false));
-    std::vector<float> seen(kRows * kWidth), mine(kRows * kWidth);
-    for (int i = 0; i < 5; ++i) {  // never all zero once written: 1, 2, ...
-      GEEPS_ASSIGN_OR_RETURN(const float* w, ps.Read(h.read));
-      (void)w;
-      GEEPS_RETURN_IF_ERROR(ps.PostRead(h.read));
-      GEEPS_ASSIGN_OR_RETURN(float* d, ps.PreUpdate(h.update));
-      GEEPS_RETURN_IF_ERROR(ps.CopyToHost(seen.data(), d, seen.size()));
-      const bool all_zero =
-          std::all_of(seen.begin(), seen.end(), [](float v) { return v == 0.0f; });
-      if (i > 0 && all_zero)
-        return InternalError("clock " + std::to_string(i) + ": PreUpdate zeroed the buffer");
-      std::fill(mine.begin(), mine.end(), static_cast<float>(i + 1));
-      GEEPS_RETURN_IF_ERROR(ps.CopyFromHost(d, mine.data(), mine.size()));
-      GEEPS_RETURN_IF_ERROR(ps.Update(h.update));
-      GEEPS_RETURN_IF_ERROR(ps.Clock());
-    }
+// next PreUpdate returns what the application wrote the clock before,
+// which is never all zero (1, 2, ...).
+TEST(DataPathStatsTest, AnUnzeroedPreUpdateBufferIsNotZeroed) {
+  RunPreUpdates(1, 5, /*zeroed=*/false, [](int i, const std::vector<float>& seen) {
+    const bool all_zero = std::all_of(seen.begin(), seen.end(), [](float v) { return v == 0.0f; });
+    if (i > 0 && all_zero)
+      return InternalError("clock " + std::to_string(i) + ": PreUpdate zeroed the buffer");
     return Status::OK();
-  }));
+  });
 }
 
 TEST(DataPathStatsTest, ReadMyWritesGathersAndGoesThroughTheOplog) {
