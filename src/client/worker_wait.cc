@@ -95,9 +95,10 @@ bool Worker::WaitForPushes(common::MutexLock& lock, SteadyClock::time_point dead
   // app_waiting is set under the table's mutex, which installing a push of
   // this table takes too: a channel thread that installs one after the
   // check above sees it and writes wake_fd. Every thread that uses a
-  // channel's sockets ends by draining them (CommChannel::PumpLocked), so
-  // any other push that arrives from now on makes a descriptor readable:
-  // poll first, then receive.
+  // channel's sockets ends by draining them (CommChannel::PumpLocked) or
+  // marking them unchecked (drained below before each poll), so any other
+  // push that arrives from now on makes a descriptor readable: poll, then
+  // receive.
   bool result = false;
   for (;;) {
     const auto now = SteadyClock::now();
