@@ -26,8 +26,12 @@ bool AllIncluded(const TableCache& t, int64_t clock) {
 
 bool WaitReleased(const std::atomic<int>& refs, SteadyClock::time_point deadline,
                   const std::function<bool()>& stop) {
+  auto last = SteadyClock::now();
   for (int spin = 0; refs.load(std::memory_order_acquire) > 0; ++spin) {
-    if (SteadyClock::now() >= deadline || (stop && stop())) return false;
+    const auto now = SteadyClock::now();
+    if (now - last > kFrozenGap) deadline += now - last;  // each look is 50 us apart
+    last = now;
+    if (now >= deadline || (stop && stop())) return false;
     if (spin < 64) {
       std::this_thread::yield();
     } else {

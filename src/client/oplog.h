@@ -79,9 +79,16 @@ struct DirectUpdate {
 // from: its sockets' linger time (1 s), and a little more.
 inline constexpr std::chrono::milliseconds kReleaseWait{2000};
 
+// A wait that finds the clock moved by more than this between two of its
+// looks (beyond what it slept) was frozen: the process was stopped (SIGSTOP,
+// a debugger), the machine suspended, or it was starved of CPU. Nobody else
+// could make progress for it then, so that time is left out of its deadline.
+inline constexpr std::chrono::milliseconds kFrozenGap{1000};
+
 // Waits until ZeroMQ has released every message counted by `refs` (its free
 // functions decrement, with release order), `deadline` passes, or `stop()`
 // (when given, asked between polls) returns true; returns whether it has.
+// Frozen time (kFrozenGap) does not count.
 bool WaitReleased(const std::atomic<int>& refs, std::chrono::steady_clock::time_point deadline,
                   const std::function<bool()>& stop = {});
 

@@ -151,9 +151,6 @@ class Worker {
   // table's mutex.
   bool WaitForPushes(common::MutexLock& lock, std::chrono::steady_clock::time_point deadline,
                      const std::function<bool()>& done) GEEPS_NO_THREAD_SAFETY_ANALYSIS;
-  // A poll of WaitForPushes that returns later than asked by more than this
-  // was frozen: the excess is left out of the deadline.
-  static constexpr std::chrono::milliseconds kFrozenGap{1000};
   // How often a wait for pushes looks again at update buffers ZeroMQ still
   // holds (to zero them once released, off PreUpdate's path).
   static constexpr int kHeldBufferTickMs = 10;

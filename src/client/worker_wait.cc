@@ -100,8 +100,15 @@ bool Worker::WaitForPushes(common::MutexLock& lock, SteadyClock::time_point dead
   // push that arrives from now on makes a descriptor readable: poll, then
   // receive.
   bool result = false;
+  auto last_look = SteadyClock::now();  // when the last poll returned
   for (;;) {
     const auto now = SteadyClock::now();
+    // Outside its poll this loop only computes and takes locks: a gap this
+    // long means the process was frozen there (kFrozenGap, below).
+    if (now - last_look > kFrozenGap) {
+      deadline += now - last_look;
+      NoteFrozen(now - last_look);
+    }
     if (now >= deadline) break;
     const int64_t left_ms =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1;
@@ -133,7 +140,8 @@ bool Worker::WaitForPushes(common::MutexLock& lock, SteadyClock::time_point dead
     // process did not run meanwhile (stopped by SIGSTOP or a debugger,
     // the machine suspended, or starved of CPU): nobody else could make
     // progress for it then, so that time is left out of the deadline.
-    const auto overslept = SteadyClock::now() - now - std::chrono::milliseconds(poll_ms);
+    last_look = SteadyClock::now();
+    const auto overslept = last_look - now - std::chrono::milliseconds(poll_ms);
     if (overslept > kFrozenGap) {
       deadline += overslept;
       NoteFrozen(overslept);
