@@ -91,6 +91,10 @@ StatusOr<SocketPtr> BindControlRouter(zmq::context_t& context, const std::string
     // The port takes frames from anyone who can connect: nothing larger than
     // the largest legal control message is accepted.
     socket->set(zmq::sockopt::maxmsgsize, kControlFrameLimit);
+    // A rank's id (rank and process nonce) held by an earlier connection of
+    // the same process that has not yet been seen to end passes to the
+    // newest: otherwise ZeroMQ ignores the reconnect and every message on it.
+    socket->set(zmq::sockopt::router_handover, 1);
     socket->set(zmq::sockopt::linger, kLingerMs);
     // CURVE; without keys, the rendezvous admits anyone who names a rank
     // and then only the ranks that joined (security.h).
