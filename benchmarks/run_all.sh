@@ -9,7 +9,8 @@
 # scale-machines, 2 namespaces of 4 processes with and without
 # machine-level aggregation: 4 minutes; scale-16, 16 namespaces at 250 ms
 # and at 1000 ms of compute per iteration, beside MPI_Allreduce and a plain
-# ZeroMQ parameter server: about 3 minutes; all skipped elsewhere with their
+# ZeroMQ parameter server, and as-ready and read-order runs beside them:
+# about 4 minutes; all skipped elsewhere with their
 # reason in summary.md).
 #   bash benchmarks/run_all.sh [OUT]
 # Uses build/ (GEEPS_BUILD_DIR names another; bash scripts/build.sh builds
@@ -79,11 +80,15 @@ for ms in 250 1000; do
     --params 2500000 --tables 8 --compute-ms "$ms" --iterations 12 --plain \
     --out "$out/scale_bench_16_${ms}ms.json" --csv "$out/scale_bench_16_${ms}ms.csv"
 done
+# Beside the default (Config::adapt_push_order): pushes always as their
+# clocks complete, and always in read order.
 for ms in 250 1000; do
-  stage scale-16 "$bin/scale_bench" --netns --rate 1gbit --workers 1,16 --slacks 0 \
-    --params 2500000 --tables 8 --compute-ms "$ms" --iterations 12 --push-in-read-order \
-    --allreduce none --out "$out/scale_bench_16_${ms}ms_read_order.json" \
-    --csv "$out/scale_bench_16_${ms}ms_read_order.csv"
+  for order in as-ready push-in-read-order; do
+    name="scale_bench_16_${ms}ms_${order//-/_}"
+    stage scale-16 "$bin/scale_bench" --netns --rate 1gbit --workers 1,16 --slacks 0 \
+      --params 2500000 --tables 8 --compute-ms "$ms" --iterations 12 "--$order" \
+      --allreduce none --out "$out/$name.json" --csv "$out/$name.csv"
+  done
 done
 stage memory "$bin/memory_bench" --out "$out/memory_bench.json" --csv "$out/memory_bench.csv"
 stage idle "$bin/idle_bench" --connections 1000 --out "$out/idle_bench.json"
@@ -127,7 +132,8 @@ shopt -s nullglob
     fi
   done
   for name in scale_bench_netns scale_bench_machines scale_bench_16_250ms scale_bench_16_1000ms \
-    scale_bench_16_250ms_read_order scale_bench_16_1000ms_read_order; do
+    scale_bench_16_250ms_as_ready scale_bench_16_1000ms_as_ready \
+    scale_bench_16_250ms_push_in_read_order scale_bench_16_1000ms_push_in_read_order; do
     netns_json="$out/$name.json"
     if [[ -f "$netns_json" ]] && grep -q '"skipped"' "$netns_json"; then
       echo

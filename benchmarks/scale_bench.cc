@@ -51,7 +51,9 @@
 // of this shape does over plain ZeroMQ, in the same processes and places,
 // to tell what the machine costs from what libgeeps costs.
 // `--push-in-read-order` sets Config::push_in_read_order (system
-// libgeeps-read-order). Every run also reports where an iteration went
+// libgeeps-read-order); `--as-ready` clears Config::adapt_push_order
+// (system libgeeps-as-ready: pushes go as their clocks complete, the
+// default before adaptation). Every run also reports where an iteration went
 // (timeline.h: per rank and iteration, compute, each table's Read wait,
 // Updates, Clock; the largest points' spans go to --timeline-csv), the CPU
 // of its processes per iteration and the machine's busy share of its
@@ -127,6 +129,7 @@ struct Options {
   bool child = false;
   bool plain = false;        // also run the plain ZeroMQ parameter server
   bool read_order = false;   // Config::push_in_read_order (system libgeeps-read-order)
+  bool as_ready = false;     // !Config::adapt_push_order (system libgeeps-as-ready)
   std::string child_plain;   // internal: run a plain-zmq rank; every rank's endpoint
   std::string timeline_csv;  // the largest point's timelines (default: beside --csv)
   int slack = 0;
@@ -174,6 +177,7 @@ int RunChild(const Options& o) {
   c.pipeline_part_bytes = o.pipeline;
   c.aggregate_per_machine = o.child_aggregate != 0;
   c.push_in_read_order = o.read_order;
+  c.adapt_push_order = !o.as_ready;
   geeps::ProcessOptions po;
   geeps::Status st = geeps::ApplyEnvironment(&po);
   auto p =
@@ -288,6 +292,7 @@ std::vector<std::string> ChildArgs(const Options& o, int slack) {
       "--compute-ms", std::to_string(o.compute_ms), "--iterations", std::to_string(o.iterations),
       "--slack",      std::to_string(slack),        "--pipeline",   std::to_string(o.pipeline)};
   if (o.read_order) a.push_back("--push-in-read-order");
+  if (o.as_ready) a.push_back("--as-ready");
   return a;
 }
 
@@ -494,6 +499,8 @@ int main(int argc, char** argv) {
       .Add("--plain", &o.plain, "also run a plain ZeroMQ parameter server (plain-zmq)")
       .Add("--push-in-read-order", &o.read_order,
            "Config::push_in_read_order (the system is then libgeeps-read-order)")
+      .Add("--as-ready", &o.as_ready,
+           "Config::adapt_push_order = false (the system is then libgeeps-as-ready)")
       .Add("--timeline-csv", &o.timeline_csv,
            "the largest points' per-iteration timelines (scale_bench[_netns]_timeline.csv)")
       .Add("--child-plain", &o.child_plain, "internal: run a plain-zmq rank (its endpoints)")
@@ -691,8 +698,10 @@ int main(int argc, char** argv) {
       std::find(o.slacks.begin(), o.slacks.end(), 0) != o.slacks.end() ? 0 : o.slacks.front();
   for (const bool aggregate : {false, true}) {
     if (aggregate && !o.aggregate) continue;
-    const std::string system = std::string(aggregate ? "libgeeps-aggregated" : "libgeeps") +
-                               (o.read_order ? "-read-order" : "");
+    const std::string system =
+        std::string(aggregate ? "libgeeps-aggregated" : "libgeeps") + (o.read_order ? "-read-order"
+                                                                       : o.as_ready ? "-as-ready"
+                                                                                    : "");
     for (int slack : o.slacks) {
       double base = -1;
       for (int n : o.workers) {

@@ -76,6 +76,7 @@ TEST_P(PushScheduleTest, SendsInTheOrderOfNeed) {
   const Case& c = GetParam();
   PushSchedule s(c.ranks.size(), std::chrono::seconds(10));
   for (uint32_t t = 0; t < c.ranks.size(); ++t) s.SetRank(t, c.ranks[t]);
+  s.Ask(3, true);  // a worker's updates ask for the order
   EXPECT_EQ(Feed(s, c.ready), c.want);
   EXPECT_EQ(s.deferred(), 0u) << "a push was left deferred";
 }
@@ -142,6 +143,7 @@ TEST(PushScheduleRankTest, ALaggingTableHoldsNothing) {
   PushSchedule s(2, std::chrono::seconds(1));
   s.SetRank(0, 1);
   s.SetRank(1, 2);
+  s.Ask(0, true);
   s.Sent(0, 1);
   EXPECT_TRUE(s.MustWait(1, 2));
   EXPECT_FALSE(s.MustWait(0, 2));  // the first table waits for none
@@ -153,6 +155,7 @@ TEST(PushScheduleRankTest, AHeldPushGoesOnceOverdue) {
   PushSchedule s(2, std::chrono::milliseconds(100));
   s.SetRank(0, 1);
   s.SetRank(1, 2);
+  s.Ask(0, true);
   s.Sent(0, 1);
   s.Sent(1, 1);
   ASSERT_TRUE(s.MustWait(1, 2));  // table 0 pushes clock 2 first
@@ -166,6 +169,59 @@ TEST(PushScheduleRankTest, AHeldPushGoesOnceOverdue) {
   ASSERT_TRUE(d.has_value());
   EXPECT_EQ(d->table, 1u);
   EXPECT_EQ(d->order.clock, 2);
+  EXPECT_EQ(s.deferred(), 0u);
+}
+
+// The rule holds while some worker's latest update asks for it
+// (kFlagReadOrder), table-driven: each step is one update's answer, then
+// what the schedule says of it.
+TEST(PushScheduleAskTest, TheOrderHoldsWhileAnyWorkerAsks) {
+  struct Step {
+    int worker;
+    bool asks;
+    bool released;  // Ask's result: the last asker stopped
+    bool ordered;
+  };
+  const std::vector<Step> steps = {
+      {0, false, false, false},                                                  // nobody has asked
+      {0, true, false, true},   {1, true, false, true}, {0, true, false, true},  // again: no change
+      {0, false, false, true},                           // worker 1 still asks
+      {1, false, true, false},                           // the last asker stopped
+      {1, false, false, false}, {5, true, false, true},  // a rank not seen before
+      {-1, true, false, true},                           // no such worker: ignored
+      {5, false, true, false},
+  };
+  PushSchedule s(2, std::chrono::seconds(1));
+  s.SetRank(0, 1);
+  s.SetRank(1, 2);
+  s.Sent(0, 1);
+  s.Sent(1, 1);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const Step& st = steps[i];
+    EXPECT_EQ(s.Ask(st.worker, st.asks), st.released) << "step " << i;
+    EXPECT_EQ(s.ordered(), st.ordered) << "step " << i;
+    // Table 1's push of clock 2 waits for table 0's only while ordered.
+    EXPECT_EQ(s.MustWait(1, 2), st.ordered) << "step " << i;
+  }
+}
+
+// When the last asker stops, the held pushes may all go (TakeReady).
+TEST(PushScheduleAskTest, StoppingReleasesTheHeldPushes) {
+  PushSchedule s(3, std::chrono::seconds(10));
+  for (uint32_t t = 0; t < 3; ++t) s.SetRank(t, t + 1);
+  s.Ask(0, true);
+  for (uint32_t t = 0; t < 3; ++t) s.Sent(t, 1);
+  for (uint32_t t : {2u, 1u}) {
+    ASSERT_TRUE(s.MustWait(t, 2));
+    PushOrder o;
+    o.clock = 2;
+    s.Defer(t, o, Clock::now());
+  }
+  EXPECT_FALSE(s.TakeReady().has_value());
+  EXPECT_TRUE(s.Ask(0, false));
+  std::vector<uint32_t> went;
+  while (auto d = s.TakeReady()) went.push_back(d->table);
+  EXPECT_EQ(went, (std::vector<uint32_t>{1, 2}));  // lowest rank first
   EXPECT_EQ(s.deferred(), 0u);
 }
 

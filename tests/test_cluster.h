@@ -53,6 +53,7 @@ struct Workload {
   int max_message_bytes = 0;    // 0: the config's default
   int pipeline_part_bytes = 0;  // 0: the config's default
   bool push_in_read_order = false;
+  bool adapt_push_order = true;  // Config::adapt_push_order (its default)
   // ProcessCluster only: rank kill_rank SIGKILLs itself before clock
   // kill_at; heartbeat_timeout_ms (0: default) bounds how long the others
   // take to notice.
@@ -224,6 +225,7 @@ class ThreadCluster : public TestCluster {
     if (w.max_message_bytes > 0) c.max_message_bytes = w.max_message_bytes;
     if (w.pipeline_part_bytes > 0) c.pipeline_part_bytes = w.pipeline_part_bytes;
     c.push_in_read_order = w.push_in_read_order;
+    c.adapt_push_order = w.adapt_push_order;
     out.workers.resize(c.num_workers);
     auto cluster = EmbeddedCluster::Start(c);
     if (!cluster.ok()) {
@@ -301,6 +303,7 @@ class ProcessCluster : public TestCluster {
       if (w.pipeline_part_bytes > 0)
         env["GEEPS_PIPELINE_PART_BYTES"] = std::to_string(w.pipeline_part_bytes);
       if (w.push_in_read_order) env["GEEPS_PUSH_IN_READ_ORDER"] = "1";
+      env["GEEPS_ADAPT_PUSH_ORDER"] = w.adapt_push_order ? "1" : "0";
       std::vector<std::string> argv = {binary_,
                                        "--result-dir",
                                        results,

@@ -107,6 +107,37 @@ TEST(WireTest, ResyncAndAckAreHeaderOnly) {
   EXPECT_FALSE(m.Decode().ok());
 }
 
+// Which flags each message type may carry: an update may ask for a
+// checkpoint and for pushes in read order; nothing else may.
+TEST(WireTest, FlagsAllowedPerType) {
+  struct Case {
+    uint32_t flags;
+    bool on_update;
+    bool on_subscribe;
+  };
+  const Case cases[] = {
+      {0, true, true},
+      {kFlagCheckpoint, true, false},
+      {kFlagReadOrder, true, false},
+      {kFlagCheckpoint | kFlagReadOrder, true, false},
+      {1u << 1, false, false},
+      {1u << 6, false, false},
+      {kFlagReadOrder | (1u << 31), false, false},
+  };
+  for (const Case& c : cases) {
+    Msg update = MakeUpdate({1, 2}, 3);
+    WireHeader h = HeaderOf(update);
+    h.flags = c.flags;
+    SetHeader(update, h);
+    EXPECT_EQ(update.Decode().ok(), c.on_update) << "update, flags " << c.flags;
+    Msg subscribe = update;
+    subscribe.frames.pop_back();  // a subscription names rows, without values
+    h.type = static_cast<uint16_t>(MsgType::kSubscribe);
+    SetHeader(subscribe, h);
+    EXPECT_EQ(subscribe.Decode().ok(), c.on_subscribe) << "subscribe, flags " << c.flags;
+  }
+}
+
 TEST(WireTest, RejectsEveryBadField) {
   auto expect_bad = [](Msg m, const char* what) {
     auto d = m.Decode();

@@ -171,9 +171,17 @@ struct Config {
   // 250 ms per iteration: 0.45 -> 0.53 of linear); costs where compute
   // hides the pushes anyway (1000 ms: 0.91 -> 0.85), since the held pushes
   // then leave in one burst after the first table's (docs/performance.md,
-  // "16 machines"). Off by default. Set per worker; a partition orders by
-  // the first rank it hears, so workers may differ.
+  // "16 machines"). true: every update asks for it. A partition orders a
+  // clock's pushes while any worker's latest update asked.
   bool push_in_read_order = false;
+
+  // Unless push_in_read_order: each worker asks for pushes in the order of
+  // need while its reads wait for a large part of its iterations (more
+  // than 30% of the last three turns it on, less than 20% off;
+  // src/client/push_order_policy.h), so a job that the network or the CPU
+  // limits gets the order and one whose compute hides the pushes does not.
+  // false: never asks (pushes go as their clocks complete).
+  bool adapt_push_order = true;
 
   // Multi-process jobs (TCP/IPC): survive a worker-to-partition connection
   // that is lost and comes back (docs/architecture.md, "Connection loss and

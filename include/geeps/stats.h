@@ -31,6 +31,10 @@ struct GEEPS_EXPORT WorkerStats {
   int64_t iterations = 0;        // repeated iterations completed
   double read_wait_seconds = 0;  // time the application thread waited in Read
   int64_t reads_waited = 0;      // Reads that had to wait for fresh rows
+  // Its updates ask for pushes in the order of need now (Config::
+  // push_in_read_order, adapt_push_order), and how often that changed.
+  bool asks_read_order = false;
+  int64_t push_order_switches = 0;
   int64_t messages_sent = 0;
   int64_t messages_received = 0;
   int64_t bytes_sent = 0;

@@ -386,7 +386,7 @@ void CommChannel::SendInParts(int shard, WireHeader h, const uint64_t* rows, uin
                               const Payload& payload, uint64_t max_bytes) {
   const uint64_t per = transport::RowsPerPart(h.row_width, rows != nullptr, max_bytes);
   const size_t row_bytes = static_cast<size_t>(h.row_width) * sizeof(float);
-  const uint32_t extra_flags = h.flags;  // kFlagCheckpoint on every part
+  const uint32_t extra_flags = h.flags;  // kFlagCheckpoint, kFlagReadOrder on every part
   uint64_t first = 0;
   do {
     const uint64_t n = std::min(per, total - first);
@@ -433,6 +433,8 @@ void CommChannel::SendUpdate(TableCache& t, const PartitionSlice& s, OplogSlot& 
   h.aux = s.age;  // acknowledges that push (the partition may stop holding it)
   h.row_width = t.width;
   if (slot.checkpoint) h.flags = transport::kFlagCheckpoint;
+  if (ctx_.asks_read_order != nullptr && ctx_.asks_read_order->load(std::memory_order_relaxed))
+    h.flags |= transport::kFlagReadOrder;
   const uint64_t total = slot.dirty ? s.update_rows.size() : 0;
   const size_t row_bytes = t.width * sizeof(float);
   // The deltas of cached position p: in the slot, or in the update buffer

@@ -63,6 +63,8 @@ struct ClientContext {
   ClientCounters* counters = nullptr;
   // CURVE settings of a multi-process job's sockets; null: plain sockets.
   const transport::SecurityConfig* security = nullptr;
+  // The worker asks for pushes in read order (PushOrderPolicy); null: never.
+  const std::atomic<bool>* asks_read_order = nullptr;
 };
 
 struct CommTask {

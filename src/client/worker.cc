@@ -177,6 +177,7 @@ Status Worker::FinishVirtualIteration() {
   ctx.tables = &data_->tables();
   ctx.counters = &counters_;
   ctx.security = security_;
+  ctx.asks_read_order = &asks_read_order_;
   StatusOr<int> wake_fd = transport::NewWakeFd("worker " + std::to_string(rank_));
   if (!wake_fd.ok()) return fail(wake_fd.status());
   wait_.wake_fd = *wake_fd;
@@ -199,8 +200,13 @@ Status Worker::FinishVirtualIteration() {
     for (int fd : channels_.back()->poll_fds()) wait_fds_.push_back({fd, POLLIN, 0});
   }
   uint32_t next_rank = 0;
+  const bool ordered = config_.push_in_read_order || config_.adapt_push_order;
+  push_order_ = PushOrderPolicy(config_.push_in_read_order ? PushOrderPolicy::Mode::kReadOrder
+                                : config_.adapt_push_order ? PushOrderPolicy::Mode::kAdaptive
+                                                           : PushOrderPolicy::Mode::kAsReady);
+  asks_read_order_.store(push_order_.asks());
   for (const Op& op : seq_.ops(kRepeated)) {
-    if (!config_.push_in_read_order || op.type != OpType::kRead) continue;
+    if (!ordered || op.type != OpType::kRead) continue;
     auto& t = data_->tables()[seq_.reads()[op.handle].table];
     if (t && t->read_rank == 0) t->read_rank = ++next_rank;
   }
@@ -301,6 +307,7 @@ Status Worker::Advance(int32_t direct_update) {
     GEEPS_RETURN_IF_ERROR(AdvanceTable(id, direct_update));
   ++pos_;
   if (section_ == kRepeated && op.type == OpType::kClock) {
+    JudgePushOrder();
     clock_.fetch_add(1);
     iterations_.fetch_add(1);
     pos_ = 0;
@@ -308,6 +315,21 @@ Status Worker::Advance(int32_t direct_update) {
     return EndPrologue();
   }
   return Status::OK();
+}
+
+// One repeated iteration ended: its length and its reads' waits decide
+// what the next updates ask for (PushOrderPolicy).
+void Worker::JudgePushOrder() {
+  const auto now = SteadyClock::now();
+  const int64_t waited = read_wait_ns_.load();
+  if (iterations_.load() > 0)
+    push_order_.Observe(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(now - last_clock_at_).count(),
+        waited - read_wait_at_last_clock_);
+  last_clock_at_ = now;
+  read_wait_at_last_clock_ = waited;
+  asks_read_order_.store(push_order_.asks(), std::memory_order_relaxed);
+  push_order_switches_.store(push_order_.switches(), std::memory_order_relaxed);
 }
 
 int64_t Worker::RequiredAge(int slack) const {

@@ -27,6 +27,7 @@
 #include "client/iteration_plan.h"
 #include "client/op_sequence.h"
 #include "client/oplog.h"
+#include "client/push_order_policy.h"
 #include "client/table_cache.h"
 #include "common/mutex.h"
 #include "device/device.h"
@@ -180,6 +181,14 @@ class Worker {
   std::atomic<int64_t> clock_{0};  // clocks completed; the prologue is clock 0
   std::atomic<int64_t> iterations_{0};
   std::atomic<int64_t> read_wait_ns_{0}, reads_waited_{0};
+  // Whether the updates ask for pushes in read order (Config::
+  // push_in_read_order, adapt_push_order), judged at each clock.
+  PushOrderPolicy push_order_ GEEPS_GUARDED_BY(api_mu_){PushOrderPolicy::Mode::kAsReady};
+  std::atomic<bool> asks_read_order_{false};  // what push_order_ answers; channels read it
+  std::atomic<int64_t> push_order_switches_{0};
+  std::chrono::steady_clock::time_point last_clock_at_ GEEPS_GUARDED_BY(api_mu_);
+  int64_t read_wait_at_last_clock_ GEEPS_GUARDED_BY(api_mu_) = 0;
+  void JudgePushOrder() GEEPS_REQUIRES(api_mu_);
   std::atomic<uint64_t> device_bytes_{0};
   int64_t resume_clock_ = 0;  // > 0: resumed from that checkpoint
   int device_ordinal_ = -1;   // DeviceOptions::ordinal

@@ -11,6 +11,8 @@ WorkerStats Worker::GetStats() const {
   s.iterations = iterations_.load();
   s.read_wait_seconds = static_cast<double>(read_wait_ns_.load()) * 1e-9;
   s.reads_waited = reads_waited_.load();
+  s.asks_read_order = asks_read_order_.load();
+  s.push_order_switches = push_order_switches_.load();
   s.messages_sent = counters_.messages_sent.load();
   s.messages_received = counters_.messages_received.load();
   s.bytes_sent = counters_.bytes_sent.load();

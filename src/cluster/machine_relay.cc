@@ -268,6 +268,7 @@ void MachineRelay::HandleDown(int p, std::vector<zmq::message_t>& frames) {
   d.rows = std::move(a.rows);
   d.values = std::move(a.values);
   d.checkpoint = (a.flags & transport::kFlagCheckpoint) != 0;
+  d.read_order = (a.flags & transport::kFlagReadOrder) != 0;
   ++mt.next_clock;
   TrySum(p, m.header.table);
 }
@@ -288,6 +289,7 @@ void MachineRelay::TrySum(int p, uint32_t table) {
       const Delta& d = mt.ready.at(t.next_up);
       same = same && d.rows == first.rows;
       sum.checkpoint = sum.checkpoint || d.checkpoint;
+      sum.read_order = sum.read_order || d.read_order;
     }
     const size_t w = t.width;
     if (same) {
@@ -378,6 +380,7 @@ void MachineRelay::SendUp(int p, uint32_t table, int64_t clock, const std::share
   h.aux = t.shared_clock;  // an acknowledgement
   h.row_width = t.width;
   if (sum->checkpoint) h.flags = transport::kFlagCheckpoint;
+  if (sum->read_order) h.flags |= transport::kFlagReadOrder;
   const uint64_t pipeline = config_.pipeline_part_bytes;
   const uint64_t max_bytes =
       pipeline > 0 ? std::min(pipeline, config_.max_message_bytes) : config_.max_message_bytes;
@@ -392,7 +395,7 @@ void MachineRelay::SendParts(zmq::socket_t& socket, const std::string& id, WireH
                              uint64_t max_bytes) {
   const uint64_t per = transport::RowsPerPart(h.row_width, rows != nullptr, max_bytes);
   const size_t w = h.row_width;
-  const uint32_t extra = h.flags;  // kFlagCheckpoint on every part
+  const uint32_t extra = h.flags;  // kFlagCheckpoint, kFlagReadOrder on every part
   uint64_t first = 0;
   do {
     const uint64_t n = std::min(per, total - first);

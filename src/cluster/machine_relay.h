@@ -94,6 +94,7 @@ class MachineRelay {
     std::vector<uint64_t> rows;
     std::vector<float> values;
     bool checkpoint = false;
+    bool read_order = false;  // a member asks for pushes in read order
   };
   struct MemberTable {
     int64_t next_clock = 0;          // the clock its next update must have

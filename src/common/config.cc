@@ -204,6 +204,10 @@ Status ApplyEnvironment(Config* c) {
     GEEPS_ASSIGN_OR_RETURN(long long value, ParseInt("GEEPS_PUSH_IN_READ_ORDER", text, 0, 1));
     c->push_in_read_order = value != 0;
   }
+  if (const char* text = std::getenv("GEEPS_ADAPT_PUSH_ORDER")) {
+    GEEPS_ASSIGN_OR_RETURN(long long value, ParseInt("GEEPS_ADAPT_PUSH_ORDER", text, 0, 1));
+    c->adapt_push_order = value != 0;
+  }
   if (const char* text = std::getenv("GEEPS_PIPELINE_PART_BYTES")) {
     GEEPS_ASSIGN_OR_RETURN(long long value,
                            ParseInt("GEEPS_PIPELINE_PART_BYTES", text, 0, kMaxMessageBytes));

@@ -12,6 +12,15 @@ void PushSchedule::SetRank(uint32_t table, uint32_t rank) {
   if (table < rank_.size() && rank_[table] == 0) rank_[table] = rank;
 }
 
+bool PushSchedule::Ask(int worker, bool asks) {
+  if (worker < 0) return false;
+  if (static_cast<size_t>(worker) >= asks_.size()) asks_.resize(static_cast<size_t>(worker) + 1);
+  if (asks_[worker] == asks) return false;
+  asks_[worker] = asks;
+  askers_ += asks ? 1 : -1;
+  return !asks && askers_ == 0;
+}
+
 bool PushSchedule::MustWait(uint32_t table, int64_t clock) const {
   return HasDeferred(table) || WaitsForOthers(table, clock);
 }
@@ -22,7 +31,7 @@ bool PushSchedule::HasDeferred(uint32_t table) const {
 }
 
 bool PushSchedule::WaitsForOthers(uint32_t table, int64_t clock) const {
-  if (table >= rank_.size() || rank_[table] == 0) return false;
+  if (askers_ == 0 || table >= rank_.size() || rank_[table] == 0) return false;
   for (size_t u = 0; u < rank_.size(); ++u) {
     if (u == table || rank_[u] == 0 || rank_[u] >= rank_[table]) continue;
     if (pushed_[u] == clock - 1) return true;

@@ -6,7 +6,8 @@
 // whether a push may go now, defers the ones that may not, and tells it
 // what went out; it hands back the deferred pushes that may go then.
 //
-// Rule: a push of table t at clock m waits while another table u of this
+// Rule, while some worker asks for it (Ask): a push of table t at clock m
+// waits while another table u of this
 // partition with a lower read rank has pushed clock m - 1 and not m yet
 // (u is one clock behind and will push m next). A table that was never
 // read (rank 0), never pushed, or lags by more than one clock holds nothing
@@ -46,6 +47,12 @@ class PushSchedule {
   void SetRank(uint32_t table, uint32_t rank);
   uint32_t rank(uint32_t table) const { return rank_[table]; }
 
+  // Whether `worker`'s latest update asked for pushes in read order
+  // (kFlagReadOrder). The rule applies while any worker asks; returns true
+  // when this call ended that (the deferred pushes may all go: TakeReady).
+  bool Ask(int worker, bool asks);
+  bool ordered() const { return askers_ > 0; }
+
   // Whether a push of `table` at `clock` must wait: for another table's,
   // or behind an older push of its own that is deferred.
   bool MustWait(uint32_t table, int64_t clock) const;
@@ -66,6 +73,8 @@ class PushSchedule {
   bool HasDeferred(uint32_t table) const;
 
   std::vector<uint32_t> rank_;
+  std::vector<bool> asks_;  // per worker
+  int askers_ = 0;
   std::vector<int64_t> pushed_;  // the last clock pushed whole, -1: none
   std::deque<Deferred> deferred_;
   Clock::duration max_hold_;

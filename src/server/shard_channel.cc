@@ -299,8 +299,11 @@ void ShardChannel::HandleMessage(std::vector<zmq::message_t>& frames) {
   if (m.type == MsgType::kSubscribe && m.header.aux > 0 &&
       m.header.aux <= static_cast<int64_t>(tables_.size()))
     schedule_.SetRank(m.header.table, static_cast<uint32_t>(m.header.aux));
+  const bool unordered = m.type == MsgType::kUpdate &&
+                         schedule_.Ask(worker, (m.header.flags & transport::kFlagReadOrder) != 0);
   out = m.type == MsgType::kSubscribe ? t.Subscribe(worker, m) : t.Update(worker, m);
   Carry(m.header.table, out);
+  if (unordered) SendReleased(nullptr);  // no worker asks any more: the held go now
 }
 
 void ShardChannel::Carry(TableId table, const TableOutcome& out) {

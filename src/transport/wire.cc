@@ -51,8 +51,9 @@ StatusOr<DecodedMessage> DecodeFrames(const FrameView* frames, size_t count) {
   if (h.magic != kWireMagic) return InvalidArgumentError("bad magic");
   if (h.version != kWireVersion)
     return InvalidArgumentError("unsupported wire version " + std::to_string(h.version));
-  if ((h.flags & ~(kFlagMore | kFlagCheckpoint)) != 0 ||
-      ((h.flags & kFlagCheckpoint) && h.type != static_cast<uint16_t>(MsgType::kUpdate)))
+  constexpr uint32_t kUpdateOnly = kFlagCheckpoint | kFlagReadOrder;
+  if ((h.flags & ~(kFlagMore | kUpdateOnly)) != 0 ||
+      ((h.flags & kUpdateOnly) && h.type != static_cast<uint16_t>(MsgType::kUpdate)))
     return InvalidArgumentError("reserved flags set");
   if (h.offset > (1ull << 40)) return InvalidArgumentError("part offset out of range");
   if (h.clock < 0) return InvalidArgumentError("negative clock");

@@ -68,6 +68,9 @@ constexpr uint32_t kFlagMore = 1;  // more parts of this message follow
 // Update only: the sender asks every partition to checkpoint at clock + 1
 // (GeePS::RequestCheckpoint).
 constexpr uint32_t kFlagCheckpoint = 1u << 4;
+// Update only: the sender asks for pushes in the order the workers read the
+// tables (Config::push_in_read_order, adapt_push_order; server/push_schedule.h).
+constexpr uint32_t kFlagReadOrder = 1u << 5;
 constexpr size_t kHeaderBytes = 56;
 static_assert(sizeof(WireHeader) == kHeaderBytes, "packed header layout");
 

@@ -31,13 +31,14 @@ namespace geeps::fuzz::config {
 // Every variable ApplyEnvironment reads (include/geeps/config.h), in input
 // order. Append new ones.
 constexpr const char* kVariables[] = {
-    "GEEPS_NUM_WORKERS",          "GEEPS_NUM_SHARDS",       "GEEPS_NUM_CHANNELS",
-    "GEEPS_READ_MY_WRITES",       "GEEPS_DEFAULT_SLACK",    "GEEPS_DEVICE",
-    "GEEPS_DEVICE_MEMORY_BUDGET", "GEEPS_TIMEOUT_MS",       "GEEPS_HEARTBEAT_TIMEOUT_MS",
-    "GEEPS_MAX_MESSAGE_BYTES",    "GEEPS_MEMORY_GUARANTEE", "GEEPS_EMULATED_COPY_BANDWIDTH",
-    "GEEPS_STATS_FILE",           "GEEPS_PREFETCH_DEPTH",   "GEEPS_DETERMINISTIC_BSP",
-    "GEEPS_CHECKPOINT_DIR",       "GEEPS_CHECKPOINT_EVERY", "GEEPS_RESUME",
-    "GEEPS_EMULATED_COMPUTE_US",
+    "GEEPS_NUM_WORKERS",          "GEEPS_NUM_SHARDS",          "GEEPS_NUM_CHANNELS",
+    "GEEPS_READ_MY_WRITES",       "GEEPS_DEFAULT_SLACK",       "GEEPS_DEVICE",
+    "GEEPS_DEVICE_MEMORY_BUDGET", "GEEPS_TIMEOUT_MS",          "GEEPS_HEARTBEAT_TIMEOUT_MS",
+    "GEEPS_MAX_MESSAGE_BYTES",    "GEEPS_MEMORY_GUARANTEE",    "GEEPS_EMULATED_COPY_BANDWIDTH",
+    "GEEPS_STATS_FILE",           "GEEPS_PREFETCH_DEPTH",      "GEEPS_DETERMINISTIC_BSP",
+    "GEEPS_CHECKPOINT_DIR",       "GEEPS_CHECKPOINT_EVERY",    "GEEPS_RESUME",
+    "GEEPS_EMULATED_COMPUTE_US",  "GEEPS_PIPELINE_PART_BYTES", "GEEPS_PUSH_IN_READ_ORDER",
+    "GEEPS_ADAPT_PUSH_ORDER",
 };
 constexpr size_t kNumVariables = sizeof(kVariables) / sizeof(kVariables[0]);
 constexpr size_t kTableLines = 4;
@@ -111,6 +112,9 @@ int Run(const uint8_t* data, size_t size) {
         {"GEEPS_CHECKPOINT_EVERY", static_cast<long long>(c.checkpoint_every)},
         {"GEEPS_EMULATED_COMPUTE_US",
          static_cast<long long>(c.emulated_compute_per_access.count())},
+        {"GEEPS_PIPELINE_PART_BYTES", static_cast<long long>(c.pipeline_part_bytes)},
+        {"GEEPS_PUSH_IN_READ_ORDER", c.push_in_read_order ? 1 : 0},
+        {"GEEPS_ADAPT_PUSH_ORDER", c.adapt_push_order ? 1 : 0},
     };
     for (const auto& n : numbers) {
       std::string text;
