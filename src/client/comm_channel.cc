@@ -133,25 +133,22 @@ void CommChannel::PumpPolled(const pollfd* polled, bool failed) {
   common::MutexLock lock(&io_mu_);
   for (size_t i = 0; i < pump_fds_.size(); ++i)
     pump_fds_[i].revents = failed ? POLLIN : polled[i].revents;
-  try {
-    PumpLocked(/*app=*/true, PumpScope::kPolled);
-  } catch (const zmq::error_t& e) {
-    if (e.num() != ETERM) {
-      GEEPS_LOG(Error) << "worker " << ctx_.rank << " channel " << channel_ << ": " << e.what();
-    }
-  }
+  PumpOrLog(/*app=*/true, PumpScope::kPolled);
   if (unchecked_left_.load() && polling_all_.load()) transport::SignalWakeFd(wake_fd_);
 }
 
 int CommChannel::ProbeUnchecked() {
   if (!unchecked_left_.load()) return 0;
   common::MutexLock lock(&io_mu_);
+  return std::max(0, PumpOrLog(/*app=*/true, PumpScope::kSentOn));
+}
+
+int CommChannel::PumpOrLog(bool app, PumpScope scope) {
   try {
-    return PumpLocked(/*app=*/true, PumpScope::kSentOn);
+    return PumpLocked(app, scope);
   } catch (const zmq::error_t& e) {
-    if (e.num() != ETERM) {
-      GEEPS_LOG(Error) << "worker " << ctx_.rank << " channel " << channel_ << ": " << e.what();
-    }
+    if (e.num() == ETERM) return -1;
+    GEEPS_LOG(Error) << "worker " << ctx_.rank << " channel " << channel_ << ": " << e.what();
   }
   return 0;
 }
@@ -307,12 +304,7 @@ void CommChannel::Run() {
     if (watched > 1 && unchecked_left_.load()) {
       polling_all_.store(false);
       common::MutexLock lock(&io_mu_);
-      try {
-        PumpLocked(/*app=*/false, PumpScope::kSentOn);
-      } catch (const zmq::error_t& e) {
-        if (e.num() == ETERM) break;
-        GEEPS_LOG(Error) << "worker " << ctx_.rank << " channel " << channel_ << ": " << e.what();
-      }
+      if (PumpOrLog(/*app=*/false, PumpScope::kSentOn) < 0) break;
       continue;
     }
     const int64_t wait_ns = std::max<int64_t>(0, until - now);
@@ -332,13 +324,8 @@ void CommChannel::Run() {
     // began waiting needs: wake it (it no longer sees the edge).
     if (readable || (ready == 0 && watched > 1)) {
       common::MutexLock lock(&io_mu_);
-      int installed = 0;
-      try {
-        installed = PumpLocked(/*app=*/false);
-      } catch (const zmq::error_t& e) {
-        if (e.num() == ETERM) break;
-        GEEPS_LOG(Error) << "worker " << ctx_.rank << " channel " << channel_ << ": " << e.what();
-      }
+      const int installed = PumpOrLog(/*app=*/false);
+      if (installed < 0) break;
       if (installed > 0 && wait_ != nullptr && wait_->app_waiting.load()) wait_->Wake();
     }
   }

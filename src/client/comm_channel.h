@@ -144,6 +144,9 @@ class CommChannel {
   // Receives and installs every queued push in `scope`; returns how many
   // were installed. `app`: called by an application thread (counted apart).
   int PumpLocked(bool app, PumpScope scope = PumpScope::kPoll) GEEPS_REQUIRES(io_mu_);
+  // PumpLocked with its ZeroMQ errors logged: -1 when the context is
+  // terminating (ETERM: the channel stops), else the pushes installed.
+  int PumpOrLog(bool app, PumpScope scope = PumpScope::kPoll) GEEPS_REQUIRES(io_mu_);
   void RunTask(const CommTask& task) GEEPS_REQUIRES(io_mu_);
   // The payload of a message: either `fill(out, first, n)` writes the
   // payload of rows [first, first + n) into a fresh buffer, or, with `base`
