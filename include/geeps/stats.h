@@ -43,6 +43,10 @@ struct GEEPS_EXPORT WorkerStats {
   // Of those, installed by the application thread (while it waited for them
   // or had just sent): the rest by the channels' threads, in the background.
   int64_t pushes_installed_by_app = 0;
+  // Of those, kept in the message that brought them instead of copied into
+  // the cache (the host backend: docs/architecture.md, "Pushes kept where
+  // they arrived").
+  int64_t pushes_adopted = 0;
   // Updates whose buffer went straight to the send slot, bypassing the
   // oplog (the only Update of its table per clock, over consecutive cached
   // rows, without read-my-writes: docs/architecture.md, "Oplogs and slots").

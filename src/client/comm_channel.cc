@@ -9,6 +9,7 @@
 #include <cstring>
 #include <functional>
 
+#include "client/adopted_rows.h"
 #include "client/oplog.h"
 #include "common/logging.h"
 #include "common/mutex.h"
@@ -519,7 +520,10 @@ bool CommChannel::HandlePush(int shard, std::vector<zmq::message_t>& frames) {
       partial.clock = m.header.clock;
       partial.received = 0;
       partial.in_cache = !rmw && t.open_in_place_reads == 0;
-      if (partial.in_cache) s.installing = true;
+      if (partial.in_cache) {
+        s.installing = true;
+        s.adopted.reset();  // the cache holds the slice's rows again
+      }
     }
   } else if (!partial.active || partial.clock != m.header.clock ||
              partial.received != m.header.offset) {
@@ -542,6 +546,7 @@ bool CommChannel::HandlePush(int shard, std::vector<zmq::message_t>& frames) {
     partial.active = false;
     FinishInstall(t, s, m.header.clock, m.header.aux, false);
   } else {
+    float* collected = nullptr;  // the push copied out of its message(s)
     if (partial.active) {
       // Collect this part; a push in one part is installed from the message.
       if (partial.received == 0) partial.rows.resize(static_cast<size_t>(s.cache_count) * t.width);
@@ -551,30 +556,16 @@ bool CommChannel::HandlePush(int shard, std::vector<zmq::message_t>& frames) {
       partial.received += m.header.row_count;
       if (more) return false;
       partial.active = false;
-      payload = reinterpret_cast<const char*>(partial.rows.data());
+      collected = partial.rows.data();
     } else if (rmw) {
       ClientCounters::Count(ctx_.counters->install_bytes, part_floats * sizeof(float));
       partial.rows.assign(reinterpret_cast<const float*>(m.payload),
                           reinterpret_cast<const float*>(m.payload) + part_floats);
-      payload = reinterpret_cast<const char*>(partial.rows.data());
+      collected = partial.rows.data();
     }
     common::MutexLock lock(&t.mu);
     if (m.header.clock <= s.age || m.header.aux < s.included) return Stale(shard, m, s);
-    // Installing: one pass over the rows, plus one per own delta re-added.
-    const size_t floats = static_cast<size_t>(s.cache_count) * t.width;
-    ClientCounters::Count(ctx_.counters->install_bytes, floats * sizeof(float));
-    if (rmw) {
-      const size_t offset = static_cast<size_t>(s.cache_begin) * t.width;
-      float* staging = partial.rows.data();
-      for (const OplogSlot* slot : t.retained) {
-        if (slot->clock < m.header.aux) continue;
-        ClientCounters::Count(ctx_.counters->install_bytes, floats * sizeof(float));
-        const float* d = slot->host + offset;
-        for (size_t i = 0; i < floats; ++i) staging[i] += d[i];
-      }
-    }
-    if (!InstallRows(t, s, 0, s.cache_count, payload, rmw)) return false;
-    FinishInstall(t, s, m.header.clock, m.header.aux, rmw);
+    if (!InstallWhole(t, s, m, collected, frames)) return false;
   }
   ctx_.counters->pushes_installed.fetch_add(1);
   t.cv.notify_all();
@@ -585,6 +576,59 @@ bool CommChannel::HandlePush(int shard, std::vector<zmq::message_t>& frames) {
   if (resend_ && monitors_[shard] != nullptr && ctx_.config->num_workers > 1 &&
       static_cast<uint64_t>(s.cache_count) * t.width * sizeof(float) >= kAckMinBytes)
     SendControl(shard, MsgType::kAck, m.header.table, m.header.clock);
+  return true;
+}
+
+bool CommChannel::InstallWhole(TableCache& t, PartitionSlice& s, const DecodedMessage& m,
+                               float* collected, std::vector<zmq::message_t>& frames) {
+  const bool rmw = ctx_.config->read_my_writes;
+  if (!rmw && collected == nullptr && AdoptPush(t, s, frames)) {
+    ctx_.counters->pushes_adopted.fetch_add(1);
+    FinishInstall(t, s, m.header.clock, m.header.aux, rmw);
+    return true;
+  }
+  // Installing: one pass over the rows, plus one per own delta re-added.
+  const size_t floats = static_cast<size_t>(s.cache_count) * t.width;
+  ClientCounters::Count(ctx_.counters->install_bytes, floats * sizeof(float));
+  if (rmw) {
+    const size_t offset = static_cast<size_t>(s.cache_begin) * t.width;
+    float* staging = collected;  // read-my-writes: always a copy
+    for (const OplogSlot* slot : t.retained) {
+      if (slot->clock < m.header.aux) continue;
+      ClientCounters::Count(ctx_.counters->install_bytes, floats * sizeof(float));
+      const float* d = slot->host + offset;
+      for (size_t i = 0; i < floats; ++i) staging[i] += d[i];
+    }
+  }
+  s.adopted.reset();  // the cache holds the slice's rows again
+  const char* payload = collected != nullptr ? reinterpret_cast<const char*>(collected)
+                                             : reinterpret_cast<const char*>(m.payload);
+  if (!InstallRows(t, s, 0, s.cache_count, payload, rmw)) return false;
+  FinishInstall(t, s, m.header.clock, m.header.aux, rmw);
+  return true;
+}
+
+bool CommChannel::AdoptPush(TableCache& t, PartitionSlice& s, std::vector<zmq::message_t>& frames) {
+  // Only a slice whose cached rows lie in one piece of device memory.
+  int pieces = 0;
+  bool on_device = true;
+  t.ForPieces(s.cache_begin, s.cache_count, [&](const CacheRun& piece, uint32_t) {
+    ++pieces;
+    on_device = on_device && piece.on_device;
+  });
+  const size_t bytes = static_cast<size_t>(s.cache_count) * t.width * sizeof(float);
+  if (pieces != 1 || !on_device || bytes < AdoptedRows::kMinBytes || frames.size() != 2 ||
+      frames[1].size() != bytes)
+    return false;
+  // Moved first: a small message's bytes live inside the message object.
+  auto owner = std::make_shared<zmq::message_t>(std::move(frames[1]));
+  void* host = owner->data();
+  std::shared_ptr<const AdoptedRows> rows = AdoptedRows::Make(ctx_.device, owner, host, bytes);
+  if (rows == nullptr) {
+    frames[1] = std::move(*owner);  // as it was, for the copy
+    return false;
+  }
+  s.adopted = std::move(rows);
   return true;
 }
 

@@ -44,8 +44,8 @@ namespace geeps::client {
 
 struct ClientCounters {
   std::atomic<int64_t> messages_sent{0}, messages_received{0}, bytes_sent{0}, bytes_received{0},
-      pushes_installed{0}, pushes_installed_by_app{0}, frames_dropped{0}, connection_losses{0},
-      reconnects{0}, updates_resent{0}, pushes_repeated{0};
+      pushes_installed{0}, pushes_installed_by_app{0}, pushes_adopted{0}, frames_dropped{0},
+      connection_losses{0}, reconnects{0}, updates_resent{0}, pushes_repeated{0};
   // WorkerStats::data_path, by stage (relaxed: statistics only).
   std::atomic<int64_t> gather_bytes{0}, zero_bytes{0}, scatter_add_bytes{0}, to_slot_bytes{0},
       pack_bytes{0}, install_bytes{0}, app_copy_bytes{0};
@@ -178,6 +178,17 @@ class CommChannel {
   void ResendLocked(int shard) GEEPS_REQUIRES(io_mu_);
   // Returns whether a push was installed.
   bool HandlePush(int shard, std::vector<zmq::message_t>& frames) GEEPS_REQUIRES(io_mu_);
+  // Installs a whole push: `collected`, a copy of its rows (from its parts,
+  // or to add own deltas to), else the rows in `frames`, which it may keep
+  // there (AdoptPush) instead of copying them into the cache. False on a
+  // device error.
+  bool InstallWhole(TableCache& t, PartitionSlice& s, const transport::DecodedMessage& m,
+                    float* collected, std::vector<zmq::message_t>& frames)
+      GEEPS_REQUIRES(io_mu_, t.mu);
+  // The push in frames[1] kept there as the slice's rows; false (nothing
+  // changed) where that cannot be.
+  bool AdoptPush(TableCache& t, PartitionSlice& s, std::vector<zmq::message_t>& frames)
+      GEEPS_REQUIRES(io_mu_, t.mu);
   // Copies `count` rows of slice `s` from its `first` row on into the cache
   // (adding the oplog with read-my-writes); false on a device error.
   bool InstallRows(TableCache& t, const PartitionSlice& s, uint32_t first, uint32_t count,

@@ -270,6 +270,26 @@ Status DataPath::ReleaseBuffer(AccessBuffers& b) {
   return st;
 }
 
+Status DataPath::Materialize(TableCache& t, const std::vector<int>& slices) {
+  bool copied = false;
+  for (int si : slices) {
+    const PartitionSlice& s = t.slices[si];
+    if (s.adopted == nullptr) continue;
+    const size_t floats = static_cast<size_t>(s.cache_count) * t.width;
+    ClientCounters::Count(counters_->install_bytes, floats * sizeof(float));
+    // Kept only where the slice's rows are one piece of device memory.
+    const CacheRun at = t.Locate(s.cache_begin);
+    GEEPS_RETURN_IF_ERROR(device_->Copy(t.cache + static_cast<size_t>(at.at) * t.width,
+                                        s.adopted->rows(), floats * sizeof(float),
+                                        device::CopyKind::kDeviceToDevice, stream_));
+    copied = true;
+  }
+  if (!copied) return Status::OK();
+  GEEPS_RETURN_IF_ERROR(device_->Synchronize(stream_));
+  for (int si : slices) t.slices[si].adopted.reset();
+  return Status::OK();
+}
+
 Status DataPath::Gather(int32_t h, TableCache& t) {
   AccessBuffers& b = read_bufs_[h];
   const size_t w = t.width;
@@ -534,6 +554,9 @@ Status DataPath::CopyRows(TableId table, const std::vector<RowIndex>& rows, floa
   }
   TableCache& t = *tables_[table];
   common::MutexLock lock(&t.mu);
+  std::vector<int> all(t.slices.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
+  GEEPS_RETURN_IF_ERROR(Materialize(t, all));
   for (size_t i = 0; i < rows.size(); ++i) {
     auto it = std::lower_bound(t.rows.begin(), t.rows.end(), rows[i]);
     if (it == t.rows.end() || *it != rows[i])
@@ -571,6 +594,14 @@ void DataPath::DropManagers() {
 }
 
 void DataPath::FreeMemory() {
+  // Pushes kept in their messages are mapped into the device: unmapped
+  // here, while it lives.
+  for (AccessBuffers& b : read_bufs_) b.adopted.reset();
+  for (auto& t : tables_) {
+    if (t == nullptr) continue;
+    common::MutexLock lock(&t->mu);
+    for (PartitionSlice& s : t->slices) s.adopted.reset();
+  }
   for (void* p : allocations_) device_->Free(p);
   allocations_.clear();
   for (void* p : pinned_allocations_) device_->FreePinned(p);

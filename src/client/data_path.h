@@ -26,6 +26,7 @@
 #include <memory>
 #include <vector>
 
+#include "client/adopted_rows.h"
 #include "client/comm_channel.h"
 #include "client/iteration_plan.h"
 #include "client/memory_manager.h"
@@ -61,6 +62,9 @@ struct AccessBuffers {
   bool pooled = false;
   float* host_rows = nullptr;  // local data in host memory: contiguous rows there
   float* staging = nullptr;    // ... or a pinned buffer to gather/scatter through
+  // An in-place read of a push kept in its message: holds the message until
+  // PostRead (the slice may move on to the next push meanwhile).
+  std::shared_ptr<const AdoptedRows> adopted;
   // Reads and updates: the runs of rows by side (one device run when the
   // whole cache is on the device), and the host positions of host rows.
   std::vector<AccessRun> runs;
@@ -121,6 +125,10 @@ class DataPath {
   SwapEngine* swap() const { return swap_.get(); }         // null: swaps at the access
 
   // ---- The data path (application thread).
+  // Copies the rows of `slices` (indexes into t.slices) that are kept in
+  // their push's message (PartitionSlice::adopted) into the cache, for
+  // whoever reads them there.
+  Status Materialize(TableCache& t, const std::vector<int>& slices) GEEPS_REQUIRES(t.mu);
   // A read's rows from the cache into its (pool) buffer.
   Status Gather(int32_t h, TableCache& t) GEEPS_REQUIRES(t.mu);
   // An update's buffer into the oplog (and the cache with `read_my_writes`),
@@ -155,7 +163,8 @@ class DataPath {
   bool UpdateBuffersStillSending() const;
   // The swap engine and the memory manager go first (the pool lives in
   // device memory); then, unless ZeroMQ still holds an update buffer,
-  // FreeMemory frees every allocation.
+  // FreeMemory frees every allocation (and lets go of pushes kept in their
+  // messages).
   void DropManagers();
   void FreeMemory();
 

@@ -34,7 +34,8 @@
 
 namespace geeps::client {
 
-struct OplogSlot;  // client/oplog.h
+class AdoptedRows;  // client/adopted_rows.h
+struct OplogSlot;   // client/oplog.h
 
 // The rows of a table in one server partition.
 struct PartitionSlice {
@@ -53,6 +54,11 @@ struct PartitionSlice {
   // A push has been installed: the partition has this worker's subscription
   // (else a resend after a connection loss sends the subscription again).
   bool push_installed = false;
+  // The last push, kept in the message that brought it instead of copied
+  // into the cache (adopted_rows.h): while set, the slice's rows in `cache`
+  // are stale, and whoever reads them there first copies these in
+  // (DataPath::Materialize). Null: the cache holds the rows.
+  std::shared_ptr<const AdoptedRows> adopted;
 };
 
 // Consecutive cached positions [begin, begin + count) on one side.
@@ -90,7 +96,7 @@ struct TableCache {
   // read without the lock; age, included, installing and push_installed are
   // written under both mu and the io_mu_ of the slice's comm channel, and
   // read under either (an annotation cannot name single fields of the
-  // elements, nor "either of two").
+  // elements, nor "either of two"); `adopted` is read and written under mu.
   std::vector<PartitionSlice> slices;
   std::vector<std::unique_ptr<OplogSlot>> slots GEEPS_GUARDED_BY(mu);
   std::deque<OplogSlot*> retained GEEPS_GUARDED_BY(mu);  // by clock, oldest first

@@ -367,9 +367,20 @@ StatusOr<const float*> Worker::Read(ReadHandle h) {
       if (peers_failed_.load() && !fresh()) return PeerFailure();
       if (!ok) return ReadTimeout(h.id, t, required);
     }
+    const std::vector<int>& slices = plan_->read_slices(h.id);
     if (section_ == kRepeated && plan_->read_in_place(h.id)) {
-      // The cache rows themselves (PlanInPlaceReads): nothing to gather.
-      const float* rows = t.cache + static_cast<size_t>(plan_->read_first_pos(h.id)) * t.width;
+      // The cache rows themselves (PlanInPlaceReads), or the push's message
+      // that holds them (AdoptedRows): nothing to gather.
+      const size_t first = plan_->read_first_pos(h.id);
+      const PartitionSlice* kept = slices.size() == 1 ? &t.slices[slices[0]] : nullptr;
+      const float* rows = nullptr;
+      if (kept != nullptr && kept->adopted != nullptr) {
+        b.adopted = kept->adopted;
+        rows = kept->adopted->rows() + (first - kept->cache_begin) * t.width;
+      } else {
+        GEEPS_RETURN_IF_ERROR(data_->Materialize(t, slices));
+        rows = t.cache + first * t.width;
+      }
       reads_in_place_.fetch_add(1);
       ++t.open_in_place_reads;
       b.open_in_place = true;
@@ -379,6 +390,7 @@ StatusOr<const float*> Worker::Read(ReadHandle h) {
     }
     GEEPS_RETURN_IF_ERROR(data_->AcquireBuffer(b, a.rows.size() * t.width * sizeof(float),
                                                {MemoryManager::Kind::kRead, h.id}));
+    GEEPS_RETURN_IF_ERROR(data_->Materialize(t, slices));
     GEEPS_RETURN_IF_ERROR(data_->Gather(h.id, t));
   }
   GEEPS_RETURN_IF_ERROR(Advance());
@@ -396,6 +408,7 @@ Status Worker::PostRead(ReadHandle h) {
     common::MutexLock lock(&t.mu);
     --t.open_in_place_reads;
     b.open_in_place = false;
+    b.adopted.reset();  // the message may go now
   }
   GEEPS_RETURN_IF_ERROR(data_->ReleaseBuffer(b));
   return Advance();

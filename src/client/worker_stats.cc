@@ -19,6 +19,7 @@ WorkerStats Worker::GetStats() const {
   s.bytes_received = counters_.bytes_received.load();
   s.pushes_installed = counters_.pushes_installed.load();
   s.pushes_installed_by_app = counters_.pushes_installed_by_app.load();
+  s.pushes_adopted = counters_.pushes_adopted.load();
   s.updates_direct = updates_direct_.load();
   s.reads_in_place = reads_in_place_.load();
   s.frames_dropped = counters_.frames_dropped.load();

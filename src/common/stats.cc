@@ -39,11 +39,12 @@ std::string WorkerStats::ToJson() const {
     << ",\"bytes_sent\":" << bytes_sent << ",\"bytes_received\":" << bytes_received
     << ",\"pushes_installed\":" << pushes_installed
     << ",\"pushes_installed_by_app\":" << pushes_installed_by_app
-    << ",\"updates_direct\":" << updates_direct << ",\"reads_in_place\":" << reads_in_place
-    << ",\"frames_dropped\":" << frames_dropped << ",\"connection_losses\":" << connection_losses
-    << ",\"reconnects\":" << reconnects << ",\"updates_resent\":" << updates_resent
-    << ",\"pushes_repeated\":" << pushes_repeated << ",\"data_path_bytes\":" << data_path.ToJson()
-    << ",\"device\":\"" << JsonEscape(device) << "\""
+    << ",\"pushes_adopted\":" << pushes_adopted << ",\"updates_direct\":" << updates_direct
+    << ",\"reads_in_place\":" << reads_in_place << ",\"frames_dropped\":" << frames_dropped
+    << ",\"connection_losses\":" << connection_losses << ",\"reconnects\":" << reconnects
+    << ",\"updates_resent\":" << updates_resent << ",\"pushes_repeated\":" << pushes_repeated
+    << ",\"data_path_bytes\":" << data_path.ToJson() << ",\"device\":\"" << JsonEscape(device)
+    << "\""
     << ",\"device_bytes_in_use\":" << device_bytes_in_use
     << ",\"memory_stall_seconds\":" << memory_stall_seconds
     << ",\"bytes_host_to_device\":" << bytes_host_to_device

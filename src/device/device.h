@@ -158,6 +158,22 @@ class Device {
     (void)p;
     return nullptr;
   }
+  // Host memory [p, p + bytes) used as device memory in place: the device
+  // address by which the device's operations (and the application, through
+  // them) reach it until UnmapHostMemory(), or null where the device cannot
+  // (CUDA; the host backend's no-alias mode). Not counted against the
+  // budget; the caller keeps the memory alive until it unmaps. Lets a worker
+  // on the host backend keep a push in the message that brought it instead
+  // of copying it into the cache (docs/architecture.md, "Pushes kept where
+  // they arrived").
+  virtual void* MapHostMemory(void* p, size_t bytes) {
+    (void)p;
+    (void)bytes;
+    return nullptr;
+  }
+  // REQUIRES: `device_p` came from MapHostMemory() of this device and no
+  // queued operation still uses it.
+  virtual void UnmapHostMemory(void* device_p) { (void)device_p; }
 };
 
 // Creates a device. kAuto picks CUDA when the backend is built and a GPU is

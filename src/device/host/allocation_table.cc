@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <iterator>
 #include <new>
 #include <sstream>
 #include <string>
@@ -85,10 +86,40 @@ StatusOr<void*> AllocationTable::Allocate(size_t bytes) {
 bool AllocationTable::Free(void* p) {
   common::MutexLock lock(&mu_);
   auto it = device_.find(static_cast<const char*>(p));
-  if (it == device_.end()) return false;
+  if (it == device_.end() || mapped_.count(it->first) != 0) return false;
   in_use_ -= it->second;
   device_.erase(it);
   std::free(ToHost(p));
+  return true;
+}
+
+void* AllocationTable::Map(void* p, size_t bytes) {
+  if (bytes == 0) return nullptr;
+  const char* address = static_cast<const char*>(ToDevice(p));
+  common::MutexLock lock(&mu_);
+  // Overlap with a live block: the first block at or past `address` starts
+  // inside the range, or the one before it ends past `address`.
+  auto next = device_.lower_bound(address);
+  if (next != device_.end() && std::less<>()(next->first, address + bytes)) return nullptr;
+  if (next != device_.begin()) {
+    auto prev = std::prev(next);
+    if (std::greater<>()(prev->first + prev->second, address)) return nullptr;
+  }
+  try {
+    mapped_.insert(address);
+    device_.emplace(address, bytes);
+  } catch (const std::bad_alloc&) {
+    mapped_.erase(address);
+    return nullptr;
+  }
+  return const_cast<char*>(address);
+}
+
+bool AllocationTable::Unmap(void* p) {
+  common::MutexLock lock(&mu_);
+  const char* address = static_cast<const char*>(p);
+  if (mapped_.erase(address) == 0) return false;
+  device_.erase(address);
   return true;
 }
 
@@ -114,8 +145,9 @@ bool AllocationTable::FreePinned(void* p) {
 void AllocationTable::FreeAll() {
   common::MutexLock lock(&mu_);
   for (const auto& [block, bytes] : device_) {
-    std::free(ToHost(const_cast<char*>(block)));
+    if (mapped_.count(block) == 0) std::free(ToHost(const_cast<char*>(block)));
   }
+  mapped_.clear();
   for (void* p : pinned_) std::free(p);
   device_.clear();
   pinned_.clear();

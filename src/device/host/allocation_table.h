@@ -51,7 +51,14 @@ class AllocationTable {
   // False when `p` is not a live pinned block.
   bool FreePinned(void* p);
 
-  // Frees every block.
+  // Host memory [p, p + bytes) as a device block that this table does not
+  // own (Free() refuses it, FreeAll() leaves it): its device address, or
+  // null when bytes is 0 or the range overlaps a live block.
+  void* Map(void* p, size_t bytes);
+  // False when `p` is not a live mapped block.
+  bool Unmap(void* p);
+
+  // Frees every block (mapped ones are forgotten, not freed).
   void FreeAll();
 
   // Bytes of device blocks now allocated.
@@ -89,6 +96,7 @@ class AllocationTable {
   // Block (device address) -> bytes. std::less<> orders any two pointers.
   std::map<const char*, size_t, std::less<>> device_ GEEPS_GUARDED_BY(mu_);
   std::unordered_set<void*> pinned_ GEEPS_GUARDED_BY(mu_);
+  std::unordered_set<const char*> mapped_ GEEPS_GUARDED_BY(mu_);  // device addresses
   uint64_t in_use_ GEEPS_GUARDED_BY(mu_) = 0;
 };
 

@@ -393,6 +393,16 @@ const void* HostDevice::HostAlias(const void* p) const {
   return p == nullptr || no_host_alias_ ? nullptr : table_->ToHost(p);
 }
 
+void* HostDevice::MapHostMemory(void* p, size_t bytes) {
+  return p == nullptr || no_host_alias_ ? nullptr : table_->Map(p, bytes);
+}
+
+void HostDevice::UnmapHostMemory(void* device_p) {
+  if (device_p == nullptr || table_->Unmap(device_p)) return;
+  GEEPS_LOG(Warning) << "host device: UnmapHostMemory(" << device_p
+                     << ") of a pointer that is not mapped host memory; ignored";
+}
+
 bool HostDevice::EventDone(Event* event) {
   StatusOr<HostEvent*> host_event = AsHostEvent(event);
   if (!host_event.ok()) return true;  // not an event: nothing to wait for

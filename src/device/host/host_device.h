@@ -125,6 +125,10 @@ class HostDevice final : public Device {
   Status EventSynchronize(Event* event) override;
   bool EventDone(Event* event) override;
   const void* HostAlias(const void* p) const override;
+  // Null in the no-alias mode (as on CUDA), for an empty range, or where
+  // the range overlaps a block already known.
+  void* MapHostMemory(void* p, size_t bytes) override;
+  void UnmapHostMemory(void* device_p) override;  // unknown pointers: as Free()
 
  private:
   enum class IndexedSide { kSource, kDestination };
