@@ -16,6 +16,7 @@
 #include "client/geeps_access.h"
 #include "client/worker.h"
 #include "cluster/bootstrap.h"
+#include "cluster/job_plan.h"
 #include "cluster/machine_relay.h"
 #include "cluster/membership.h"
 #include "common/logging.h"
@@ -126,7 +127,10 @@ struct IpcFiles {
   }
 };
 
-struct Process::Impl {
+namespace process_internal {
+
+// A process of a job: what Join builds, step by step, and Process keeps.
+struct State {
   Config config;  // the job's: num_workers and num_shards from the roles
   ProcessOptions options;
   int rank = 0;
@@ -148,11 +152,20 @@ struct Process::Impl {
   bool shut_down GEEPS_GUARDED_BY(shutdown_mu) = false;
 };
 
-Process::Process(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-Process::~Process() { Shutdown().ok(); }
+}  // namespace process_internal
 
-StatusOr<std::unique_ptr<Process>> Process::Join(const Config& config,
-                                                 const ProcessOptions& options) {
+namespace {
+
+using process_internal::State;
+
+// "rank R: <why>", with why's code.
+Status AtRank(int rank, const Status& why) {
+  return Status(why.code(), "rank " + std::to_string(rank) + ": " + why.message());
+}
+
+// The machine of aggregate_per_machine: ProcessOptions::machine (or
+// GEEPS_MACHINE), else the host name; "" without aggregation.
+StatusOr<std::string> MachineName(const Config& config, const ProcessOptions& options) {
   if (config.aggregate_per_machine && config.workers_per_machine > 0)
     return InvalidArgumentError(
         "workers_per_machine is " + std::to_string(config.workers_per_machine) +
@@ -171,6 +184,260 @@ StatusOr<std::unique_ptr<Process>> Process::Join(const Config& config,
     return InvalidArgumentError("machine name '" + machine +
                                 "' (ProcessOptions::machine, GEEPS_MACHINE or the host name): "
                                 "expected 1 to 255 of [A-Za-z0-9._:-], not \"-\"");
+  return machine;
+}
+
+// Rank and world size from the options, else from the launcher's
+// environment; returns the local rank.
+StatusOr<int> ResolveRank(const ProcessOptions& options, State* s) {
+  if (options.rank < 0 && options.world_size < 0) {
+    GEEPS_ASSIGN_OR_RETURN(cluster::ProcessEnv env, cluster::DetectProcessEnv());
+    s->rank = env.rank;
+    s->world_size = env.world_size;
+    return env.local_rank;
+  }
+  if (options.rank < 0 || options.world_size < 1 || options.rank >= options.world_size)
+    return InvalidArgumentError("ProcessOptions: rank " + std::to_string(options.rank) +
+                                " and world_size " + std::to_string(options.world_size) +
+                                " must satisfy 0 <= rank < world_size");
+  s->rank = options.rank;
+  s->world_size = options.world_size;
+  return options.rank;
+}
+
+// The worker's device ordinal (one worker per process; -1 without a
+// worker), checked before anything is allocated or bound.
+StatusOr<int> WorkerDevice(const Config& config, const ProcessOptions& options, int rank,
+                           int local_rank) {
+  if (!HasWorker(options.role)) return -1;
+  StatusOr<std::vector<int>> ordinals =
+      device::SelectWorkerDevices(config, local_rank, /*workers_in_process=*/1);
+  if (!ordinals.ok())
+    return Status(ordinals.status().code(), "rank " + std::to_string(rank) + " (local rank " +
+                                                std::to_string(local_rank) +
+                                                "): " + ordinals.status().message());
+  return ordinals->front();
+}
+
+// Where the shard sockets bind and the address peers reach them at.
+struct Hosts {
+  std::string bind, advertise;
+};
+
+StatusOr<Hosts> ResolveHosts(const ProcessOptions& options, const cluster::HostPort& coordinator) {
+  Hosts h{options.bind_host, options.bind_host};
+  if (!h.bind.empty() && h.bind != "*") return h;
+  if (IsLoopback(coordinator.host)) {
+    h.advertise = "127.0.0.1";
+  } else {
+    GEEPS_ASSIGN_OR_RETURN(h.advertise, RouteAddress(coordinator));
+  }
+  if (h.bind.empty()) h.bind = h.advertise;
+  return h;
+}
+
+// The ZeroMQ context and the job's security: CURVE with a key file (checked
+// before anything binds), else the job token guards the data plane.
+Status StartSecurity(const ProcessOptions& options, State* s) {
+  std::string key_file = options.curve_key_file;
+  if (const char* v = std::getenv("GEEPS_CURVE_KEYS"); key_file.empty() && v) key_file = v;
+  transport::CurveKeys job_keys;
+  if (!key_file.empty()) {
+    auto keys = transport::ReadCurveKeyFile(key_file);
+    if (!keys.ok()) return AtRank(s->rank, keys.status());
+    job_keys = std::move(keys).value();
+  }
+  GEEPS_ASSIGN_OR_RETURN(s->context, transport::NewContext());
+  if (!key_file.empty()) {
+    GEEPS_ASSIGN_OR_RETURN(s->security,
+                           transport::SecurityConfig::Start(s->context.get(), job_keys));
+  } else {
+    GEEPS_ASSIGN_OR_RETURN(s->security,
+                           transport::SecurityConfig::StartWithToken(s->context.get()));
+  }
+  return Status::OK();
+}
+
+// Binds this process's shard sockets (their addresses go into HELLO, in
+// `self`).
+Status BindShards(const Config& config, const ProcessOptions& options, int local_rank,
+                  const Hosts& hosts, State* s, cluster::PeerInfo* self,
+                  std::vector<std::unique_ptr<zmq::socket_t>>* bound) {
+  if (!HasShard(options.role)) return Status::OK();
+  for (int k = 0; k < config.num_channels; ++k) {
+    std::string endpoint;
+    if (options.transport == Transport::kIpc) {
+      const std::string path = options.ipc_dir + "/geeps-" + std::to_string(getpid()) + "-r" +
+                               std::to_string(s->rank) + "-c" + std::to_string(k) + ".sock";
+      endpoint = "ipc://" + path;
+      s->ipc_files.paths.push_back(path);
+    } else {
+      const int port =
+          options.base_port > 0 ? options.base_port + local_rank * config.num_channels + k : 0;
+      endpoint = "tcp://" + hosts.bind + ":" + (port > 0 ? std::to_string(port) : "*");
+    }
+    std::string actual;
+    auto socket = transport::BindShardRouter(
+        *s->context, endpoint, transport::LargestFrameBytes(config), s->security.get(), &actual);
+    if (!socket.ok()) return AtRank(s->rank, socket.status());
+    // A wildcard bind reports 0.0.0.0; peers connect to the advertised host.
+    const std::string wildcard = "tcp://0.0.0.0:";
+    if (actual.rfind(wildcard, 0) == 0)
+      actual = "tcp://" + hosts.advertise + ":" + actual.substr(wildcard.size());
+    self->endpoints.push_back(actual);
+    bound->push_back(std::move(socket).value());
+  }
+  return Status::OK();
+}
+
+// Checkpoints: every rank reports the files it sees in HELLO (into
+// `self`); rank 0 picks the newest clock that the rank hosting each
+// partition has (the chooser returned; empty elsewhere), and every rank
+// restores it (docs/architecture.md, "Checkpoints").
+StatusOr<cluster::ResumeChooser> CheckpointsForHello(const Config& config, ProcessRole role,
+                                                     int rank, cluster::PeerInfo* self) {
+  if (config.checkpoint_dir.empty()) return cluster::ResumeChooser();
+  Status dir = server::EnsureCheckpointDir(config.checkpoint_dir);
+  if (!dir.ok()) return AtRank(rank, dir);
+  if (config.resume != ResumeMode::kOff && HasShard(role)) {
+    for (const auto& [p, clocks] : server::ListCheckpoints(config.checkpoint_dir))
+      for (int64_t k : clocks) self->checkpoints.emplace_back(p, k);
+  }
+  if (rank != 0 || config.resume == ResumeMode::kOff) return cluster::ResumeChooser();
+  return cluster::ResumeChooser([config](const cluster::JobLayout& layout) -> StatusOr<int64_t> {
+    Config job = config;
+    job.num_workers = std::max(1, layout.num_workers);
+    job.num_shards = std::max(1, layout.num_shards);
+    std::map<int, std::set<int64_t>> seen;  // by the rank hosting the partition
+    for (const cluster::PeerInfo& peer : layout.peers) {
+      const int shard = layout.shard_index[peer.rank];
+      if (shard < 0) continue;
+      for (const auto& [p, k] : peer.checkpoints)
+        if (p / job.num_channels == shard) seen[p].insert(k);
+    }
+    return server::ChooseResumeClock(job, seen);
+  });
+}
+
+// The rendezvous: the job's layout from the coordinator, its token, and
+// the job's config (s->config) with its roles counted; checks this
+// process's sockets for the whole job before the worker makes one per
+// partition.
+StatusOr<cluster::JobLayout> Rendezvous(const Config& config, const cluster::HostPort& coordinator,
+                                        const cluster::PeerInfo& self,
+                                        const cluster::ResumeChooser& choose, State* s) {
+  s->membership = std::make_unique<cluster::Membership>(
+      s->context.get(), s->rank, s->world_size, coordinator, config.timeout,
+      config.heartbeat_timeout, s->security.get());
+  GEEPS_ASSIGN_OR_RETURN(
+      cluster::JobLayout layout,
+      s->membership->Rendezvous(
+          self, transport::JobFingerprint(config, transport::FingerprintScope::kRendezvous),
+          config.num_channels, choose));
+  if (layout.num_workers == 0 || layout.num_shards == 0)
+    return InvalidArgumentError("the job has " + std::to_string(layout.num_workers) +
+                                " workers and " + std::to_string(layout.num_shards) +
+                                " shards; it needs at least one of each (see GEEPS_ROLE)");
+  if (!s->security->curve()) {
+    Status token = s->security->SetJobToken(layout.token);
+    if (!token.ok())
+      return UnavailableError("rank " + std::to_string(s->rank) +
+                              ": the coordinator's WELCOME has no valid job token (" +
+                              token.message() + "; is rank 0 an older libgeeps?)");
+  }
+  Config job = config;
+  job.num_workers = layout.num_workers;
+  job.num_shards = layout.num_shards;
+  GEEPS_RETURN_IF_ERROR(ValidateConfig(job));
+  s->config = job;
+  const ProcessRole role = s->options.role;
+  GEEPS_RETURN_IF_ERROR(transport::CheckSocketNeeds(
+      *s->context,
+      transport::ProcessNeeds(job, HasWorker(role) ? 1 : 0, HasShard(role) ? job.num_channels : 0,
+                              s->world_size, true),
+      "Process::Join: rank " + std::to_string(s->rank) + " of a job of " +
+          transport::JobShape(job)));
+  return layout;
+}
+
+// This machine's relay, in the process of its leading worker.
+Status StartRelay(const cluster::ProcessPlan& plan, int64_t resume_clock,
+                  const std::string& machine, State* s) {
+  const cluster::ProcessPlan::Relay& r = *plan.relay;
+  s->relay = std::make_unique<cluster::MachineRelay>(s->context.get(), s->config, r.machine_index,
+                                                     r.workers, plan.worker_endpoints,
+                                                     plan.partition_endpoints, s->security.get());
+  s->relay->SetStartClock(resume_clock);
+  for (const std::string& path : r.ipc_paths) s->ipc_files.paths.push_back(path);
+  Status started = s->relay->Start();
+  if (!started.ok())
+    return Status(started.code(),
+                  "rank " + std::to_string(s->rank) + ": machine relay: " + started.message());
+  GEEPS_LOG(Info) << "rank " << s->rank << ": relay of machine '" << machine << "' for workers "
+                  << r.workers.size() << " (first " << r.workers.front() << ")";
+  return Status::OK();
+}
+
+// This process's shard channels on the bound sockets: each restores the
+// checkpoint (all load and verify theirs before any starts), then starts.
+Status StartChannels(const cluster::JobLayout& layout, const cluster::PeerInfo& self,
+                     const std::vector<bool>& participants,
+                     std::vector<std::unique_ptr<zmq::socket_t>>* bound, State* s) {
+  const Config& job = s->config;
+  s->shard = layout.shard_index[s->rank];
+  for (size_t k = 0; k < bound->size(); ++k) {
+    const int partition = s->shard * job.num_channels + static_cast<int>(k);
+    s->channels.push_back(std::make_unique<server::ShardChannel>(
+        s->context.get(), job, partition, self.endpoints[k], std::move((*bound)[k]), participants));
+    s->channels.back()->SetSecurity(s->security.get());
+    // With CURVE keys, checkpoints carry a MAC by a key derived from them.
+    if (s->security->curve())
+      s->channels.back()->SetCheckpointKey(
+          server::CheckpointKeyFromSecret(s->security->keys().secret_key));
+  }
+  if (layout.resume_clock > 0) {
+    const std::vector<int> checkpointing = server::CheckpointingPartitions(job);
+    for (size_t k = 0; k < s->channels.size(); ++k) {
+      const int partition = static_cast<int>(k) + s->shard * job.num_channels;
+      if (std::find(checkpointing.begin(), checkpointing.end(), partition) == checkpointing.end())
+        continue;
+      Status st = s->channels[k]->Restore(layout.resume_clock);
+      if (!st.ok()) return AtRank(s->rank, st);
+    }
+  }
+  for (auto& c : s->channels) GEEPS_RETURN_IF_ERROR(c->Start());
+  return Status::OK();
+}
+
+// This process's worker (if it has one), then the heartbeats, which fail
+// the worker's peers when a rank is lost.
+Status StartWorker(const cluster::JobLayout& layout, const cluster::ProcessPlan& plan,
+                   int device_ordinal, State* s) {
+  if (HasWorker(s->options.role)) {
+    auto worker =
+        std::make_unique<client::Worker>(s->config, layout.worker_index[s->rank], s->context.get(),
+                                         plan.worker_endpoints, s->security.get());
+    worker->SetResumeClock(layout.resume_clock);
+    worker->SetDeviceOrdinal(device_ordinal);
+    s->worker_impl = worker.get();
+    s->worker = internal::GeePSAccess::Make(std::move(worker));
+  }
+  client::Worker* worker = s->worker_impl;
+  return s->membership->Start([worker](int, const Status& why) {
+    if (worker) worker->FailPeers(why);
+  });
+}
+
+}  // namespace
+
+struct Process::Impl : process_internal::State {};
+
+Process::Process(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Process::~Process() { Shutdown().ok(); }
+
+StatusOr<std::unique_ptr<Process>> Process::Join(const Config& config,
+                                                 const ProcessOptions& options) {
+  GEEPS_ASSIGN_OR_RETURN(const std::string machine, MachineName(config, options));
   Config job = config;
   job.num_workers = 1;  // set from the roles below; ValidateConfig needs >= 1
   job.num_shards = 1;
@@ -180,266 +447,38 @@ StatusOr<std::unique_ptr<Process>> Process::Join(const Config& config,
                                 std::to_string(static_cast<int>(options.transport)));
   auto impl = std::make_unique<Impl>();
   impl->options = options;
-  int local_rank = 0;
-  if (options.rank >= 0 || options.world_size >= 0) {
-    if (options.rank < 0 || options.world_size < 1 || options.rank >= options.world_size)
-      return InvalidArgumentError("ProcessOptions: rank " + std::to_string(options.rank) +
-                                  " and world_size " + std::to_string(options.world_size) +
-                                  " must satisfy 0 <= rank < world_size");
-    impl->rank = options.rank;
-    impl->world_size = options.world_size;
-    local_rank = options.rank;
-  } else {
-    GEEPS_ASSIGN_OR_RETURN(cluster::ProcessEnv env, cluster::DetectProcessEnv());
-    impl->rank = env.rank;
-    impl->world_size = env.world_size;
-    local_rank = env.local_rank;
-  }
-  // The worker's device (one worker per process), checked before anything
-  // is allocated or bound.
-  int device_ordinal = -1;
-  if (HasWorker(options.role)) {
-    StatusOr<std::vector<int>> ordinals =
-        device::SelectWorkerDevices(config, local_rank, /*workers_in_process=*/1);
-    if (!ordinals.ok())
-      return Status(ordinals.status().code(), "rank " + std::to_string(impl->rank) +
-                                                  " (local rank " + std::to_string(local_rank) +
-                                                  "): " + ordinals.status().message());
-    device_ordinal = ordinals->front();
-  }
+  GEEPS_ASSIGN_OR_RETURN(const int local_rank, ResolveRank(options, impl.get()));
+  GEEPS_ASSIGN_OR_RETURN(const int device_ordinal,
+                         WorkerDevice(config, options, impl->rank, local_rank));
   cluster::HostPort coordinator;
   if (!options.coordinator.empty()) {
     GEEPS_ASSIGN_OR_RETURN(coordinator, cluster::ParseHostPort(options.coordinator));
   } else {
     GEEPS_ASSIGN_OR_RETURN(coordinator, cluster::CoordinatorAddress());
   }
-  std::string host = options.bind_host;
-  std::string advertise = host;
-  if (host.empty() || host == "*") {
-    if (IsLoopback(coordinator.host)) {
-      advertise = "127.0.0.1";
-    } else {
-      GEEPS_ASSIGN_OR_RETURN(advertise, RouteAddress(coordinator));
-    }
-    if (host.empty()) host = advertise;
-  }
-  // CURVE: the key file is checked before anything binds.
-  std::string key_file = options.curve_key_file;
-  if (const char* v = std::getenv("GEEPS_CURVE_KEYS"); key_file.empty() && v) key_file = v;
-  transport::CurveKeys job_keys;
-  if (!key_file.empty()) {
-    auto keys = transport::ReadCurveKeyFile(key_file);
-    if (!keys.ok())
-      return Status(keys.status().code(),
-                    "rank " + std::to_string(impl->rank) + ": " + keys.status().message());
-    job_keys = std::move(keys).value();
-  }
-  GEEPS_ASSIGN_OR_RETURN(impl->context, transport::NewContext());
-  // CURVE with a key file; else the job token guards the data plane.
-  if (!key_file.empty()) {
-    GEEPS_ASSIGN_OR_RETURN(impl->security,
-                           transport::SecurityConfig::Start(impl->context.get(), job_keys));
-  } else {
-    GEEPS_ASSIGN_OR_RETURN(impl->security,
-                           transport::SecurityConfig::StartWithToken(impl->context.get()));
-  }
-
-  // Bind this process's shard sockets first: their addresses go into HELLO.
+  GEEPS_ASSIGN_OR_RETURN(const Hosts hosts, ResolveHosts(options, coordinator));
+  GEEPS_RETURN_IF_ERROR(StartSecurity(options, impl.get()));
   cluster::PeerInfo self;
   self.rank = impl->rank;
   self.role = options.role;
   if (config.aggregate_per_machine && HasWorker(options.role)) self.machine = machine;
   std::vector<std::unique_ptr<zmq::socket_t>> bound;
-  if (HasShard(options.role)) {
-    for (int k = 0; k < config.num_channels; ++k) {
-      std::string endpoint;
-      if (options.transport == Transport::kIpc) {
-        const std::string path = options.ipc_dir + "/geeps-" + std::to_string(getpid()) + "-r" +
-                                 std::to_string(impl->rank) + "-c" + std::to_string(k) + ".sock";
-        endpoint = "ipc://" + path;
-        impl->ipc_files.paths.push_back(path);
-      } else {
-        const int port =
-            options.base_port > 0 ? options.base_port + local_rank * config.num_channels + k : 0;
-        endpoint = "tcp://" + host + ":" + (port > 0 ? std::to_string(port) : "*");
-      }
-      std::string actual;
-      auto socket =
-          transport::BindShardRouter(*impl->context, endpoint, transport::LargestFrameBytes(config),
-                                     impl->security.get(), &actual);
-      if (!socket.ok())
-        return Status(socket.status().code(),
-                      "rank " + std::to_string(impl->rank) + ": " + socket.status().message());
-      // A wildcard bind reports 0.0.0.0; peers connect to the advertised host.
-      const std::string wildcard = "tcp://0.0.0.0:";
-      if (actual.rfind(wildcard, 0) == 0)
-        actual = "tcp://" + advertise + ":" + actual.substr(wildcard.size());
-      self.endpoints.push_back(actual);
-      bound.push_back(std::move(socket).value());
-    }
-  }
-
-  // Checkpoints: every rank reports the files it sees in HELLO; rank 0
-  // picks the newest clock that the rank hosting each partition has, and
-  // every rank restores it (docs/architecture.md, "Checkpoints").
-  cluster::ResumeChooser choose;
-  if (!config.checkpoint_dir.empty()) {
-    Status dir = server::EnsureCheckpointDir(config.checkpoint_dir);
-    if (!dir.ok())
-      return Status(dir.code(), "rank " + std::to_string(impl->rank) + ": " + dir.message());
-    if (config.resume != ResumeMode::kOff && HasShard(options.role)) {
-      for (const auto& [p, clocks] : server::ListCheckpoints(config.checkpoint_dir))
-        for (int64_t k : clocks) self.checkpoints.emplace_back(p, k);
-    }
-    if (impl->rank == 0 && config.resume != ResumeMode::kOff) {
-      choose = [&config](const cluster::JobLayout& layout) -> StatusOr<int64_t> {
-        Config job = config;
-        job.num_workers = std::max(1, layout.num_workers);
-        job.num_shards = std::max(1, layout.num_shards);
-        std::map<int, std::set<int64_t>> seen;  // by the rank hosting the partition
-        for (const cluster::PeerInfo& peer : layout.peers) {
-          const int shard = layout.shard_index[peer.rank];
-          if (shard < 0) continue;
-          for (const auto& [p, k] : peer.checkpoints)
-            if (p / job.num_channels == shard) seen[p].insert(k);
-        }
-        return server::ChooseResumeClock(job, seen);
-      };
-    }
-  }
-  impl->membership = std::make_unique<cluster::Membership>(
-      impl->context.get(), impl->rank, impl->world_size, coordinator, config.timeout,
-      config.heartbeat_timeout, impl->security.get());
+  GEEPS_RETURN_IF_ERROR(BindShards(config, options, local_rank, hosts, impl.get(), &self, &bound));
+  GEEPS_ASSIGN_OR_RETURN(const cluster::ResumeChooser choose,
+                         CheckpointsForHello(config, options.role, impl->rank, &self));
+  GEEPS_ASSIGN_OR_RETURN(const cluster::JobLayout layout,
+                         Rendezvous(config, coordinator, self, choose, impl.get()));
   GEEPS_ASSIGN_OR_RETURN(
-      cluster::JobLayout layout,
-      impl->membership->Rendezvous(
-          self, transport::JobFingerprint(config, transport::FingerprintScope::kRendezvous),
-          config.num_channels, choose));
-  if (layout.num_workers == 0 || layout.num_shards == 0)
-    return InvalidArgumentError("the job has " + std::to_string(layout.num_workers) +
-                                " workers and " + std::to_string(layout.num_shards) +
-                                " shards; it needs at least one of each (see GEEPS_ROLE)");
-  if (!impl->security->curve()) {
-    Status token = impl->security->SetJobToken(layout.token);
-    if (!token.ok())
-      return UnavailableError("rank " + std::to_string(impl->rank) +
-                              ": the coordinator's WELCOME has no valid job token (" +
-                              token.message() + "; is rank 0 an older libgeeps?)");
-  }
-  job.num_workers = layout.num_workers;
-  job.num_shards = layout.num_shards;
-  GEEPS_RETURN_IF_ERROR(ValidateConfig(job));
-  impl->config = job;
-  // This process's sockets for the whole job, checked before the worker
-  // makes one per partition.
-  GEEPS_RETURN_IF_ERROR(transport::CheckSocketNeeds(
-      *impl->context,
-      transport::ProcessNeeds(job, HasWorker(options.role) ? 1 : 0,
-                              HasShard(options.role) ? job.num_channels : 0, impl->world_size,
-                              true),
-      "Process::Join: rank " + std::to_string(impl->rank) + " of a job of " +
-          transport::JobShape(job)));
-
-  std::vector<std::string> endpoints(static_cast<size_t>(job.num_shards) * job.num_channels);
-  for (const cluster::PeerInfo& p : layout.peers) {
-    const int s = layout.shard_index[p.rank];
-    if (s < 0) continue;
-    for (int k = 0; k < job.num_channels; ++k) endpoints[s * job.num_channels + k] = p.endpoints[k];
-  }
-  // Machine-level aggregation: the worker processes of one machine, by
-  // worker rank; the first leads and runs the machine's relay, which every
-  // member's channels connect to over ipc:// instead of the partitions.
-  std::vector<bool> participants;  // empty: every worker
-  std::vector<std::string> worker_endpoints = endpoints;
-  if (job.aggregate_per_machine) {
-    std::map<std::string, std::vector<int>> machines;  // name -> worker ranks
-    for (const cluster::PeerInfo& p : layout.peers) {
-      const int w = layout.worker_index[p.rank];
-      if (w >= 0) machines[p.machine].push_back(w);
-    }
-    participants.assign(job.num_workers, false);
-    std::vector<int> mine;
-    int machine_index = 0, index = 0;  // this process's machine, in name order
-    for (auto& [name, ranks] : machines) {
-      std::sort(ranks.begin(), ranks.end());
-      participants[ranks.front()] = true;
-      if (name == layout.peers[impl->rank].machine && HasWorker(options.role)) {
-        mine = ranks;
-        machine_index = index;
-      }
-      ++index;
-    }
-    if (HasWorker(options.role) && mine.empty())
-      return InternalError("rank " + std::to_string(impl->rank) + ": machine '" + self.machine +
-                           "' is not in the job's layout");
-    if (HasWorker(options.role)) {
-      const int leader = mine.front();
-      const int num_partitions = job.num_shards * job.num_channels;
-      // Named by the job (its coordinator's port) and the leader, so that
-      // every member finds them without another exchange.
-      std::vector<std::string> local;
-      std::vector<std::string> paths;
-      for (int p = 0; p < num_partitions; ++p) {
-        paths.push_back(options.ipc_dir + "/geeps-relay-" + std::to_string(coordinator.port) +
-                        "-w" + std::to_string(leader) + "-p" + std::to_string(p) + ".sock");
-        local.push_back("ipc://" + paths.back());
-      }
-      worker_endpoints = local;
-      if (layout.worker_index[impl->rank] == leader) {
-        impl->relay = std::make_unique<cluster::MachineRelay>(
-            impl->context.get(), job, machine_index, mine, local, endpoints, impl->security.get());
-        impl->relay->SetStartClock(layout.resume_clock);
-        for (const std::string& path : paths) impl->ipc_files.paths.push_back(path);
-        Status started = impl->relay->Start();
-        if (!started.ok())
-          return Status(started.code(), "rank " + std::to_string(impl->rank) +
-                                            ": machine relay: " + started.message());
-        GEEPS_LOG(Info) << "rank " << impl->rank << ": relay of machine '" << self.machine
-                        << "' for workers " << mine.size() << " (first " << leader << ")";
-      }
-    }
-  }
-  const int my_shard = layout.shard_index[impl->rank];
-  impl->shard = my_shard;
-  const std::vector<int> checkpointing = server::CheckpointingPartitions(job);
-  for (size_t k = 0; k < bound.size(); ++k) {
-    const int partition = my_shard * job.num_channels + static_cast<int>(k);
-    impl->channels.push_back(std::make_unique<server::ShardChannel>(
-        impl->context.get(), job, partition, self.endpoints[k], std::move(bound[k]), participants));
-    impl->channels.back()->SetSecurity(impl->security.get());
-    // With CURVE keys, checkpoints carry a MAC by a key derived from them.
-    if (impl->security->curve())
-      impl->channels.back()->SetCheckpointKey(
-          server::CheckpointKeyFromSecret(impl->security->keys().secret_key));
-  }
-  // Every channel loads (and verifies) its file before any starts.
-  if (layout.resume_clock > 0) {
-    for (auto& c : impl->channels) {
-      const int partition =
-          static_cast<int>(&c - impl->channels.data()) + my_shard * job.num_channels;
-      if (std::find(checkpointing.begin(), checkpointing.end(), partition) == checkpointing.end())
-        continue;
-      Status st = c->Restore(layout.resume_clock);
-      if (!st.ok())
-        return Status(st.code(), "rank " + std::to_string(impl->rank) + ": " + st.message());
-    }
-  }
-  for (auto& c : impl->channels) GEEPS_RETURN_IF_ERROR(c->Start());
-  if (HasWorker(options.role)) {
-    auto worker =
-        std::make_unique<client::Worker>(job, layout.worker_index[impl->rank], impl->context.get(),
-                                         worker_endpoints, impl->security.get());
-    worker->SetResumeClock(layout.resume_clock);
-    worker->SetDeviceOrdinal(device_ordinal);
-    impl->worker_impl = worker.get();
-    impl->worker = internal::GeePSAccess::Make(std::move(worker));
-  }
-  client::Worker* worker = impl->worker_impl;
-  GEEPS_RETURN_IF_ERROR(impl->membership->Start([worker](int, const Status& why) {
-    if (worker) worker->FailPeers(why);
-  }));
+      const cluster::ProcessPlan plan,
+      cluster::PlanProcess(impl->config, layout, impl->rank, HasWorker(options.role),
+                           options.ipc_dir, coordinator.port));
+  if (plan.relay)
+    GEEPS_RETURN_IF_ERROR(StartRelay(plan, layout.resume_clock, self.machine, impl.get()));
+  GEEPS_RETURN_IF_ERROR(StartChannels(layout, self, plan.participants, &bound, impl.get()));
+  GEEPS_RETURN_IF_ERROR(StartWorker(layout, plan, device_ordinal, impl.get()));
   GEEPS_LOG(Info) << "rank " << impl->rank << " of " << impl->world_size
-                  << " joined: " << job.num_workers << " workers, " << job.num_shards << " shards";
+                  << " joined: " << impl->config.num_workers << " workers, "
+                  << impl->config.num_shards << " shards";
   return std::unique_ptr<Process>(new Process(std::move(impl)));
 }
 

@@ -1,7 +1,10 @@
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "geeps/config.h"
 
@@ -141,87 +144,121 @@ StatusOr<bool> HostOpaquePointersFromEnvironment() {
 }
 StatusOr<bool> HostNoAliasFromEnvironment() { return BoolFlag("GEEPS_HOST_NO_ALIAS"); }
 
-Status ApplyEnvironment(Config* c) {
-  struct IntVar {
-    const char* name;
-    int* field;
-    long long lo, hi;
-  };
-  const IntVar int_vars[] = {
-      {"GEEPS_NUM_WORKERS", &c->num_workers, 1, kMaxWorkers},
-      {"GEEPS_NUM_SHARDS", &c->num_shards, 1, kMaxShards},
-      {"GEEPS_NUM_CHANNELS", &c->num_channels, 1, kMaxChannels},
-      {"GEEPS_DEFAULT_SLACK", &c->default_slack, 0, 1 << 30},
-      {"GEEPS_PREFETCH_DEPTH", &c->prefetch_depth, 0, 64},
-      {"GEEPS_DEVICE_ORDINAL", &c->device_ordinal, -1, kMaxDevices - 1},
-      {"GEEPS_HOST_DEVICES", &c->host_devices, 1, kMaxDevices},
-      {"GEEPS_WORKERS_PER_MACHINE", &c->workers_per_machine, 0, kMaxWorkers},
-  };
-  for (const IntVar& v : int_vars) {
-    if (const char* text = std::getenv(v.name)) {
-      GEEPS_ASSIGN_OR_RETURN(long long value, ParseInt(v.name, text, v.lo, v.hi));
-      *v.field = static_cast<int>(value);
+namespace {
+
+// The numeric GEEPS_* variables of Config: each name once, with its range
+// and the field it sets (booleans are 0 or 1).
+struct NumericVariable {
+  const char* name;
+  long long lo, hi;
+  void (*set)(Config*, long long);
+};
+
+constexpr long long kDay = 24ll * 3600 * 1000;  // milliseconds
+
+const NumericVariable kNumericVariables[] = {
+    {"GEEPS_NUM_WORKERS", 1, kMaxWorkers,
+     [](Config* c, long long v) { c->num_workers = static_cast<int>(v); }},
+    {"GEEPS_NUM_SHARDS", 1, kMaxShards,
+     [](Config* c, long long v) { c->num_shards = static_cast<int>(v); }},
+    {"GEEPS_NUM_CHANNELS", 1, kMaxChannels,
+     [](Config* c, long long v) { c->num_channels = static_cast<int>(v); }},
+    {"GEEPS_DEFAULT_SLACK", 0, 1 << 30,
+     [](Config* c, long long v) { c->default_slack = static_cast<int>(v); }},
+    {"GEEPS_PREFETCH_DEPTH", 0, 64,
+     [](Config* c, long long v) { c->prefetch_depth = static_cast<int>(v); }},
+    {"GEEPS_DEVICE_ORDINAL", -1, kMaxDevices - 1,
+     [](Config* c, long long v) { c->device_ordinal = static_cast<int>(v); }},
+    {"GEEPS_HOST_DEVICES", 1, kMaxDevices,
+     [](Config* c, long long v) { c->host_devices = static_cast<int>(v); }},
+    {"GEEPS_WORKERS_PER_MACHINE", 0, kMaxWorkers,
+     [](Config* c, long long v) { c->workers_per_machine = static_cast<int>(v); }},
+    {"GEEPS_DETERMINISTIC_BSP", 0, 1,
+     [](Config* c, long long v) { c->deterministic_bsp = v != 0; }},
+    {"GEEPS_AGGREGATE_PER_MACHINE", 0, 1,
+     [](Config* c, long long v) { c->aggregate_per_machine = v != 0; }},
+    {"GEEPS_READ_MY_WRITES", 0, 1, [](Config* c, long long v) { c->read_my_writes = v != 0; }},
+    {"GEEPS_RESEND_AFTER_CONNECTION_LOSS", 0, 1,
+     [](Config* c, long long v) { c->resend_after_connection_loss = v != 0; }},
+    {"GEEPS_DEVICE_MEMORY_BUDGET", 0, 1ll << 62,
+     [](Config* c, long long v) { c->device_memory_budget = static_cast<uint64_t>(v); }},
+    {"GEEPS_TIMEOUT_MS", 1, kDay,
+     [](Config* c, long long v) { c->timeout = std::chrono::milliseconds(v); }},
+    {"GEEPS_HEARTBEAT_TIMEOUT_MS", 10, kDay,
+     [](Config* c, long long v) { c->heartbeat_timeout = std::chrono::milliseconds(v); }},
+    {"GEEPS_MAX_MESSAGE_BYTES", kMinMessageBytes, kMaxMessageBytes,
+     [](Config* c, long long v) { c->max_message_bytes = static_cast<uint64_t>(v); }},
+    {"GEEPS_PUSH_IN_READ_ORDER", 0, 1,
+     [](Config* c, long long v) { c->push_in_read_order = v != 0; }},
+    {"GEEPS_ADAPT_PUSH_ORDER", 0, 1, [](Config* c, long long v) { c->adapt_push_order = v != 0; }},
+    {"GEEPS_PIPELINE_PART_BYTES", 0, kMaxMessageBytes,
+     [](Config* c, long long v) { c->pipeline_part_bytes = static_cast<uint64_t>(v); }},
+    {"GEEPS_EMULATED_COPY_BANDWIDTH", 0, 1ll << 50,
+     [](Config* c, long long v) { c->emulated_copy_bandwidth = static_cast<uint64_t>(v); }},
+    {"GEEPS_EMULATED_COMPUTE_US", 0, 10000000,
+     [](Config* c, long long v) { c->emulated_compute_per_access = std::chrono::microseconds(v); }},
+    {"GEEPS_CHECKPOINT_EVERY", 0, kMaxCheckpointEvery,
+     [](Config* c, long long v) { c->checkpoint_every = v; }},
+};
+
+// The GEEPS_* variables of Config that take one of a few words.
+struct ChoiceVariable {
+  const char* name;
+  const char* expected;  // for the error: "off, required or if-present"
+  std::vector<std::pair<const char*, void (*)(Config*)>> words;
+};
+
+const ChoiceVariable& ResumeVariable() {
+  static const ChoiceVariable kVariable{
+      "GEEPS_RESUME",
+      "off, required or if-present",
+      {{"off", [](Config* c) { c->resume = ResumeMode::kOff; }},
+       {"required", [](Config* c) { c->resume = ResumeMode::kRequired; }},
+       {"if-present", [](Config* c) { c->resume = ResumeMode::kIfPresent; }}}};
+  return kVariable;
+}
+
+const ChoiceVariable& MemoryGuaranteeVariable() {
+  static const ChoiceVariable kVariable{
+      "GEEPS_MEMORY_GUARANTEE",
+      "none, double, local or cache",
+      {{"none", [](Config* c) { c->memory_guarantee = MemoryGuarantee::kNone; }},
+       {"double", [](Config* c) { c->memory_guarantee = MemoryGuarantee::kDoubleBuffering; }},
+       {"local", [](Config* c) { c->memory_guarantee = MemoryGuarantee::kAllLocalOnDevice; }},
+       {"cache", [](Config* c) { c->memory_guarantee = MemoryGuarantee::kWholeCacheOnDevice; }}}};
+  return kVariable;
+}
+
+const ChoiceVariable& DeviceVariable() {
+  static const ChoiceVariable kVariable{
+      "GEEPS_DEVICE",
+      "auto, host or cuda",
+      {{"auto", [](Config* c) { c->device = DeviceKind::kAuto; }},
+       {"host", [](Config* c) { c->device = DeviceKind::kHost; }},
+       {"cuda", [](Config* c) { c->device = DeviceKind::kCuda; }}}};
+  return kVariable;
+}
+
+Status ApplyChoice(const ChoiceVariable& v, Config* c) {
+  const char* text = std::getenv(v.name);
+  if (text == nullptr) return Status::OK();
+  for (const auto& [word, set] : v.words) {
+    if (std::string(text) == word) {
+      set(c);
+      return Status::OK();
     }
   }
-  if (const char* text = std::getenv("GEEPS_DETERMINISTIC_BSP")) {
-    GEEPS_ASSIGN_OR_RETURN(long long value, ParseInt("GEEPS_DETERMINISTIC_BSP", text, 0, 1));
-    c->deterministic_bsp = value != 0;
-  }
-  if (const char* text = std::getenv("GEEPS_AGGREGATE_PER_MACHINE")) {
-    GEEPS_ASSIGN_OR_RETURN(long long value, ParseInt("GEEPS_AGGREGATE_PER_MACHINE", text, 0, 1));
-    c->aggregate_per_machine = value != 0;
-  }
-  if (const char* text = std::getenv("GEEPS_READ_MY_WRITES")) {
-    GEEPS_ASSIGN_OR_RETURN(long long value, ParseInt("GEEPS_READ_MY_WRITES", text, 0, 1));
-    c->read_my_writes = value != 0;
-  }
-  if (const char* text = std::getenv("GEEPS_RESEND_AFTER_CONNECTION_LOSS")) {
-    GEEPS_ASSIGN_OR_RETURN(long long value,
-                           ParseInt("GEEPS_RESEND_AFTER_CONNECTION_LOSS", text, 0, 1));
-    c->resend_after_connection_loss = value != 0;
-  }
-  if (const char* text = std::getenv("GEEPS_DEVICE_MEMORY_BUDGET")) {
-    GEEPS_ASSIGN_OR_RETURN(long long value,
-                           ParseInt("GEEPS_DEVICE_MEMORY_BUDGET", text, 0, (1ll << 62)));
-    c->device_memory_budget = static_cast<uint64_t>(value);
-  }
-  if (const char* text = std::getenv("GEEPS_TIMEOUT_MS")) {
-    GEEPS_ASSIGN_OR_RETURN(long long value,
-                           ParseInt("GEEPS_TIMEOUT_MS", text, 1, 24ll * 3600 * 1000));
-    c->timeout = std::chrono::milliseconds(value);
-  }
-  if (const char* text = std::getenv("GEEPS_HEARTBEAT_TIMEOUT_MS")) {
-    GEEPS_ASSIGN_OR_RETURN(long long value,
-                           ParseInt("GEEPS_HEARTBEAT_TIMEOUT_MS", text, 10, 24ll * 3600 * 1000));
-    c->heartbeat_timeout = std::chrono::milliseconds(value);
-  }
-  if (const char* text = std::getenv("GEEPS_MAX_MESSAGE_BYTES")) {
-    GEEPS_ASSIGN_OR_RETURN(long long value, ParseInt("GEEPS_MAX_MESSAGE_BYTES", text,
-                                                     kMinMessageBytes, kMaxMessageBytes));
-    c->max_message_bytes = static_cast<uint64_t>(value);
-  }
-  if (const char* text = std::getenv("GEEPS_PUSH_IN_READ_ORDER")) {
-    GEEPS_ASSIGN_OR_RETURN(long long value, ParseInt("GEEPS_PUSH_IN_READ_ORDER", text, 0, 1));
-    c->push_in_read_order = value != 0;
-  }
-  if (const char* text = std::getenv("GEEPS_ADAPT_PUSH_ORDER")) {
-    GEEPS_ASSIGN_OR_RETURN(long long value, ParseInt("GEEPS_ADAPT_PUSH_ORDER", text, 0, 1));
-    c->adapt_push_order = value != 0;
-  }
-  if (const char* text = std::getenv("GEEPS_PIPELINE_PART_BYTES")) {
-    GEEPS_ASSIGN_OR_RETURN(long long value,
-                           ParseInt("GEEPS_PIPELINE_PART_BYTES", text, 0, kMaxMessageBytes));
-    c->pipeline_part_bytes = static_cast<uint64_t>(value);
-  }
-  if (const char* text = std::getenv("GEEPS_EMULATED_COPY_BANDWIDTH")) {
-    GEEPS_ASSIGN_OR_RETURN(long long value,
-                           ParseInt("GEEPS_EMULATED_COPY_BANDWIDTH", text, 0, (1ll << 50)));
-    c->emulated_copy_bandwidth = static_cast<uint64_t>(value);
-  }
-  if (const char* text = std::getenv("GEEPS_EMULATED_COMPUTE_US")) {
-    GEEPS_ASSIGN_OR_RETURN(long long value,
-                           ParseInt("GEEPS_EMULATED_COMPUTE_US", text, 0, 10000000));
-    c->emulated_compute_per_access = std::chrono::microseconds(value);
+  return InvalidArgumentError(std::string(v.name) + "='" + text + "': expected " + v.expected);
+}
+
+}  // namespace
+
+Status ApplyEnvironment(Config* c) {
+  for (const NumericVariable& v : kNumericVariables) {
+    if (const char* text = std::getenv(v.name)) {
+      GEEPS_ASSIGN_OR_RETURN(long long value, ParseInt(v.name, text, v.lo, v.hi));
+      v.set(c, value);
+    }
   }
   GEEPS_ASSIGN_OR_RETURN(bool async_host, AsyncHostStreamsFromEnvironment());
   if (async_host) c->async_host_streams = true;
@@ -229,47 +266,8 @@ Status ApplyEnvironment(Config* c) {
   if (opaque) c->host_opaque_device_pointers = true;
   if (const char* text = std::getenv("GEEPS_STATS_FILE")) c->stats_file = text;
   if (const char* text = std::getenv("GEEPS_CHECKPOINT_DIR")) c->checkpoint_dir = text;
-  if (const char* text = std::getenv("GEEPS_CHECKPOINT_EVERY")) {
-    GEEPS_ASSIGN_OR_RETURN(long long value,
-                           ParseInt("GEEPS_CHECKPOINT_EVERY", text, 0, kMaxCheckpointEvery));
-    c->checkpoint_every = value;
-  }
-  if (const char* text = std::getenv("GEEPS_RESUME")) {
-    const std::string v = text;
-    if (v == "off")
-      c->resume = ResumeMode::kOff;
-    else if (v == "required")
-      c->resume = ResumeMode::kRequired;
-    else if (v == "if-present")
-      c->resume = ResumeMode::kIfPresent;
-    else
-      return InvalidArgumentError("GEEPS_RESUME='" + v + "': expected off, required or if-present");
-  }
-  if (const char* text = std::getenv("GEEPS_MEMORY_GUARANTEE")) {
-    const std::string v = text;
-    if (v == "none")
-      c->memory_guarantee = MemoryGuarantee::kNone;
-    else if (v == "double")
-      c->memory_guarantee = MemoryGuarantee::kDoubleBuffering;
-    else if (v == "local")
-      c->memory_guarantee = MemoryGuarantee::kAllLocalOnDevice;
-    else if (v == "cache")
-      c->memory_guarantee = MemoryGuarantee::kWholeCacheOnDevice;
-    else
-      return InvalidArgumentError("GEEPS_MEMORY_GUARANTEE='" + v +
-                                  "': expected none, double, local or cache");
-  }
-  if (const char* text = std::getenv("GEEPS_DEVICE")) {
-    std::string v = text;
-    if (v == "auto")
-      c->device = DeviceKind::kAuto;
-    else if (v == "host")
-      c->device = DeviceKind::kHost;
-    else if (v == "cuda")
-      c->device = DeviceKind::kCuda;
-    else
-      return InvalidArgumentError("GEEPS_DEVICE='" + v + "': expected auto, host or cuda");
-  }
+  for (const ChoiceVariable* v : {&ResumeVariable(), &MemoryGuaranteeVariable(), &DeviceVariable()})
+    GEEPS_RETURN_IF_ERROR(ApplyChoice(*v, c));
   return Status::OK();
 }
 

@@ -1,0 +1,65 @@
+#include "cluster/job_plan.h"
+
+#include <algorithm>
+#include <map>
+
+namespace geeps::cluster {
+namespace {
+
+// The relay's socket files of the machine led by worker `leader`.
+std::vector<std::string> RelayPaths(const Config& job, const std::string& ipc_dir,
+                                    int coordinator_port, int leader) {
+  std::vector<std::string> paths;
+  const int num_partitions = job.num_shards * job.num_channels;
+  for (int p = 0; p < num_partitions; ++p)
+    paths.push_back(ipc_dir + "/geeps-relay-" + std::to_string(coordinator_port) + "-w" +
+                    std::to_string(leader) + "-p" + std::to_string(p) + ".sock");
+  return paths;
+}
+
+}  // namespace
+
+StatusOr<ProcessPlan> PlanProcess(const Config& job, const transport::JobLayout& layout, int rank,
+                                  bool has_worker, const std::string& ipc_dir,
+                                  int coordinator_port) {
+  ProcessPlan plan;
+  plan.partition_endpoints.resize(static_cast<size_t>(job.num_shards) * job.num_channels);
+  for (const transport::PeerInfo& p : layout.peers) {
+    const int s = layout.shard_index[p.rank];
+    if (s < 0) continue;
+    for (int k = 0; k < job.num_channels; ++k)
+      plan.partition_endpoints[s * job.num_channels + k] = p.endpoints[k];
+  }
+  plan.worker_endpoints = plan.partition_endpoints;
+  if (!job.aggregate_per_machine) return plan;
+  // The worker processes of each machine, by worker rank; the first leads.
+  std::map<std::string, std::vector<int>> machines;  // name -> worker ranks
+  for (const transport::PeerInfo& p : layout.peers) {
+    const int w = layout.worker_index[p.rank];
+    if (w >= 0) machines[p.machine].push_back(w);
+  }
+  plan.participants.assign(job.num_workers, false);
+  std::vector<int> mine;
+  int machine_index = 0, index = 0;
+  for (auto& [name, ranks] : machines) {
+    std::sort(ranks.begin(), ranks.end());
+    plan.participants[ranks.front()] = true;
+    if (has_worker && name == layout.peers[rank].machine) {
+      mine = ranks;
+      machine_index = index;
+    }
+    ++index;
+  }
+  if (!has_worker) return plan;
+  if (mine.empty())
+    return InternalError("rank " + std::to_string(rank) + ": machine '" +
+                         layout.peers[rank].machine + "' is not in the job's layout");
+  const std::vector<std::string> paths = RelayPaths(job, ipc_dir, coordinator_port, mine.front());
+  plan.worker_endpoints.clear();
+  for (const std::string& path : paths) plan.worker_endpoints.push_back("ipc://" + path);
+  if (layout.worker_index[rank] == mine.front())
+    plan.relay = ProcessPlan::Relay{machine_index, mine, paths};
+  return plan;
+}
+
+}  // namespace geeps::cluster
