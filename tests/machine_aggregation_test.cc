@@ -118,6 +118,8 @@ struct RunCounts {
   int64_t pushes_sent = 0;
   int64_t frames_dropped = 0;
   std::vector<int64_t> pushes_installed;
+  RelayStats relays;         // summed over the machines' relays (machine: how many)
+  ShardStats shards_at_end;  // summed, read after the shutdown
 };
 
 // The exact-sum workload (every read checked exactly) on `c`.
@@ -138,6 +140,20 @@ RunCounts RunExactSums(const Config& c, int iterations) {
   for (int w = 0; w < c.num_workers; ++w)
     out.pushes_installed.push_back((*cluster)->worker(w)->GetStats().pushes_installed);
   EXPECT_OK((*cluster)->Shutdown());
+  // After the shutdown, when every relay and shard has stopped: a relay
+  // passes on what its members sent before it stops, and the partitions
+  // stop after the relays.
+  for (int s = 0; s < c.num_shards; ++s) out.shards_at_end.Add((*cluster)->GetShardStats(s));
+  out.relays.machine = 0;
+  for (int m = 0; m <= c.num_workers; ++m) {
+    const RelayStats r = (*cluster)->GetRelayStats(m);
+    if (r.machine < 0) break;
+    EXPECT_EQ(r.machine, m);
+    ++out.relays.machine;
+    out.relays.updates_up += r.updates_up;
+    out.relays.pushes_shared += r.pushes_shared;
+    out.relays.frames_dropped += r.frames_dropped;
+  }
   return out;
 }
 
@@ -154,9 +170,19 @@ TEST(MachineAggregationTest, ShardsSeeOneParticipantPerMachine) {
   EXPECT_EQ(a.updates_applied * 2, p.updates_applied);
   EXPECT_EQ(a.pushes_sent * 2, p.pushes_sent);
   EXPECT_EQ(a.pushes_installed, p.pushes_installed);
+  // The relays' counters (RelayStats): every update the shards applied
+  // came summed from a relay, and every push they sent was shared.
+  EXPECT_EQ(p.relays.machine, 0);  // no relay without aggregation
+  EXPECT_EQ(a.relays.machine, 2);
+  EXPECT_EQ(a.relays.updates_up, a.shards_at_end.updates_applied);
+  // A push sent after its relay stopped is not shared.
+  EXPECT_LE(a.relays.pushes_shared, a.shards_at_end.pushes_sent);
+  EXPECT_GE(a.relays.pushes_shared, a.pushes_installed[0] + a.pushes_installed[2]);
+  EXPECT_EQ(a.relays.frames_dropped, 0);
   // One machine of all four: a quarter.
   const RunCounts one = RunExactSums(Aggregated(4, 0), 5);
   EXPECT_EQ(one.updates_applied * 4, p.updates_applied);
+  EXPECT_EQ(one.relays.machine, 1);
 }
 
 // The same over processes: 4 worker-and-shard processes named into 2

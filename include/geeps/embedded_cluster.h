@@ -48,6 +48,9 @@ class GEEPS_EXPORT EmbeddedCluster {
   // Shard `shard`'s counters, summed over its channels (zeros, with the
   // given index, for a shard out of range). Any thread.
   ShardStats GetShardStats(int shard) const;
+  // Machine `machine`'s relay (with aggregate_per_machine; zeros and
+  // machine -1 without, or for a machine out of range). Any thread.
+  RelayStats GetRelayStats(int machine) const;
   // Checkpoint files the shards have written (Config::checkpoint_dir).
   int64_t checkpoints_written() const;
 

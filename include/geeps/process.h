@@ -111,6 +111,10 @@ class GEEPS_EXPORT Process {
   // This process's shard statistics, `shard` its shard index (zeros, and
   // shard -1, when the role has no shard).
   ShardStats GetShardStats() const;
+  // The statistics of the machine relay this process runs (with
+  // aggregate_per_machine, in the process of each machine's first worker);
+  // zeros and machine -1 elsewhere.
+  RelayStats GetRelayStats() const;
   // With CURVE: connection attempts this process refused so far (peers
   // without the job's key, or not using CURVE); 0 when CURVE is off.
   int64_t rejected_connections() const;

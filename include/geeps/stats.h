@@ -135,6 +135,20 @@ struct GEEPS_EXPORT ShardStats {
   std::string ToJson() const;
 };
 
+// One machine's relay (Config::aggregate_per_machine: the workers of a
+// machine send their summed updates through it, and it shares each push
+// among them; docs/architecture.md, "Machine-level aggregation").
+struct GEEPS_EXPORT RelayStats {
+  int machine = -1;               // the machine's index; -1: no relay here
+  int64_t updates_up = 0;         // summed updates sent to the partitions
+  int64_t pushes_shared = 0;      // pushes handed to the machine's workers
+  int64_t frames_dropped = 0;     // malformed or unexpected frames
+  int64_t connection_losses = 0;  // to the partitions
+  int64_t updates_resent = 0;     // sent again after those losses
+  // One JSON object, a key per field.
+  std::string ToJson() const;
+};
+
 }  // namespace geeps
 
 #endif  // GEEPS_STATS_H_

@@ -218,6 +218,11 @@ Status EmbeddedCluster::RunWorkersOnThreads(const std::function<Status(GeePS&)>&
   return Status::OK();
 }
 
+RelayStats EmbeddedCluster::GetRelayStats(int machine) const {
+  if (machine < 0 || machine >= static_cast<int>(impl_->relays.size())) return RelayStats();
+  return impl_->relays[machine]->GetStats();
+}
+
 ShardStats EmbeddedCluster::GetShardStats(int shard) const {
   ShardStats total;
   total.shard = shard;

@@ -47,6 +47,17 @@ MachineRelay::MachineRelay(zmq::context_t* context, const Config& config, int ma
 
 MachineRelay::~MachineRelay() { Stop(); }
 
+RelayStats MachineRelay::GetStats() const {
+  RelayStats s;
+  s.machine = machine_;
+  s.updates_up = updates_up_.load();
+  s.pushes_shared = pushes_down_.load();
+  s.frames_dropped = frames_dropped_.load();
+  s.connection_losses = connection_losses_.load();
+  s.updates_resent = updates_resent_.load();
+  return s;
+}
+
 std::vector<std::string> MachineRelay::InprocEndpoints(int machine, int partitions) {
   std::vector<std::string> out;
   for (int p = 0; p < partitions; ++p)

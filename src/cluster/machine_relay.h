@@ -36,6 +36,7 @@
 #include <zmq.hpp>
 
 #include "geeps/config.h"
+#include "geeps/stats.h"
 #include "geeps/status.h"
 #include "transport/wire.h"
 
@@ -71,12 +72,9 @@ class MachineRelay {
   // the sockets. Idempotent.
   void Stop();
 
-  // Statistics (any thread).
-  int64_t updates_relayed() const { return updates_up_.load(); }
-  int64_t pushes_shared() const { return pushes_down_.load(); }
-  int64_t frames_dropped() const { return frames_dropped_.load(); }
-  int64_t connection_losses() const { return connection_losses_.load(); }
-  int64_t updates_resent() const { return updates_resent_.load(); }
+  // Statistics (any thread): Process::GetRelayStats,
+  // EmbeddedCluster::GetRelayStats.
+  RelayStats GetStats() const;
 
  private:
   // A message arriving in parts (kFlagMore / offset).

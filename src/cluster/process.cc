@@ -497,6 +497,10 @@ ShardStats Process::GetShardStats() const {
   return total;
 }
 
+RelayStats Process::GetRelayStats() const {
+  return impl_->relay ? impl_->relay->GetStats() : RelayStats();
+}
+
 Status Process::Shutdown() {
   common::MutexLock lock(&impl_->shutdown_mu);
   if (impl_->shut_down) return Status::OK();

@@ -75,6 +75,15 @@ void ShardStats::Add(const ShardStats& o) {
   pushes_deferred += o.pushes_deferred;
 }
 
+std::string RelayStats::ToJson() const {
+  std::ostringstream o;
+  o << "{\"machine\":" << machine << ",\"updates_up\":" << updates_up
+    << ",\"pushes_shared\":" << pushes_shared << ",\"frames_dropped\":" << frames_dropped
+    << ",\"connection_losses\":" << connection_losses << ",\"updates_resent\":" << updates_resent
+    << "}";
+  return o.str();
+}
+
 std::string ShardStats::ToJson() const {
   std::ostringstream o;
   o << "{\"shard\":" << shard << ",\"updates_applied\":" << updates_applied
