@@ -207,19 +207,15 @@ struct Config {
 // Checks a config; returns kInvalidArgument naming the first bad field.
 GEEPS_EXPORT Status ValidateConfig(const Config& config);
 
-// Overrides fields of `config` from GEEPS_* environment variables
-// (GEEPS_NUM_WORKERS, GEEPS_NUM_SHARDS, GEEPS_NUM_CHANNELS,
-// GEEPS_READ_MY_WRITES, GEEPS_DEFAULT_SLACK, GEEPS_DEVICE, GEEPS_DEVICE_ORDINAL,
-// GEEPS_HOST_DEVICES, GEEPS_DEVICE_MEMORY_BUDGET, GEEPS_TIMEOUT_MS, GEEPS_HEARTBEAT_TIMEOUT_MS,
-// GEEPS_MAX_MESSAGE_BYTES, GEEPS_MEMORY_GUARANTEE (none|double|local|cache),
-// GEEPS_EMULATED_COPY_BANDWIDTH, GEEPS_EMULATED_COMPUTE_US, GEEPS_ASYNC_HOST_STREAMS,
-// GEEPS_HOST_OPAQUE_POINTERS, GEEPS_STATS_FILE, GEEPS_PREFETCH_DEPTH, GEEPS_DETERMINISTIC_BSP,
-// GEEPS_CHECKPOINT_DIR, GEEPS_CHECKPOINT_EVERY, GEEPS_RESUME (off|required|if-present)). A
-// malformed value is kInvalidArgument naming the variable. See docs/api.md for the table. Not
-// applied by the library: EmbeddedCluster::Start and Process::Join take the config as given, so a
-// program that wants these overrides calls this on its config first. (The test modes
-// GEEPS_ASYNC_HOST_STREAMS and GEEPS_HOST_OPAQUE_POINTERS are the exception: every worker reads
-// them.)
+// Overrides fields of `config` from the GEEPS_* environment variables of
+// Config (GEEPS_NUM_WORKERS, GEEPS_TIMEOUT_MS, GEEPS_DEVICE, ...: every one,
+// with its range or words and default, in docs/operations.md's table, which
+// `geeps_launch --help-env` prints too). A malformed or out-of-range value is
+// kInvalidArgument naming the variable. Not applied by the library:
+// EmbeddedCluster::Start and Process::Join take the config as given, so a
+// program that wants these overrides calls this on its config first. (The
+// test modes GEEPS_ASYNC_HOST_STREAMS and GEEPS_HOST_OPAQUE_POINTERS are the
+// exception: every worker reads them.)
 GEEPS_EXPORT Status ApplyEnvironment(Config* config);
 
 // Rows first, first+1, ..., first+count-1.

@@ -8,24 +8,12 @@
 
 #include "geeps/config.h"
 
+#include "common/config_limits.h"
 #include "common/env_flags.h"
+#include "common/tunables.h"
 
 namespace geeps {
 namespace {
-
-constexpr int kMaxWorkers = 4096;
-constexpr int kMaxShards = 4096;
-constexpr int kMaxChannels = 64;
-constexpr int kMaxPartitions = 4096;
-constexpr int kMaxDevices = 1024;  // device_ordinal, host_devices
-constexpr uint64_t kMinMessageBytes = 64;
-constexpr uint64_t kMaxMessageBytes =
-    (1ull << 31) - 4096;  // below libzmq's 2 GB limit  // shards x channels: one thread each
-constexpr uint32_t kMaxRowWidth = 1u << 24;
-constexpr int64_t kMaxCheckpointEvery = 1ll << 40;
-// Row counts and indexes travel as 64-bit values but caches index rows with
-// 32-bit offsets.
-constexpr uint64_t kMaxRows = (1ull << 32) - 1;
 
 StatusOr<long long> ParseInt(const char* name, const char* text, long long lo, long long hi) {
   errno = 0;
@@ -54,8 +42,9 @@ Status ValidateConfig(const Config& c) {
     return InvalidArgumentError(
         "num_shards x num_channels must be at most " + std::to_string(kMaxPartitions) + ", got " +
         std::to_string(c.num_shards) + " x " + std::to_string(c.num_channels));
-  if (c.prefetch_depth < 0 || c.prefetch_depth > 64)
-    return InvalidArgumentError("prefetch_depth must be in [0, 64], got " +
+  if (c.prefetch_depth < 0 || c.prefetch_depth > kMaxPrefetchDepth)
+    return InvalidArgumentError("prefetch_depth must be in [0, " +
+                                std::to_string(kMaxPrefetchDepth) + "], got " +
                                 std::to_string(c.prefetch_depth));
   if (c.device_ordinal < -1 || c.device_ordinal >= kMaxDevices)
     return InvalidArgumentError("device_ordinal must be -1 (automatic) or in [0, " +
@@ -146,128 +135,44 @@ StatusOr<bool> HostNoAliasFromEnvironment() { return BoolFlag("GEEPS_HOST_NO_ALI
 
 namespace {
 
-// The numeric GEEPS_* variables of Config: each name once, with its range
-// and the field it sets (booleans are 0 or 1).
-struct NumericVariable {
-  const char* name;
-  long long lo, hi;
-  void (*set)(Config*, long long);
-};
-
-constexpr long long kDay = 24ll * 3600 * 1000;  // milliseconds
-
-const NumericVariable kNumericVariables[] = {
-    {"GEEPS_NUM_WORKERS", 1, kMaxWorkers,
-     [](Config* c, long long v) { c->num_workers = static_cast<int>(v); }},
-    {"GEEPS_NUM_SHARDS", 1, kMaxShards,
-     [](Config* c, long long v) { c->num_shards = static_cast<int>(v); }},
-    {"GEEPS_NUM_CHANNELS", 1, kMaxChannels,
-     [](Config* c, long long v) { c->num_channels = static_cast<int>(v); }},
-    {"GEEPS_DEFAULT_SLACK", 0, 1 << 30,
-     [](Config* c, long long v) { c->default_slack = static_cast<int>(v); }},
-    {"GEEPS_PREFETCH_DEPTH", 0, 64,
-     [](Config* c, long long v) { c->prefetch_depth = static_cast<int>(v); }},
-    {"GEEPS_DEVICE_ORDINAL", -1, kMaxDevices - 1,
-     [](Config* c, long long v) { c->device_ordinal = static_cast<int>(v); }},
-    {"GEEPS_HOST_DEVICES", 1, kMaxDevices,
-     [](Config* c, long long v) { c->host_devices = static_cast<int>(v); }},
-    {"GEEPS_WORKERS_PER_MACHINE", 0, kMaxWorkers,
-     [](Config* c, long long v) { c->workers_per_machine = static_cast<int>(v); }},
-    {"GEEPS_DETERMINISTIC_BSP", 0, 1,
-     [](Config* c, long long v) { c->deterministic_bsp = v != 0; }},
-    {"GEEPS_AGGREGATE_PER_MACHINE", 0, 1,
-     [](Config* c, long long v) { c->aggregate_per_machine = v != 0; }},
-    {"GEEPS_READ_MY_WRITES", 0, 1, [](Config* c, long long v) { c->read_my_writes = v != 0; }},
-    {"GEEPS_RESEND_AFTER_CONNECTION_LOSS", 0, 1,
-     [](Config* c, long long v) { c->resend_after_connection_loss = v != 0; }},
-    {"GEEPS_DEVICE_MEMORY_BUDGET", 0, 1ll << 62,
-     [](Config* c, long long v) { c->device_memory_budget = static_cast<uint64_t>(v); }},
-    {"GEEPS_TIMEOUT_MS", 1, kDay,
-     [](Config* c, long long v) { c->timeout = std::chrono::milliseconds(v); }},
-    {"GEEPS_HEARTBEAT_TIMEOUT_MS", 10, kDay,
-     [](Config* c, long long v) { c->heartbeat_timeout = std::chrono::milliseconds(v); }},
-    {"GEEPS_MAX_MESSAGE_BYTES", kMinMessageBytes, kMaxMessageBytes,
-     [](Config* c, long long v) { c->max_message_bytes = static_cast<uint64_t>(v); }},
-    {"GEEPS_PUSH_IN_READ_ORDER", 0, 1,
-     [](Config* c, long long v) { c->push_in_read_order = v != 0; }},
-    {"GEEPS_ADAPT_PUSH_ORDER", 0, 1, [](Config* c, long long v) { c->adapt_push_order = v != 0; }},
-    {"GEEPS_PIPELINE_PART_BYTES", 0, kMaxMessageBytes,
-     [](Config* c, long long v) { c->pipeline_part_bytes = static_cast<uint64_t>(v); }},
-    {"GEEPS_EMULATED_COPY_BANDWIDTH", 0, 1ll << 50,
-     [](Config* c, long long v) { c->emulated_copy_bandwidth = static_cast<uint64_t>(v); }},
-    {"GEEPS_EMULATED_COMPUTE_US", 0, 10000000,
-     [](Config* c, long long v) { c->emulated_compute_per_access = std::chrono::microseconds(v); }},
-    {"GEEPS_CHECKPOINT_EVERY", 0, kMaxCheckpointEvery,
-     [](Config* c, long long v) { c->checkpoint_every = v; }},
-};
-
-// The GEEPS_* variables of Config that take one of a few words.
-struct ChoiceVariable {
-  const char* name;
-  const char* expected;  // for the error: "off, required or if-present"
-  std::vector<std::pair<const char*, void (*)(Config*)>> words;
-};
-
-const ChoiceVariable& ResumeVariable() {
-  static const ChoiceVariable kVariable{
-      "GEEPS_RESUME",
-      "off, required or if-present",
-      {{"off", [](Config* c) { c->resume = ResumeMode::kOff; }},
-       {"required", [](Config* c) { c->resume = ResumeMode::kRequired; }},
-       {"if-present", [](Config* c) { c->resume = ResumeMode::kIfPresent; }}}};
-  return kVariable;
-}
-
-const ChoiceVariable& MemoryGuaranteeVariable() {
-  static const ChoiceVariable kVariable{
-      "GEEPS_MEMORY_GUARANTEE",
-      "none, double, local or cache",
-      {{"none", [](Config* c) { c->memory_guarantee = MemoryGuarantee::kNone; }},
-       {"double", [](Config* c) { c->memory_guarantee = MemoryGuarantee::kDoubleBuffering; }},
-       {"local", [](Config* c) { c->memory_guarantee = MemoryGuarantee::kAllLocalOnDevice; }},
-       {"cache", [](Config* c) { c->memory_guarantee = MemoryGuarantee::kWholeCacheOnDevice; }}}};
-  return kVariable;
-}
-
-const ChoiceVariable& DeviceVariable() {
-  static const ChoiceVariable kVariable{
-      "GEEPS_DEVICE",
-      "auto, host or cuda",
-      {{"auto", [](Config* c) { c->device = DeviceKind::kAuto; }},
-       {"host", [](Config* c) { c->device = DeviceKind::kHost; }},
-       {"cuda", [](Config* c) { c->device = DeviceKind::kCuda; }}}};
-  return kVariable;
-}
-
-Status ApplyChoice(const ChoiceVariable& v, Config* c) {
-  const char* text = std::getenv(v.name);
+// One Config row of common/tunables.h, if its variable is set.
+Status ApplyTunable(const tunables::Tunable& t, Config* c) {
+  const char* text = std::getenv(t.variable);
   if (text == nullptr) return Status::OK();
-  for (const auto& [word, set] : v.words) {
-    if (std::string(text) == word) {
-      set(c);
+  switch (t.kind) {
+    case tunables::Kind::kInteger: {
+      GEEPS_ASSIGN_OR_RETURN(long long value, ParseInt(t.variable, text, t.lo, t.hi));
+      t.set_integer(c, value);
       return Status::OK();
     }
+    case tunables::Kind::kChoice:
+      for (const tunables::Word& w : t.words) {
+        if (std::string(text) == w.word) {
+          w.set(c);
+          return Status::OK();
+        }
+      }
+      return InvalidArgumentError(std::string(t.variable) + "='" + text + "': expected one of " +
+                                  tunables::Values(t));
+    case tunables::Kind::kText:
+      t.set_text(c, text);
+      return Status::OK();
+    case tunables::Kind::kOther:
+      break;
   }
-  return InvalidArgumentError(std::string(v.name) + "='" + text + "': expected " + v.expected);
+  return Status::OK();
 }
 
 }  // namespace
 
 Status ApplyEnvironment(Config* c) {
-  for (const NumericVariable& v : kNumericVariables) {
-    if (const char* text = std::getenv(v.name)) {
-      GEEPS_ASSIGN_OR_RETURN(long long value, ParseInt(v.name, text, v.lo, v.hi));
-      v.set(c, value);
-    }
+  for (const tunables::Tunable& t : tunables::All()) {
+    if (t.scope == tunables::Scope::kConfig) GEEPS_RETURN_IF_ERROR(ApplyTunable(t, c));
   }
   GEEPS_ASSIGN_OR_RETURN(bool async_host, AsyncHostStreamsFromEnvironment());
   if (async_host) c->async_host_streams = true;
   GEEPS_ASSIGN_OR_RETURN(bool opaque, HostOpaquePointersFromEnvironment());
   if (opaque) c->host_opaque_device_pointers = true;
-  if (const char* text = std::getenv("GEEPS_STATS_FILE")) c->stats_file = text;
-  if (const char* text = std::getenv("GEEPS_CHECKPOINT_DIR")) c->checkpoint_dir = text;
-  for (const ChoiceVariable* v : {&ResumeVariable(), &MemoryGuaranteeVariable(), &DeviceVariable()})
-    GEEPS_RETURN_IF_ERROR(ApplyChoice(*v, c));
   return Status::OK();
 }
 

@@ -39,6 +39,7 @@
 #include <string>
 #include <vector>
 
+#include "common/tunables.h"
 #include "tools/launch_options.h"
 #include "tools/line_prefixer.h"
 #include "tools/rank_process.h"
@@ -348,6 +349,14 @@ int main(int argc, char** argv) {
     }
     if (options->help) {
       std::fputs(geeps::tools::kLaunchUsage, stdout);
+      return 0;
+    }
+    using EnvHelp = geeps::tools::LaunchOptions::EnvHelp;
+    if (options->help_env != EnvHelp::kNone) {
+      const std::string text = options->help_env == EnvHelp::kText
+                                   ? geeps::tunables::HelpText()
+                                   : geeps::tunables::MarkdownTable();
+      std::fputs(text.c_str(), stdout);
       return 0;
     }
     return geeps::tools::Launcher(*options).Run();

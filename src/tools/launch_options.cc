@@ -26,6 +26,7 @@ const char kLaunchUsage[] =
     "  --timeout-s S  stop every rank after S seconds and exit with 124\n"
     "  --grace-s G    seconds from SIGTERM to SIGKILL when stopping ranks (default 5)\n"
     "  --no-prefix    leave the ranks' stdout/stderr as they are (no \"[rank i] \")\n"
+    "  --help-env     print the GEEPS_* environment variables libgeeps reads\n"
     "  -h, --help     print this help\n";
 
 std::optional<LaunchOptions> ParseLaunchArgs(const std::vector<std::string>& args,
@@ -45,6 +46,11 @@ std::optional<LaunchOptions> ParseLaunchArgs(const std::vector<std::string>& arg
     if (arg.size() < 2 || arg[0] != '-') break;  // the program ("-" alone too)
     if (arg == "-h" || arg == "--help") {
       o.help = true;
+      return o;
+    }
+    if (arg == "--help-env" || arg == "--help-env=markdown") {
+      o.help_env =
+          arg == "--help-env" ? LaunchOptions::EnvHelp::kText : LaunchOptions::EnvHelp::kMarkdown;
       return o;
     }
     if (arg == "--no-prefix") {
