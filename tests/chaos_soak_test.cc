@@ -134,6 +134,7 @@ TEST(ChaosSoakTest, ExactSumsThroughStopsSpraysAndResets) {
         // real worker's routing id: that is identity theft, docs/security.md).
         zmq::socket_t s(ctx, zmq::socket_type::dealer);
         s.set(zmq::sockopt::linger, 200);
+        s.set(zmq::sockopt::sndtimeo, 200);  // a send must never block the fault loop
         s.set(zmq::sockopt::routing_id, "x" + std::to_string(rng() % 1000));
         s.connect("tcp://127.0.0.1:" + std::to_string(base + rng() % (kRanks * kChannels)));
         const int messages = 10 + static_cast<int>(rng() % 50);
@@ -143,7 +144,7 @@ TEST(ChaosSoakTest, ExactSumsThroughStopsSpraysAndResets) {
             zmq::message_t msg(rng() % 200);
             for (size_t b = 0; b < msg.size(); ++b)
               static_cast<unsigned char*>(msg.data())[b] = static_cast<unsigned char>(rng());
-            s.send(msg, f + 1 < n ? zmq::send_flags::sndmore : zmq::send_flags::none);
+            if (!s.send(msg, f + 1 < n ? zmq::send_flags::sndmore : zmq::send_flags::none)) break;
             ++faults.frames_sprayed;
           }
         }

@@ -342,19 +342,26 @@ TEST(FailureTest, ForeignFramesOnAShardPortAreRefused) {
                                env));
     }
   }
+  // Nothing the injector does may block: a refused handshake can leave a
+  // socket without a peer to send to, and ZeroMQ then waits in send or, for
+  // what is queued, in the context's termination (this test once hung
+  // there under a loaded machine). Sends time out, the context does not
+  // wait for linger.
   injector = std::thread([&] {
     zmq::context_t ctx;
+    ctx.set(zmq::ctxopt::blocky, false);
     std::mt19937 rng(3);
     for (int i = 0; i < 200; ++i) {
       zmq::socket_t s(ctx, i % 2 ? zmq::socket_type::dealer : zmq::socket_type::req);
       s.set(zmq::sockopt::linger, 100);
+      s.set(zmq::sockopt::sndtimeo, 200);
       if (i % 3 == 0) s.set(zmq::sockopt::routing_id, "w7");  // no such worker
       s.connect("tcp://127.0.0.1:" + std::to_string(base + (i % 2)));
       const int n = 1 + rng() % 3;
       for (int f = 0; f < n; ++f) {
         zmq::message_t m(rng() % 80);
         for (size_t b = 0; b < m.size(); ++b) static_cast<unsigned char*>(m.data())[b] = rng();
-        s.send(m, f + 1 < n ? zmq::send_flags::sndmore : zmq::send_flags::none);
+        if (!s.send(m, f + 1 < n ? zmq::send_flags::sndmore : zmq::send_flags::none)) break;
       }
       std::this_thread::sleep_for(milliseconds(2));
     }

@@ -512,50 +512,42 @@ bool CommChannel::HandlePush(int shard, std::vector<zmq::message_t>& frames) {
   if (m.header.offset == 0) {
     // A new push. If the previous one's parts were cut off while written
     // into the cache, its slice stays marked until this one is whole.
-    partial.active = false;
+    partial.seq.Reset();
     if (more) {
       common::MutexLock lock(&t.mu);
       if (m.header.clock <= s.age || m.header.aux < s.included) return Stale(shard, m, s);
-      partial.active = true;
-      partial.clock = m.header.clock;
-      partial.received = 0;
       partial.in_cache = !rmw && t.open_in_place_reads == 0;
       if (partial.in_cache) {
         s.installing = true;
         s.adopted.reset();  // the cache holds the slice's rows again
       }
     }
-  } else if (!partial.active || partial.clock != m.header.clock ||
-             partial.received != m.header.offset) {
-    partial.active = false;  // an installing slice stays marked (torn)
+  }
+  // Out of sequence: dropped (an installing slice stays marked: torn).
+  const auto verdict = partial.seq.Accept(m.header);
+  if (verdict == transport::PartSequence::Verdict::kOutOfSequence)
     return Drop("push part out of sequence");
-  }
-  if (!more && m.header.offset + m.header.row_count != s.cache_count) {
-    partial.active = false;
+  const bool in_parts = verdict != transport::PartSequence::Verdict::kWhole;
+  if (!more && m.header.offset + m.header.row_count != s.cache_count)
     return Drop("push ended before all subscribed rows");
-  }
   const char* payload = reinterpret_cast<const char*>(m.payload);
-  if (partial.active && partial.in_cache) {
+  if (in_parts && partial.in_cache) {
     common::MutexLock lock(&t.mu);
     ClientCounters::Count(ctx_.counters->install_bytes, part_floats * sizeof(float));
     if (!InstallRows(t, s, static_cast<uint32_t>(m.header.offset),
                      static_cast<uint32_t>(m.header.row_count), payload, false))
       return false;
-    partial.received += m.header.row_count;
     if (more) return false;
-    partial.active = false;
     FinishInstall(t, s, m.header.clock, m.header.aux, false);
   } else {
     float* collected = nullptr;  // the push copied out of its message(s)
-    if (partial.active) {
+    if (in_parts) {
       // Collect this part; a push in one part is installed from the message.
-      if (partial.received == 0) partial.rows.resize(static_cast<size_t>(s.cache_count) * t.width);
+      if (m.header.offset == 0) partial.rows.resize(static_cast<size_t>(s.cache_count) * t.width);
       ClientCounters::Count(ctx_.counters->install_bytes, part_floats * sizeof(float));
       std::memcpy(partial.rows.data() + m.header.offset * t.width, payload,
                   part_floats * sizeof(float));
-      partial.received += m.header.row_count;
       if (more) return false;
-      partial.active = false;
       collected = partial.rows.data();
     } else if (rmw) {
       ClientCounters::Count(ctx_.counters->install_bytes, part_floats * sizeof(float));

@@ -34,6 +34,7 @@
 #include "device/device.h"
 #include "geeps/config.h"
 #include "geeps/status.h"
+#include "transport/part_sequence.h"
 #include "transport/wire.h"
 
 namespace geeps::transport {
@@ -252,10 +253,8 @@ class CommChannel {
   std::unique_ptr<device::Stream> stream_ GEEPS_GUARDED_BY(io_mu_);
   // A push being received in parts, per shard socket and table.
   struct PartialPush {
-    bool active = false;  // a push of this table is being received
-    int64_t clock = 0;
-    uint64_t received = 0;  // rows received so far
-    bool in_cache = false;  // written straight into the cache (else `rows`)
+    transport::PartSequence seq;  // the push being received in parts, if any
+    bool in_cache = false;        // written straight into the cache (else `rows`)
     std::vector<float> rows;
   };
   std::vector<std::vector<PartialPush>> partial_ GEEPS_GUARDED_BY(io_mu_);

@@ -191,22 +191,20 @@ bool MachineRelay::Drain(int p) {
 }
 
 bool MachineRelay::Accept(Assembly* a, const DecodedMessage& m, uint32_t width, bool* complete) {
-  *complete = false;
+  using Verdict = transport::PartSequence::Verdict;
   const uint64_t n = m.header.row_count;
-  if (m.header.offset == 0) {
-    a->active = true;
+  transport::PartSequence::Rows ids;
+  if (m.rows != nullptr && n > 0) ids = {true, m.RowAt(0), m.RowAt(n - 1)};
+  const Verdict verdict = a->seq.Accept(m.header, ids);
+  *complete = transport::PartSequence::Completes(verdict);
+  if (verdict == Verdict::kOutOfSequence) return false;
+  if (verdict == Verdict::kWhole || verdict == Verdict::kFirst) {
     a->type = m.header.type;
     a->clock = m.header.clock;
     a->aux = m.header.aux;
     a->flags = m.header.flags & ~transport::kFlagMore;
-    a->next = 0;
     a->rows.clear();
     a->values.clear();
-  } else if (!a->active || a->type != m.header.type || a->clock != m.header.clock ||
-             a->next != m.header.offset ||
-             (m.rows != nullptr && n > 0 && !a->rows.empty() && m.RowAt(0) <= a->rows.back())) {
-    a->active = false;
-    return false;
   }
   if (m.rows != nullptr)
     for (uint64_t i = 0; i < n; ++i) a->rows.push_back(m.RowAt(i));
@@ -215,11 +213,6 @@ bool MachineRelay::Accept(Assembly* a, const DecodedMessage& m, uint32_t width, 
     const size_t at = a->values.size();
     a->values.resize(at + floats);
     std::memcpy(a->values.data() + at, m.payload, floats * sizeof(float));
-  }
-  a->next += n;
-  if (!(m.header.flags & transport::kFlagMore)) {
-    a->active = false;
-    *complete = true;
   }
   return true;
 }
@@ -455,7 +448,7 @@ void MachineRelay::HandleUp(int p, std::vector<zmq::message_t>& frames) {
   const bool more = (m.header.flags & transport::kFlagMore) != 0;
   if (m.header.offset == 0 && !more) {
     // A push in one part: shared from the frame it came in.
-    t.push.active = false;
+    t.push.seq.Reset();
     if (m.header.row_count != t.rows_up.size()) return Drop("push ended before all its rows");
     auto owner = std::make_shared<zmq::message_t>(std::move(frames.back()));
     SharePush(p, m.header.table, m.header.clock, m.header.aux,
@@ -465,7 +458,8 @@ void MachineRelay::HandleUp(int p, std::vector<zmq::message_t>& frames) {
   bool complete = false;
   if (!Accept(&t.push, m, t.width, &complete)) return Drop("push part out of sequence");
   if (!complete) return;
-  if (t.push.next != t.rows_up.size()) return Drop("push ended before all its rows");
+  if (m.header.offset + m.header.row_count != t.rows_up.size())
+    return Drop("push ended before all its rows");
   auto owner = std::make_shared<std::vector<float>>(std::move(t.push.values));
   SharePush(p, m.header.table, t.push.clock, t.push.aux, owner->data(), owner);
 }

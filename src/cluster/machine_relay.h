@@ -38,6 +38,7 @@
 #include "geeps/config.h"
 #include "geeps/stats.h"
 #include "geeps/status.h"
+#include "transport/part_sequence.h"
 #include "transport/wire.h"
 
 namespace geeps::transport {
@@ -79,12 +80,11 @@ class MachineRelay {
  private:
   // A message arriving in parts (kFlagMore / offset).
   struct Assembly {
-    bool active = false;
-    uint16_t type = 0;
+    transport::PartSequence seq;  // a part at offset 0 starts anew
+    uint16_t type = 0;            // of the message assembled last
     int64_t clock = 0;
     int64_t aux = 0;
     uint32_t flags = 0;  // the first part's, without kFlagMore
-    uint64_t next = 0;   // the offset the next part must have
     std::vector<uint64_t> rows;
     std::vector<float> values;
   };

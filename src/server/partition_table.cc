@@ -50,28 +50,21 @@ TableOutcome PartitionTable::DroppedNonParticipant(int worker) {
 
 bool PartitionTable::AcceptPart(int worker, const DecodedMessage& m) {
   PartState& p = parts_[worker];
-  const bool continues = m.header.offset > 0;
-  if (continues != (p.type != 0) ||
-      (continues &&
-       (p.type != m.header.type || p.clock != m.header.clock || p.next != m.header.offset ||
-        (m.header.row_count > 0 && m.RowAt(0) <= p.last_row)))) {
-    return false;
-  }
-  if (m.header.flags & transport::kFlagMore) {
-    p.type = m.header.type;
-    p.clock = m.header.clock;
-    p.next = m.header.offset + m.header.row_count;
-    if (m.header.row_count > 0) p.last_row = m.RowAt(m.header.row_count - 1);
-  } else {
-    p = PartState{};
-  }
+  transport::PartSequence::Rows rows;
+  if (m.rows != nullptr && m.header.row_count > 0)
+    rows = {true, m.RowAt(0), m.RowAt(m.header.row_count - 1)};
+  const auto verdict = p.seq.Accept(m.header, rows);
+  if (verdict == transport::PartSequence::Verdict::kOutOfSequence) return false;
+  if (!p.seq.active()) p = PartState{};  // the message is complete
   return true;
 }
 
 TableOutcome PartitionTable::Subscribe(int worker, const DecodedMessage& m) {
   if (!Participates(worker)) return DroppedNonParticipant(worker);
   // A subscription cut off by a lost connection is sent again whole.
-  if (m.header.offset == 0 && parts_[worker].type == m.header.type) parts_[worker] = PartState{};
+  if (m.header.offset == 0 && parts_[worker].seq.active() &&
+      parts_[worker].seq.type() == m.header.type)
+    parts_[worker] = PartState{};
   if (!AcceptPart(worker, m)) return Dropped(kDropFraming, "message part out of sequence");
   std::vector<uint64_t>& rows = subscriptions_[worker];
   if (subscribed_[worker]) {
@@ -138,10 +131,11 @@ TableOutcome PartitionTable::Update(int worker, const DecodedMessage& m) {
                                    " from worker " + std::to_string(worker) + ", expected " +
                                    std::to_string(clocks_[worker]));
   PartState& p = parts_[worker];
-  if (m.header.offset == 0 && p.type == m.header.type && p.clock == m.header.clock) {
+  if (m.header.offset == 0 && p.seq.active() && p.seq.type() == m.header.type &&
+      p.seq.clock() == m.header.clock) {
     // The message restarts: it was cut off and is sent again whole. Rows
     // below the furthest offset reached were applied; they are skipped.
-    const uint64_t applied = std::max(p.applied_before, p.next);
+    const uint64_t applied = std::max(p.applied_before, p.seq.next());
     p = PartState{};
     p.applied_before = applied;
   }
@@ -338,8 +332,10 @@ void PartitionTable::MaybePushEarly(TableOutcome* out) {
   for (int w = 0; w < options_.num_workers; ++w) {
     if (clocks_[w] > c) continue;  // done with clock c
     const PartState& p = parts_[w];
-    const uint64_t next = p.type == static_cast<uint16_t>(MsgType::kUpdate) && p.clock == c
-                              ? p.last_row + 1
+    const uint64_t next = p.seq.active() &&
+                                  p.seq.type() == static_cast<uint16_t>(MsgType::kUpdate) &&
+                                  p.seq.clock() == c
+                              ? p.seq.last_row() + 1
                               : span_.begin;  // has not started clock c
     frontier = std::min(frontier, next);
   }

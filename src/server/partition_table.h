@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "common/partition.h"
+#include "transport/part_sequence.h"
 #include "transport/wire.h"
 
 namespace geeps::server {
@@ -180,10 +181,9 @@ class PartitionTable {
  private:
   // The message a worker is sending in parts (type 0: none).
   struct PartState {
-    uint16_t type = 0;
-    int64_t clock = 0;
-    uint64_t next = 0;      // expected offset of the next part
-    uint64_t last_row = 0;  // last row of the previous part
+    // A part at offset 0 while a message is in progress is refused unless
+    // the caller allows the restart (it then resets `seq` first).
+    transport::PartSequence seq{transport::PartSequence::Restart::kRefused};
     // Updates: the message was restarted at offset 0 (resent after a
     // connection reset); its rows below this offset were applied before.
     uint64_t applied_before = 0;
