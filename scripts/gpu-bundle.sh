@@ -32,8 +32,9 @@
 #           the first 10000 training and 2000 test images of Fashion-MNIST
 #           (idx, gzip), for one epoch of fmnist_train --device cuda
 #   share/src/
-#           the source files tests read (docs/api.md,
-#           tests/consumer/trainer.h, tests/fuzz's corpus and regressions),
+#           the source files tests read (docs/api.md, docs/operations.md,
+#           src/'s sources, tests/consumer/trainer.h, tests/fuzz's corpus
+#           and regressions),
 #           under their paths in the tree: gpu-check.sh points
 #           GEEPS_TEST_SOURCE_DIR there, and GEEPS_TEST_BIN_DIR at the
 #           binaries (tests/test_paths.h)
@@ -153,7 +154,12 @@ for rel in "${origins[@]}"; do
 done
 # The source files tests read (tests/test_paths.h: GEEPS_TEST_SOURCE_DIR).
 mkdir -p "$tmp/share/src/docs" "$tmp/share/src/tests/consumer" "$tmp/share/src/tests/fuzz"
-cp docs/api.md "$tmp/share/src/docs/"
+cp docs/api.md docs/operations.md "$tmp/share/src/docs/"
+# tunables_test checks the GEEPS_* variables the library's sources name.
+find src -type f \( -name '*.h' -o -name '*.cc' -o -name '*.cu' \) | while read -r f; do
+  mkdir -p "$tmp/share/src/$(dirname "$f")"
+  cp "$f" "$tmp/share/src/$f"
+done
 cp tests/consumer/trainer.h "$tmp/share/src/tests/consumer/"
 cp -r tests/fuzz/corpus tests/fuzz/regressions "$tmp/share/src/tests/fuzz/"
 

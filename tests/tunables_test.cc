@@ -15,6 +15,7 @@
 #include <string>
 
 #include "geeps/config.h"
+#include "test_paths.h"
 
 namespace geeps::tunables {
 namespace {
@@ -143,7 +144,7 @@ TEST(TunablesTest, ChoiceAndTextRowsSetTheirField) {
 // and every variable listed apart from Config's is named by some source
 // (nothing listed that nobody reads or sets).
 TEST(TunablesTest, TheListIsWhatTheSourcesRead) {
-  const std::filesystem::path src = std::filesystem::path(GEEPS_SOURCE_DIR) / "src";
+  const std::filesystem::path src = ::geeps::testing::SourceFile("src");
   const std::regex literal("\"(GEEPS_[A-Z0-9_]+)\"");
   std::set<std::string> named;
   for (const auto& entry : std::filesystem::recursive_directory_iterator(src)) {
@@ -163,8 +164,7 @@ TEST(TunablesTest, TheListIsWhatTheSourcesRead) {
 }
 
 TEST(TunablesTest, OperationsDocHoldsTheGeneratedTable) {
-  const std::string doc =
-      ReadFile(std::filesystem::path(GEEPS_SOURCE_DIR) / "docs" / "operations.md");
+  const std::string doc = ReadFile(::geeps::testing::SourceFile("docs/operations.md"));
   const std::string begin = "<!-- tunables:begin";
   const std::string end = "<!-- tunables:end -->";
   const size_t b = doc.find(begin);

@@ -56,7 +56,9 @@ CommChannel::CommChannel(const ClientContext& ctx, zmq::context_t* zmq_context, 
       zmq_context_(zmq_context),
       channel_(channel),
       endpoints_(std::move(endpoints)),
-      wait_(wait) {}
+      wait_(wait),
+      drops_("worker " + std::to_string(ctx.rank) + " channel " + std::to_string(channel),
+             &ctx.counters->frames_dropped) {}
 
 CommChannel::~CommChannel() {
   Stop();
@@ -465,15 +467,7 @@ bool CommChannel::Stale(int shard, const DecodedMessage& m, const PartitionSlice
   return Drop("stale or repeated push");
 }
 
-bool CommChannel::Drop(const std::string& what) {
-  ctx_.counters->frames_dropped.fetch_add(1);
-  if (!logged_drop_) {
-    logged_drop_ = true;
-    GEEPS_LOG(Warning) << "worker " << ctx_.rank << " channel " << channel_ << ": dropped a frame ("
-                       << what << "); further drops are only counted";
-  }
-  return false;
-}
+bool CommChannel::Drop(const std::string& what) { return drops_.Drop(what); }
 
 bool CommChannel::HandlePush(int shard, std::vector<zmq::message_t>& frames) {
   size_t total = 0;

@@ -34,6 +34,7 @@
 #include "device/device.h"
 #include "geeps/config.h"
 #include "geeps/status.h"
+#include "transport/drop_log.h"
 #include "transport/part_sequence.h"
 #include "transport/wire.h"
 
@@ -214,7 +215,7 @@ class CommChannel {
   const std::vector<std::string> endpoints_;
   WaitState* const wait_;
 
-  // Guards the shard sockets, partial_, stream_ and logged_drop_: held by
+  // Guards the shard sockets, partial_, stream_ and drops_: held by
   // whichever thread sends or receives.
   common::Mutex io_mu_;
   std::vector<std::unique_ptr<zmq::socket_t>> shards_ GEEPS_GUARDED_BY(io_mu_);  // DEALER per shard
@@ -258,7 +259,8 @@ class CommChannel {
     std::vector<float> rows;
   };
   std::vector<std::vector<PartialPush>> partial_ GEEPS_GUARDED_BY(io_mu_);
-  bool logged_drop_ GEEPS_GUARDED_BY(io_mu_) = false;
+  // Every dropped frame (ClientCounters::frames_dropped), the first logged.
+  transport::DropLog drops_ GEEPS_GUARDED_BY(io_mu_);
 
   int wake_fd_ = -1;  // eventfd: Stop() wakes the thread
   std::thread thread_;

@@ -10,12 +10,12 @@
 #include "client/geeps_access.h"
 #include "client/worker.h"
 #include "cluster/embedded_cluster_testing.h"
-#include "cluster/machine_relay.h"
 #include "common/logging.h"
 #include "common/machines.h"
 #include "common/mutex.h"
 #include "device/device.h"
 #include "device/selection.h"
+#include "relay/machine_relay.h"
 #include "server/checkpoint.h"
 #include "server/shard_channel.h"
 #include "transport/socket_util.h"
@@ -45,7 +45,7 @@ struct EmbeddedCluster::Impl {
   std::vector<std::unique_ptr<server::ShardChannel>> partitions;  // p = s*C + k
   // With aggregate_per_machine: one per machine, between its workers and
   // the partitions.
-  std::vector<std::unique_ptr<cluster::MachineRelay>> relays;
+  std::vector<std::unique_ptr<relay::MachineRelay>> relays;
   std::vector<std::unique_ptr<GeePS>> workers;
   std::vector<client::Worker*> impls;  // the workers' implementations
   common::Mutex shutdown_mu;
@@ -138,9 +138,9 @@ StatusOr<std::unique_ptr<EmbeddedCluster>> EmbeddedCluster::Start(const Config& 
   for (auto& p : c.partitions) GEEPS_RETURN_IF_ERROR(p->Start());
   if (config.aggregate_per_machine) {
     for (int m = 0; m < common::NumMachines(config); ++m) {
-      c.relays.push_back(std::make_unique<cluster::MachineRelay>(
+      c.relays.push_back(std::make_unique<relay::MachineRelay>(
           c.context.get(), config, m, common::MachineMembers(config, m),
-          cluster::MachineRelay::InprocEndpoints(m, num_partitions), endpoints));
+          relay::MachineRelay::InprocEndpoints(m, num_partitions), endpoints));
       c.relays.back()->SetStartClock(resume_clock);
       GEEPS_RETURN_IF_ERROR(c.relays.back()->Start());
     }

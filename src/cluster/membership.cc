@@ -335,14 +335,7 @@ void Membership::Finish() {
   cv_.notify_all();
 }
 
-void Membership::Drop(const std::string& why) {
-  frames_dropped_.fetch_add(1);
-  if (!logged_drop_) {
-    logged_drop_ = true;
-    GEEPS_LOG(Warning) << "rank " << rank_ << ": dropped a control frame (" << why
-                       << "); further drops are only counted";
-  }
-}
+void Membership::Drop(const std::string& why) { drops_.Drop(why); }
 
 void Membership::Send(const std::string& text, int to_rank) {
   if (to_rank >= 0) return SendTo(peer_ids_[to_rank], text);

@@ -42,6 +42,7 @@
 #include "geeps/process.h"
 #include "geeps/status.h"
 #include "transport/control_messages.h"
+#include "transport/drop_log.h"
 
 namespace geeps::transport {
 class SecurityConfig;
@@ -124,7 +125,8 @@ class Membership {
   std::atomic<bool> stop_{false};
   std::atomic<bool> leaving_{false};
   std::atomic<int64_t> frames_dropped_{0};
-  bool logged_drop_ = false;
+  // Every dropped control frame, the first logged (the thread's own).
+  transport::DropLog drops_{"rank " + std::to_string(rank_) + " (control plane)", &frames_dropped_};
 
   common::Mutex mu_;
   std::condition_variable cv_;

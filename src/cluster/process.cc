@@ -17,11 +17,11 @@
 #include "client/worker.h"
 #include "cluster/bootstrap.h"
 #include "cluster/job_plan.h"
-#include "cluster/machine_relay.h"
 #include "cluster/membership.h"
 #include "common/logging.h"
 #include "common/mutex.h"
 #include "device/selection.h"
+#include "relay/machine_relay.h"
 #include "server/checkpoint.h"
 #include "server/shard_channel.h"
 #include "transport/control_messages.h"
@@ -144,7 +144,7 @@ struct State {
   int shard = -1;  // this process's shard index (-1: none)
   std::vector<std::unique_ptr<server::ShardChannel>> channels;
   // With aggregate_per_machine, in the process of its machine's leader.
-  std::unique_ptr<cluster::MachineRelay> relay;
+  std::unique_ptr<relay::MachineRelay> relay;
   client::Worker* worker_impl = nullptr;
   std::unique_ptr<GeePS> worker;
   IpcFiles ipc_files;
@@ -364,9 +364,9 @@ StatusOr<cluster::JobLayout> Rendezvous(const Config& config, const cluster::Hos
 Status StartRelay(const cluster::ProcessPlan& plan, int64_t resume_clock,
                   const std::string& machine, State* s) {
   const cluster::ProcessPlan::Relay& r = *plan.relay;
-  s->relay = std::make_unique<cluster::MachineRelay>(s->context.get(), s->config, r.machine_index,
-                                                     r.workers, plan.worker_endpoints,
-                                                     plan.partition_endpoints, s->security.get());
+  s->relay = std::make_unique<relay::MachineRelay>(s->context.get(), s->config, r.machine_index,
+                                                   r.workers, plan.worker_endpoints,
+                                                   plan.partition_endpoints, s->security.get());
   s->relay->SetStartClock(resume_clock);
   for (const std::string& path : r.ipc_paths) s->ipc_files.paths.push_back(path);
   Status started = s->relay->Start();

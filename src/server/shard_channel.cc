@@ -242,12 +242,7 @@ void ShardChannel::ReportStalls(std::chrono::steady_clock::time_point now) {
 }
 
 void ShardChannel::Drop(DropReason reason, const std::string& what) {
-  frames_dropped_.fetch_add(1);
-  if (!(logged_drop_reasons_ & (1u << reason))) {
-    logged_drop_reasons_ |= 1u << reason;
-    GEEPS_LOG(Warning) << "shard partition " << partition_ << ": dropped a frame (" << what
-                       << "); further drops of this kind are only counted";
-  }
+  drops_.Drop(what, static_cast<unsigned>(reason));
 }
 
 void ShardChannel::HandleMessage(std::vector<zmq::message_t>& frames) {

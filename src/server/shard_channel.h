@@ -37,6 +37,7 @@
 #include "server/checkpoint_writer.h"
 #include "server/partition_table.h"
 #include "server/push_schedule.h"
+#include "transport/drop_log.h"
 #include "transport/wire.h"
 
 namespace geeps::transport {
@@ -169,7 +170,8 @@ class ShardChannel {
 
   std::atomic<int64_t> pushes_sent_{0}, bytes_received_{0}, bytes_sent_{0}, frames_dropped_{0},
       pushes_deferred_{0};
-  uint32_t logged_drop_reasons_ = 0;   // thread-owned
+  // Every dropped frame, the first of each DropReason logged (thread-owned).
+  transport::DropLog drops_{"shard partition " + std::to_string(partition_), &frames_dropped_};
   std::set<int> logged_send_errors_;   // thread-owned: errno of failed pushes logged
   bool logged_unheld_resync_ = false;  // thread-owned
   bool logged_overdue_push_ = false;   // thread-owned

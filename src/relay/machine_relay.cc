@@ -1,4 +1,4 @@
-#include "cluster/machine_relay.h"
+#include "relay/machine_relay.h"
 
 #include <algorithm>
 #include <cstring>
@@ -12,7 +12,7 @@
 #include "transport/sockets.h"
 #include "transport/tsan.h"
 
-namespace geeps::cluster {
+namespace geeps::relay {
 
 using transport::DecodedMessage;
 using transport::FrameView;
@@ -93,13 +93,8 @@ Status MachineRelay::Start() {
       const TableSpec& spec = config_.tables[t];
       TableState& ts = part.tables[t];
       ts.shared = !spec.local;
-      ts.width = spec.row_width;
       const common::RowSpan span = common::PartitionRows(spec.num_rows, p, num_partitions);
-      ts.row_begin = span.begin;
-      ts.row_end = span.end;
-      ts.members.resize(members_.size());
-      for (MemberTable& m : ts.members) m.next_clock = start_clock_;
-      ts.next_up = start_clock_;
+      ts.sums.emplace(members_.size(), spec.row_width, span.begin, span.end, start_clock_);
     }
   }
   started_ = true;
@@ -190,33 +185,6 @@ bool MachineRelay::Drain(int p) {
   return any;
 }
 
-bool MachineRelay::Accept(Assembly* a, const DecodedMessage& m, uint32_t width, bool* complete) {
-  using Verdict = transport::PartSequence::Verdict;
-  const uint64_t n = m.header.row_count;
-  transport::PartSequence::Rows ids;
-  if (m.rows != nullptr && n > 0) ids = {true, m.RowAt(0), m.RowAt(n - 1)};
-  const Verdict verdict = a->seq.Accept(m.header, ids);
-  *complete = transport::PartSequence::Completes(verdict);
-  if (verdict == Verdict::kOutOfSequence) return false;
-  if (verdict == Verdict::kWhole || verdict == Verdict::kFirst) {
-    a->type = m.header.type;
-    a->clock = m.header.clock;
-    a->aux = m.header.aux;
-    a->flags = m.header.flags & ~transport::kFlagMore;
-    a->rows.clear();
-    a->values.clear();
-  }
-  if (m.rows != nullptr)
-    for (uint64_t i = 0; i < n; ++i) a->rows.push_back(m.RowAt(i));
-  if (m.payload != nullptr && n > 0) {
-    const size_t floats = static_cast<size_t>(n) * width;
-    const size_t at = a->values.size();
-    a->values.resize(at + floats);
-    std::memcpy(a->values.data() + at, m.payload, floats * sizeof(float));
-  }
-  return true;
-}
-
 void MachineRelay::HandleDown(int p, std::vector<zmq::message_t>& frames) {
   if (frames.size() < 2 || frames.size() > 4) return Drop("a member's frame count");
   const int rank =
@@ -241,137 +209,43 @@ void MachineRelay::HandleDown(int p, std::vector<zmq::message_t>& frames) {
   if (m.type == MsgType::kResync) {
     // A member that lost its connection to the relay and lacks the last
     // push: hand it over again.
-    if (t.last_push && t.members[member].subscribed && m.header.aux < t.shared_clock)
+    if (t.last_push && t.sums->subscribed(member) && m.header.aux < t.shared_clock)
       SendPushTo(p, m.header.table, member, t.shared_clock, t.included, t.last_values, t.last_push);
     return;
   }
-  if (m.type == MsgType::kUpdate && m.header.row_width != t.width)
-    return Drop("row width does not match the table");
-  Status rows_ok = transport::ValidateRows(m, t.row_begin, t.row_end);
-  if (!rows_ok.ok()) return Drop(rows_ok.message());
-  if (m.type == MsgType::kSubscribe && t.read_rank == 0) t.read_rank = m.header.aux;
-  MemberTable& mt = t.members[member];
-  bool complete = false;
-  if (!Accept(&mt.partial, m, t.width, &complete)) return Drop("message part out of sequence");
-  if (!complete) return;
-  Assembly& a = mt.partial;
-  if (a.type == static_cast<uint16_t>(MsgType::kSubscribe)) {
-    if (mt.subscribed && a.rows == mt.subscription) return;  // sent again after a loss
-    if (mt.subscribed) return Drop("a second subscription of worker " + std::to_string(rank));
-    if (t.subscribed_up)
-      return Drop("a subscription of worker " + std::to_string(rank) + " after its first update");
-    mt.subscription = std::move(a.rows);
-    mt.subscribed = true;
-    return;
-  }
-  if (a.clock < mt.next_clock) return;  // sent again after a lost connection
-  if (a.clock != mt.next_clock)
-    return Drop("an update of clock " + std::to_string(a.clock) + " from worker " +
-                std::to_string(rank) + ", which is at clock " + std::to_string(mt.next_clock));
-  Delta& d = mt.ready[a.clock];
-  d.rows = std::move(a.rows);
-  d.values = std::move(a.values);
-  d.checkpoint = (a.flags & transport::kFlagCheckpoint) != 0;
-  d.read_order = (a.flags & transport::kFlagReadOrder) != 0;
-  ++mt.next_clock;
+  const std::string dropped = t.sums->OnMember(member, rank, m);
+  if (!dropped.empty()) return Drop(dropped);
   TrySum(p, m.header.table);
 }
 
 void MachineRelay::TrySum(int p, uint32_t table) {
   TableState& t = partitions_[p].tables[table];
-  while (true) {
-    for (const MemberTable& mt : t.members)
-      if (mt.ready.count(t.next_up) == 0) return;
-    if (!t.subscribed_up) SubscribeUp(p, table);
-    // The sum, in rank order: over the same rows (the usual case) one add
-    // per member, else over the union of the rows.
-    auto sum_ptr = std::make_shared<Delta>();
-    Delta& sum = *sum_ptr;
-    bool same = true;
-    const Delta& first = t.members[0].ready[t.next_up];
-    for (const MemberTable& mt : t.members) {
-      const Delta& d = mt.ready.at(t.next_up);
-      same = same && d.rows == first.rows;
-      sum.checkpoint = sum.checkpoint || d.checkpoint;
-      sum.read_order = sum.read_order || d.read_order;
-    }
-    const size_t w = t.width;
-    if (same) {
-      sum.rows = first.rows;
-      sum.values = first.values;
-      for (size_t i = 1; i < t.members.size(); ++i) {
-        const std::vector<float>& v = t.members[i].ready.at(t.next_up).values;
-        for (size_t k = 0; k < v.size(); ++k) sum.values[k] += v[k];
-      }
-    } else {
-      for (const MemberTable& mt : t.members) {
-        const std::vector<uint64_t>& r = mt.ready.at(t.next_up).rows;
-        std::vector<uint64_t> merged;
-        std::set_union(sum.rows.begin(), sum.rows.end(), r.begin(), r.end(),
-                       std::back_inserter(merged));
-        sum.rows = std::move(merged);
-      }
-      sum.values.assign(sum.rows.size() * w, 0.0f);
-      for (const MemberTable& mt : t.members) {
-        const Delta& d = mt.ready.at(t.next_up);
-        size_t at = 0;
-        for (size_t i = 0; i < d.rows.size(); ++i) {
-          while (sum.rows[at] != d.rows[i]) ++at;
-          float* out = sum.values.data() + at * w;
-          const float* in = d.values.data() + i * w;
-          for (size_t k = 0; k < w; ++k) out[k] += in[k];
-        }
-      }
-    }
-    SendUp(p, table, t.next_up, sum_ptr);
+  int64_t clock = 0;
+  bool subscribe_first = false;
+  while (std::shared_ptr<Delta> sum = t.sums->TakeSum(&clock, &subscribe_first)) {
+    if (subscribe_first) SendSubscription(p, table);
+    SendUp(p, table, clock, sum);
     updates_up_.fetch_add(1, std::memory_order_relaxed);
     if (resend_) {
-      t.unapplied[t.next_up] = std::move(sum_ptr);
+      t.unapplied[clock] = std::move(sum);
       // Bounded where no push says what was applied (no subscription).
       while (t.unapplied.size() > 8) t.unapplied.erase(t.unapplied.begin());
     }
-    for (MemberTable& mt : t.members) mt.ready.erase(t.next_up);
-    ++t.next_up;
     t.waiting_since = {};
   }
 }
 
-void MachineRelay::SubscribeUp(int p, uint32_t table) {
-  TableState& t = partitions_[p].tables[table];
-  t.subscribed_up = true;
-  for (const MemberTable& mt : t.members) {
-    std::vector<uint64_t> merged;
-    std::set_union(t.rows_up.begin(), t.rows_up.end(), mt.subscription.begin(),
-                   mt.subscription.end(), std::back_inserter(merged));
-    t.rows_up = std::move(merged);
-  }
-  t.pick.assign(t.members.size(), {});
-  t.whole.assign(t.members.size(), false);
-  for (size_t i = 0; i < t.members.size(); ++i) {
-    const MemberTable& mt = t.members[i];
-    if (!mt.subscribed) continue;
-    t.whole[i] = mt.subscription.size() == t.rows_up.size();
-    if (t.whole[i]) continue;
-    size_t at = 0;
-    for (uint64_t row : mt.subscription) {
-      while (t.rows_up[at] != row) ++at;
-      t.pick[i].push_back(static_cast<uint32_t>(at));
-    }
-  }
-  SendSubscription(p, table);
-}
-
 void MachineRelay::SendSubscription(int p, uint32_t table) {
-  const TableState& t = partitions_[p].tables[table];
-  if (t.rows_up.empty()) return;
+  const RelayTable& sums = *partitions_[p].tables[table].sums;
+  if (sums.rows_up().empty()) return;
   WireHeader h;
   h.type = static_cast<uint16_t>(MsgType::kSubscribe);
   h.sender = static_cast<uint32_t>(members_[0]);
   h.table = table;
-  h.aux = t.read_rank;
-  h.row_width = t.width;
-  SendParts(*partitions_[p].up, "", h, t.rows_up.data(), nullptr, nullptr, t.rows_up.size(),
-            config_.max_message_bytes);
+  h.aux = sums.read_rank();
+  h.row_width = sums.width();
+  SendParts(*partitions_[p].up, "", h, sums.rows_up().data(), nullptr, nullptr,
+            sums.rows_up().size(), config_.max_message_bytes);
 }
 
 void MachineRelay::SendUp(int p, uint32_t table, int64_t clock, const std::shared_ptr<Delta>& sum) {
@@ -382,7 +256,7 @@ void MachineRelay::SendUp(int p, uint32_t table, int64_t clock, const std::share
   h.table = table;
   h.clock = clock;
   h.aux = t.shared_clock;  // an acknowledgement
-  h.row_width = t.width;
+  h.row_width = t.sums->width();
   if (sum->checkpoint) h.flags = transport::kFlagCheckpoint;
   if (sum->read_order) h.flags |= transport::kFlagReadOrder;
   const uint64_t pipeline = config_.pipeline_part_bytes;
@@ -442,23 +316,24 @@ void MachineRelay::HandleUp(int p, std::vector<zmq::message_t>& frames) {
   if (m.header.table >= part.tables.size() || !part.tables[m.header.table].shared)
     return Drop("push of an unknown or local table");
   TableState& t = part.tables[m.header.table];
-  if (m.header.row_width != t.width || t.rows_up.empty() ||
-      m.header.offset + m.header.row_count > t.rows_up.size())
+  const std::vector<uint64_t>& rows_up = t.sums->rows_up();
+  if (m.header.row_width != t.sums->width() || rows_up.empty() ||
+      m.header.offset + m.header.row_count > rows_up.size())
     return Drop("push shape does not match the subscription");
   const bool more = (m.header.flags & transport::kFlagMore) != 0;
   if (m.header.offset == 0 && !more) {
     // A push in one part: shared from the frame it came in.
     t.push.seq.Reset();
-    if (m.header.row_count != t.rows_up.size()) return Drop("push ended before all its rows");
+    if (m.header.row_count != rows_up.size()) return Drop("push ended before all its rows");
     auto owner = std::make_shared<zmq::message_t>(std::move(frames.back()));
     SharePush(p, m.header.table, m.header.clock, m.header.aux,
               reinterpret_cast<const float*>(owner->data()), owner);
     return;
   }
   bool complete = false;
-  if (!Accept(&t.push, m, t.width, &complete)) return Drop("push part out of sequence");
+  if (!t.push.Add(m, t.sums->width(), &complete)) return Drop("push part out of sequence");
   if (!complete) return;
-  if (m.header.offset + m.header.row_count != t.rows_up.size())
+  if (m.header.offset + m.header.row_count != rows_up.size())
     return Drop("push ended before all its rows");
   auto owner = std::make_shared<std::vector<float>>(std::move(t.push.values));
   SharePush(p, m.header.table, t.push.clock, t.push.aux, owner->data(), owner);
@@ -469,8 +344,8 @@ void MachineRelay::SharePush(int p, uint32_t table, int64_t clock, int64_t aux, 
   TableState& t = partitions_[p].tables[table];
   // After a lost connection the partition may push again what came anyway.
   if (clock <= t.shared_clock) return;
-  for (size_t i = 0; i < t.members.size(); ++i)
-    if (t.members[i].subscribed) SendPushTo(p, table, i, clock, aux, values, owner);
+  for (size_t i = 0; i < t.sums->members(); ++i)
+    if (t.sums->subscribed(i)) SendPushTo(p, table, i, clock, aux, values, owner);
   t.shared_clock = clock;
   t.included = aux;
   t.last_push = owner;
@@ -483,19 +358,20 @@ void MachineRelay::SharePush(int p, uint32_t table, int64_t clock, int64_t aux, 
 
 void MachineRelay::SendPushTo(int p, uint32_t table, size_t member, int64_t clock, int64_t aux,
                               const float* values, const std::shared_ptr<void>& owner) {
-  const TableState& t = partitions_[p].tables[table];
-  const size_t w = t.width;
+  const RelayTable& sums = *partitions_[p].tables[table].sums;
+  const size_t w = sums.width();
   const float* from = values;
   std::shared_ptr<void> hold = owner;
-  uint64_t total = t.rows_up.size();
-  if (!t.whole[member]) {
+  uint64_t total = sums.rows_up().size();
+  if (!sums.whole(member)) {
     // This member's rows only.
-    auto own = std::make_shared<std::vector<float>>(t.pick[member].size() * w);
-    for (size_t k = 0; k < t.pick[member].size(); ++k)
-      std::memcpy(own->data() + k * w, values + static_cast<size_t>(t.pick[member][k]) * w,
+    const std::vector<uint32_t>& pick = sums.pick(member);
+    auto own = std::make_shared<std::vector<float>>(pick.size() * w);
+    for (size_t k = 0; k < pick.size(); ++k)
+      std::memcpy(own->data() + k * w, values + static_cast<size_t>(pick[k]) * w,
                   w * sizeof(float));
     from = own->data();
-    total = t.pick[member].size();
+    total = pick.size();
     hold = own;
   }
   WireHeader h;
@@ -504,7 +380,7 @@ void MachineRelay::SendPushTo(int p, uint32_t table, size_t member, int64_t cloc
   h.table = table;
   h.clock = clock;
   h.aux = aux;
-  h.row_width = t.width;
+  h.row_width = sums.width();
   SendParts(*partitions_[p].down, transport::WorkerRoutingId(members_[member]), h, nullptr, from,
             hold, total, config_.max_message_bytes);
 }
@@ -524,7 +400,7 @@ void MachineRelay::Resend(int p) {
   // What ZeroMQ still queued goes out after the reconnect, ahead of this.
   for (size_t id = 0; id < partitions_[p].tables.size(); ++id) {
     TableState& t = partitions_[p].tables[id];
-    if (!t.shared || !t.subscribed_up) continue;
+    if (!t.shared || !t.sums->subscribed_up()) continue;
     const auto table = static_cast<uint32_t>(id);
     if (!t.last_push) SendSubscription(p, table);
     SendControlUp(p, MsgType::kResync, table, t.shared_clock);
@@ -552,11 +428,12 @@ void MachineRelay::CheckStalls() {
   for (size_t p = 0; p < partitions_.size(); ++p) {
     for (size_t id = 0; id < partitions_[p].tables.size(); ++id) {
       TableState& t = partitions_[p].tables[id];
-      if (!t.shared || t.stall_logged == t.next_up) continue;
+      const int64_t next_up = t.sums->next_up();
+      if (!t.shared || t.stall_logged == next_up) continue;
       std::string missing;
       bool someone = false;
-      for (size_t i = 0; i < t.members.size(); ++i) {
-        if (t.members[i].ready.count(t.next_up) > 0)
+      for (size_t i = 0; i < t.sums->members(); ++i) {
+        if (t.sums->HasUpdate(i, next_up))
           someone = true;
         else
           missing += (missing.empty() ? "" : ", ") + std::to_string(members_[i]);
@@ -567,9 +444,9 @@ void MachineRelay::CheckStalls() {
       }
       if (t.waiting_since == std::chrono::steady_clock::time_point{}) t.waiting_since = now;
       if (now - t.waiting_since < config_.timeout / 2) continue;
-      t.stall_logged = t.next_up;
+      t.stall_logged = next_up;
       GEEPS_LOG(Warning) << "machine " << machine_ << ", partition " << p << ", table " << id
-                         << " ('" << config_.tables[id].name << "'): clock " << t.next_up
+                         << " ('" << config_.tables[id].name << "'): clock " << next_up
                          << " waits for the update of worker " << missing
                          << " (the machine's others have sent theirs, and the machine's sum "
                             "leaves only with it): is it stuck?";
@@ -577,12 +454,6 @@ void MachineRelay::CheckStalls() {
   }
 }
 
-void MachineRelay::Drop(const std::string& what) {
-  frames_dropped_.fetch_add(1, std::memory_order_relaxed);
-  if (logged_drop_) return;
-  logged_drop_ = true;
-  GEEPS_LOG(Warning) << "machine relay " << machine_ << ": dropped a frame (" << what
-                     << "); further drops are only counted";
-}
+void MachineRelay::Drop(const std::string& what) { drops_.Drop(what); }
 
-}  // namespace geeps::cluster
+}  // namespace geeps::relay

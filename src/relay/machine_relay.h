@@ -22,14 +22,15 @@
 //
 // Threads: one, the relay's own; it owns every socket between Start() and
 // Stop(). The public methods are for the thread that owns the relay.
-#ifndef GEEPS_CLUSTER_MACHINE_RELAY_H_
-#define GEEPS_CLUSTER_MACHINE_RELAY_H_
+#ifndef GEEPS_RELAY_MACHINE_RELAY_H_
+#define GEEPS_RELAY_MACHINE_RELAY_H_
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -38,14 +39,15 @@
 #include "geeps/config.h"
 #include "geeps/stats.h"
 #include "geeps/status.h"
-#include "transport/part_sequence.h"
+#include "relay/relay_table.h"
+#include "transport/drop_log.h"
 #include "transport/wire.h"
 
 namespace geeps::transport {
 class SecurityConfig;
 }  // namespace geeps::transport
 
-namespace geeps::cluster {
+namespace geeps::relay {
 
 class MachineRelay {
  public:
@@ -78,43 +80,10 @@ class MachineRelay {
   RelayStats GetStats() const;
 
  private:
-  // A message arriving in parts (kFlagMore / offset).
-  struct Assembly {
-    transport::PartSequence seq;  // a part at offset 0 starts anew
-    uint16_t type = 0;            // of the message assembled last
-    int64_t clock = 0;
-    int64_t aux = 0;
-    uint32_t flags = 0;  // the first part's, without kFlagMore
-    std::vector<uint64_t> rows;
-    std::vector<float> values;
-  };
-  struct Delta {
-    std::vector<uint64_t> rows;
-    std::vector<float> values;
-    bool checkpoint = false;
-    bool read_order = false;  // a member asks for pushes in read order
-  };
-  struct MemberTable {
-    int64_t next_clock = 0;          // the clock its next update must have
-    std::map<int64_t, Delta> ready;  // complete updates not yet summed
-    std::vector<uint64_t> subscription;
-    bool subscribed = false;
-    Assembly partial;  // the update or subscription arriving in parts
-  };
   struct TableState {
     bool shared = false;
-    uint32_t width = 0;
-    uint64_t row_begin = 0, row_end = 0;  // the partition's rows
-    std::vector<MemberTable> members;     // by position in members_
-    int64_t next_up = 0;                  // the clock of the next sum sent
-    bool subscribed_up = false;
-    // The members' read rank of the table (their subscriptions' aux),
-    // passed up with the relay's subscription (server/push_schedule.h).
-    int64_t read_rank = 0;
-    std::vector<uint64_t> rows_up;  // the union of the subscriptions
-    // Per member: its rows' positions in rows_up; `whole`: all of them.
-    std::vector<std::vector<uint32_t>> pick;
-    std::vector<bool> whole;
+    // The members' subscriptions and updates, and the sums to send up.
+    std::optional<RelayTable> sums;
     Assembly push;                    // a push arriving in parts
     int64_t shared_clock = 0;         // the last push shared with the members
     int64_t included = 0;             // the machine's clocks that push included
@@ -140,14 +109,9 @@ class MachineRelay {
   bool Drain(int p);
   void HandleDown(int p, std::vector<zmq::message_t>& frames);
   void HandleUp(int p, std::vector<zmq::message_t>& frames);
-  // Adds part `m` to `a` (rows and payload of `width` floats when the type
-  // has them); false when it does not continue `a`. `*complete` on the last.
-  static bool Accept(Assembly* a, const transport::DecodedMessage& m, uint32_t width,
-                     bool* complete);
-  // Sends the sums of every clock all members have completed.
+  // Sends the sums of every clock all members have completed (after the
+  // union of their subscriptions, the first time).
   void TrySum(int p, uint32_t table);
-  // Computes the union of the members' subscriptions, sends it.
-  void SubscribeUp(int p, uint32_t table);
   void SendSubscription(int p, uint32_t table);
   void SendUp(int p, uint32_t table, int64_t clock, const std::shared_ptr<Delta>& sum);
   // Sends a message of `total` rows in parts of at most `max_bytes`: the
@@ -186,11 +150,12 @@ class MachineRelay {
   std::thread thread_;
   std::atomic<bool> stop_{false};
   bool started_ = false;
-  bool logged_drop_ = false;  // relay thread only
   std::atomic<int64_t> updates_up_{0}, pushes_down_{0}, frames_dropped_{0}, connection_losses_{0},
       updates_resent_{0};
+  // Every dropped frame, the first logged (relay thread only).
+  transport::DropLog drops_{"machine relay " + std::to_string(machine_), &frames_dropped_};
 };
 
-}  // namespace geeps::cluster
+}  // namespace geeps::relay
 
-#endif  // GEEPS_CLUSTER_MACHINE_RELAY_H_
+#endif  // GEEPS_RELAY_MACHINE_RELAY_H_
