@@ -5,10 +5,11 @@
 
 #include <gtest/gtest.h>
 
-#include <cctype>
 #include <ostream>
 #include <string>
 #include <vector>
+
+#include "test_names.h"
 
 namespace geeps::transport {
 namespace {
@@ -116,19 +117,8 @@ TEST_P(PartSequenceTableTest, Verdicts) {
   EXPECT_EQ(seq.active(), c.active_after);
 }
 
-// Test names from the cases' names: letters and digits only.
 std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
-  std::string name;
-  bool upper = true;
-  for (char ch : info.param.name) {
-    if (std::isalnum(static_cast<unsigned char>(ch)) == 0) {
-      upper = true;
-      continue;
-    }
-    name += upper ? static_cast<char>(std::toupper(static_cast<unsigned char>(ch))) : ch;
-    upper = false;
-  }
-  return name;
+  return ::geeps::testing::CamelCaseName(info.param.name);
 }
 
 INSTANTIATE_TEST_SUITE_P(Sequences, PartSequenceTableTest, ::testing::ValuesIn(Cases()), CaseName);

@@ -7,11 +7,12 @@
 
 #include <gtest/gtest.h>
 
-#include <cctype>
 #include <cstring>
 #include <ostream>
 #include <string>
 #include <vector>
+
+#include "test_names.h"
 
 namespace geeps::relay {
 namespace {
@@ -201,19 +202,8 @@ TEST_P(RelayTableTest, SumsAndDrops) {
   }
 }
 
-// Test names from the cases' names: letters and digits only.
 std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
-  std::string name;
-  bool upper = true;
-  for (char ch : info.param.name) {
-    if (std::isalnum(static_cast<unsigned char>(ch)) == 0) {
-      upper = true;
-      continue;
-    }
-    name += upper ? static_cast<char>(std::toupper(static_cast<unsigned char>(ch))) : ch;
-    upper = false;
-  }
-  return name;
+  return ::geeps::testing::CamelCaseName(info.param.name);
 }
 
 INSTANTIATE_TEST_SUITE_P(Sequences, RelayTableTest, ::testing::ValuesIn(Cases()), CaseName);

@@ -10,6 +10,17 @@
 namespace geeps::tunables {
 namespace {
 
+// A row with its five named members set and the rest at their defaults.
+Tunable Row(const char* variable, Scope scope, Kind kind, const char* field, const char* doc) {
+  Tunable t;
+  t.variable = variable;
+  t.scope = scope;
+  t.kind = kind;
+  t.field = field;
+  t.doc = doc;
+  return t;
+}
+
 // Setter and getter of an integer or boolean field of Config.
 template <auto kField>
 void SetField(Config* c, long long v) {
@@ -24,7 +35,7 @@ long long GetField(const Config& c) {
 template <auto kField>
 Tunable Integer(const char* variable, const char* field, long long lo, long long hi,
                 const char* doc) {
-  Tunable t{variable, Scope::kConfig, Kind::kInteger, field, doc};
+  Tunable t = Row(variable, Scope::kConfig, Kind::kInteger, field, doc);
   t.lo = lo;
   t.hi = hi;
   t.set_integer = &SetField<kField>;
@@ -40,7 +51,7 @@ Tunable Boolean(const char* variable, const char* field, const char* doc) {
 // An integer field that is not a plain number (a duration).
 Tunable Custom(const char* variable, const char* field, long long lo, long long hi,
                void (*set)(Config*, long long), long long (*get)(const Config&), const char* doc) {
-  Tunable t{variable, Scope::kConfig, Kind::kInteger, field, doc};
+  Tunable t = Row(variable, Scope::kConfig, Kind::kInteger, field, doc);
   t.lo = lo;
   t.hi = hi;
   t.set_integer = set;
@@ -50,7 +61,7 @@ Tunable Custom(const char* variable, const char* field, long long lo, long long 
 
 Tunable Choice(const char* variable, const char* field, std::vector<Word> words,
                const char* (*get)(const Config&), const char* doc) {
-  Tunable t{variable, Scope::kConfig, Kind::kChoice, field, doc};
+  Tunable t = Row(variable, Scope::kConfig, Kind::kChoice, field, doc);
   t.words = std::move(words);
   t.get_word = get;
   return t;
@@ -58,7 +69,7 @@ Tunable Choice(const char* variable, const char* field, std::vector<Word> words,
 
 template <auto kField>
 Tunable Text(const char* variable, const char* field, const char* doc) {
-  Tunable t{variable, Scope::kConfig, Kind::kText, field, doc};
+  Tunable t = Row(variable, Scope::kConfig, Kind::kText, field, doc);
   t.set_text = [](Config* c, const char* v) { c->*kField = v; };
   t.values = "path";
   return t;
@@ -67,7 +78,7 @@ Tunable Text(const char* variable, const char* field, const char* doc) {
 // A variable read elsewhere (process options, diagnostics, test modes).
 Tunable Elsewhere(const char* variable, Scope scope, const char* field, const char* values,
                   const char* fixed_default, const char* doc) {
-  Tunable t{variable, scope, Kind::kOther, field, doc};
+  Tunable t = Row(variable, scope, Kind::kOther, field, doc);
   t.values = values;
   t.fixed_default = fixed_default;
   return t;

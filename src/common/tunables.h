@@ -39,11 +39,11 @@ struct Word {
 };
 
 struct Tunable {
-  const char* variable;  // "GEEPS_NUM_WORKERS"
-  Scope scope;
-  Kind kind;
-  const char* field;  // "Config::num_workers", "ProcessOptions::role", or ""
-  const char* doc;    // one line
+  const char* variable = "";  // "GEEPS_NUM_WORKERS"
+  Scope scope = Scope::kConfig;
+  Kind kind = Kind::kOther;
+  const char* field = "";  // "Config::num_workers", "ProcessOptions::role", or ""
+  const char* doc = "";    // one line
   // kInteger:
   long long lo = 0, hi = 0;
   void (*set_integer)(Config*, long long) = nullptr;  // Config rows
