@@ -50,7 +50,7 @@ void WaitState::Wake() const {
   if (wake_fd >= 0) transport::SignalWakeFd(wake_fd);
 }
 
-CommChannel::CommChannel(const ClientContext& ctx, zmq::context_t* zmq_context, int channel,
+CommChannel::CommChannel(const ClientContext& ctx, transport::Context* zmq_context, int channel,
                          std::vector<std::string> endpoints, WaitState* wait)
     : ctx_(ctx),
       zmq_context_(zmq_context),

@@ -34,6 +34,7 @@
 #include "device/device.h"
 #include "geeps/config.h"
 #include "geeps/status.h"
+#include "transport/context.h"
 #include "transport/drop_log.h"
 #include "transport/part_sequence.h"
 #include "transport/wire.h"
@@ -103,7 +104,7 @@ class CommChannel {
   // `endpoints[s]` is shard s's endpoint for this channel; `wait` may be
   // null (no application thread waits in poll: the channel thread installs
   // every push).
-  CommChannel(const ClientContext& ctx, zmq::context_t* zmq_context, int channel,
+  CommChannel(const ClientContext& ctx, transport::Context* zmq_context, int channel,
               std::vector<std::string> endpoints, WaitState* wait);
   ~CommChannel();  // Stop()
 
@@ -210,7 +211,7 @@ class CommChannel {
   void DrainMonitorsLocked() GEEPS_REQUIRES(io_mu_);
 
   ClientContext ctx_;
-  zmq::context_t* zmq_context_;
+  transport::Context* zmq_context_;
   const int channel_;
   const std::vector<std::string> endpoints_;
   WaitState* const wait_;

@@ -22,12 +22,12 @@ using SteadyClock = std::chrono::steady_clock;
 
 }  // namespace
 
-Worker::Worker(const Config& config, int rank, zmq::context_t* zmq_context,
+Worker::Worker(const Config& config, int rank, transport::Context* context,
                std::vector<std::string> partition_endpoints,
                const transport::SecurityConfig* security)
     : config_(config),
       rank_(rank),
-      zmq_context_(zmq_context),
+      context_(context),
       partition_endpoints_(std::move(partition_endpoints)),
       security_(security),
       seq_(&config_) {}
@@ -194,7 +194,7 @@ Status Worker::FinishVirtualIteration() {
     std::vector<std::string> endpoints;
     for (int s = 0; s < config_.num_shards; ++s)
       endpoints.push_back(partition_endpoints_[s * config_.num_channels + k]);
-    channels_.push_back(std::make_unique<CommChannel>(ctx, zmq_context_, k, endpoints, &wait_));
+    channels_.push_back(std::make_unique<CommChannel>(ctx, context_, k, endpoints, &wait_));
     st = channels_.back()->Start();
     if (!st.ok()) return fail(st);
     for (int fd : channels_.back()->poll_fds()) wait_fds_.push_back({fd, POLLIN, 0});

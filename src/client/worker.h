@@ -20,7 +20,6 @@
 #include <memory>
 #include <string>
 #include <vector>
-#include <zmq.hpp>
 
 #include "client/comm_channel.h"
 #include "client/data_path.h"
@@ -35,15 +34,16 @@
 #include "geeps/geeps.h"
 #include "geeps/stats.h"
 #include "geeps/status.h"
+#include "transport/context.h"
 
 namespace geeps::client {
 
 class Worker {
  public:
   // `partition_endpoints[p]` is the endpoint of server partition p (shard p /
-  // num_channels, channel p % num_channels). `zmq_context` outlives the worker.
+  // num_channels, channel p % num_channels). `context` (ZeroMQ's) outlives the worker.
   // `security` (may be null: plain sockets) outlives the worker.
-  Worker(const Config& config, int rank, zmq::context_t* zmq_context,
+  Worker(const Config& config, int rank, transport::Context* context,
          std::vector<std::string> partition_endpoints,
          const transport::SecurityConfig* security = nullptr);
   ~Worker();
@@ -126,7 +126,7 @@ class Worker {
 
   const Config config_;
   const int rank_;
-  zmq::context_t* zmq_context_;
+  transport::Context* context_;
   const std::vector<std::string> partition_endpoints_;
   const transport::SecurityConfig* security_;
 

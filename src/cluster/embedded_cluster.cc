@@ -5,7 +5,6 @@
 #include <cstdlib>
 #include <memory>
 #include <thread>
-#include <zmq.hpp>
 
 #include "client/geeps_access.h"
 #include "client/worker.h"
@@ -41,7 +40,7 @@ thread_local const EmbeddedCluster* running_worker_of = nullptr;
 struct EmbeddedCluster::Impl {
   Config config;
   // Declared first so that it is destroyed last, after every socket.
-  std::unique_ptr<zmq::context_t> context;
+  std::unique_ptr<transport::Context> context;
   std::vector<std::unique_ptr<server::ShardChannel>> partitions;  // p = s*C + k
   // With aggregate_per_machine: one per machine, between its workers and
   // the partitions.
@@ -242,7 +241,7 @@ std::string internal::EmbeddedClusterAccess::ShardEndpoint(int shard, int channe
   return "inproc://geeps-shard-" + std::to_string(shard) + "-channel-" + std::to_string(channel);
 }
 
-zmq::context_t* internal::EmbeddedClusterAccess::ZmqContext(EmbeddedCluster& cluster) {
+transport::Context* internal::EmbeddedClusterAccess::ZmqContext(EmbeddedCluster& cluster) {
   return cluster.impl_->context.get();
 }
 

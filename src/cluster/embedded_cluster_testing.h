@@ -7,10 +7,7 @@
 #include <string>
 
 #include "geeps/embedded_cluster.h"
-
-namespace zmq {
-class context_t;
-}  // namespace zmq
+#include "transport/context.h"
 
 namespace geeps {
 namespace internal {
@@ -18,7 +15,7 @@ namespace internal {
 class EmbeddedClusterAccess {
  public:
   // The cluster's ZeroMQ context; every inproc endpoint lives in it.
-  static zmq::context_t* ZmqContext(EmbeddedCluster& cluster);
+  static transport::Context* ZmqContext(EmbeddedCluster& cluster);
   // The inproc endpoint of channel `channel` of shard `shard`.
   static std::string ShardEndpoint(int shard, int channel);
 };

@@ -17,13 +17,15 @@
 // rank 0 answers HB to each. A rank rank 0 has not heard from for
 // heartbeat_timeout is lost: rank 0 reports it locally and sends LOST to the
 // others; a rank that has not heard from rank 0 for that long reports rank 0
-// lost. Leaving: a rank sends BYE; when every rank has left or is lost, rank
-// 0 sends DONE, so that no shard stops while another rank still needs it.
+// lost. Leaving: a rank sends BYE (again each interval until DONE); when every rank has left or is
+// lost, rank 0 sends DONE, so that no shard stops while another rank still needs it.
 //
 // Control messages are one text frame each (they are few and small); every
 // field is parsed and checked, and a frame that fails is counted and dropped.
-// The sockets, the routing ids and the messages' text are src/transport's
-// (sockets.h, routing_id.h, control_messages.h).
+// The links, the routing ids and the messages' text are src/transport's
+// (control_link.h, routing_id.h, control_messages.h); the heartbeats' rules
+// are HeartbeatCore's (heartbeat_core.h), which this class runs on its
+// thread.
 #ifndef GEEPS_CLUSTER_MEMBERSHIP_H_
 #define GEEPS_CLUSTER_MEMBERSHIP_H_
 
@@ -35,12 +37,14 @@
 #include <string>
 #include <thread>
 #include <vector>
-#include <zmq.hpp>
 
 #include "cluster/bootstrap.h"
+#include "cluster/heartbeat_core.h"
 #include "common/mutex.h"
 #include "geeps/process.h"
 #include "geeps/status.h"
+#include "transport/context.h"
+#include "transport/control_link.h"
 #include "transport/control_messages.h"
 #include "transport/drop_log.h"
 
@@ -63,7 +67,7 @@ class Membership {
 
   // `security` (null: none) makes the coordinator socket CURVE
   // (transport/security.h); it outlives this object.
-  Membership(zmq::context_t* context, int rank, int world_size, HostPort coordinator,
+  Membership(transport::Context* context, int rank, int world_size, HostPort coordinator,
              std::chrono::milliseconds timeout, std::chrono::milliseconds heartbeat_timeout,
              const transport::SecurityConfig* security = nullptr);
   ~Membership();  // Stop()
@@ -94,22 +98,20 @@ class Membership {
   // within a short while (another program holds the port).
   Status AskTheCoordinatorPort(const PeerInfo& self, uint64_t fingerprint);
   void Run();
-  // Polls the socket and the wake-up socket (emptying the latter).
-  void WaitForInput(std::chrono::milliseconds limit);
-  void RunCoordinator();
-  void RunPeer();
-  void Send(const std::string& text, int to_rank = -1);                 // to_rank: ROUTER only
-  void SendTo(const std::string& routing_id, const std::string& text);  // ROUTER only
+  // Hands one received message to `core` (rank 0 refuses strangers here).
+  void Receive(const transport::ControlMessage& m, HeartbeatCore& core, HeartbeatCore::Output* out);
+  // Sends and reports what `out` asks for, and empties it.
+  void Act(HeartbeatCore::Output* out);
+  void Send(const std::string& text, int to_rank = -1);  // to_rank: rank 0 only
   void Drop(const std::string& why);
   void Finish();  // Leave() may return
 
-  zmq::context_t* context_;
+  transport::Context* context_;
   const int rank_;
   const int world_size_;
   const HostPort coordinator_;
   const std::chrono::milliseconds timeout_;
   const std::chrono::milliseconds heartbeat_timeout_;
-  const std::string control_endpoint_;
   const transport::SecurityConfig* const security_;  // null: CURVE off
   // This process's routing id at the coordinator: "r<rank>.<nonce>", the
   // nonce random per process (transport::NewPeerRoutingId).
@@ -118,8 +120,7 @@ class Membership {
   // rendezvous, read by the heartbeat thread it starts after).
   std::vector<std::string> peer_ids_;
 
-  std::unique_ptr<zmq::socket_t> socket_;   // ROUTER (rank 0) or DEALER
-  std::unique_ptr<zmq::socket_t> control_;  // PULL: wakes the thread
+  std::unique_ptr<transport::ControlLink> link_;  // rank 0's ROUTER or a rank's DEALER
   LostFn on_lost_;
   std::thread thread_;
   std::atomic<bool> stop_{false};

@@ -31,7 +31,7 @@ zmq::message_t HeldFrame(const void* data, size_t bytes, const std::shared_ptr<v
 
 }  // namespace
 
-MachineRelay::MachineRelay(zmq::context_t* context, const Config& config, int machine,
+MachineRelay::MachineRelay(transport::Context* context, const Config& config, int machine,
                            std::vector<int> members, std::vector<std::string> local,
                            std::vector<std::string> upstream,
                            const transport::SecurityConfig* security)

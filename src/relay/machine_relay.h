@@ -40,6 +40,7 @@
 #include "geeps/stats.h"
 #include "geeps/status.h"
 #include "relay/relay_table.h"
+#include "transport/context.h"
 #include "transport/drop_log.h"
 #include "transport/wire.h"
 
@@ -55,8 +56,9 @@ class MachineRelay {
   // machine `machine` to every partition p at `upstream[p]`; the members
   // connect to `local[p]`. `security` (may be null: off) is the job's CURVE
   // settings, for every tcp:// and ipc:// socket; it outlives the relay.
-  MachineRelay(zmq::context_t* context, const Config& config, int machine, std::vector<int> members,
-               std::vector<std::string> local, std::vector<std::string> upstream,
+  MachineRelay(transport::Context* context, const Config& config, int machine,
+               std::vector<int> members, std::vector<std::string> local,
+               std::vector<std::string> upstream,
                const transport::SecurityConfig* security = nullptr);
   ~MachineRelay();  // Stop()
   MachineRelay(const MachineRelay&) = delete;
@@ -135,7 +137,7 @@ class MachineRelay {
   void CheckStalls();
   void Drop(const std::string& what);
 
-  zmq::context_t* const context_;
+  transport::Context* const context_;
   const Config config_;
   const int machine_;
   const std::vector<int> members_;  // ranks, ascending; members_[0] leads

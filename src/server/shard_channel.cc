@@ -41,7 +41,7 @@ int SavedTables(const Config& config, int partition) {
 }
 }  // namespace
 
-ShardChannel::ShardChannel(zmq::context_t* context, const Config& config, int partition,
+ShardChannel::ShardChannel(transport::Context* context, const Config& config, int partition,
                            std::string endpoint, std::unique_ptr<zmq::socket_t> bound,
                            std::vector<bool> participants)
     : context_(context),

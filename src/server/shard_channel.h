@@ -37,6 +37,7 @@
 #include "server/checkpoint_writer.h"
 #include "server/partition_table.h"
 #include "server/push_schedule.h"
+#include "transport/context.h"
 #include "transport/drop_log.h"
 #include "transport/wire.h"
 
@@ -54,8 +55,9 @@ class ShardChannel {
   // `participants` (by worker rank; empty: from the config) are the workers
   // that send their own updates: with Config::aggregate_per_machine, each
   // machine's leader (PartitionTable::Options::participants).
-  ShardChannel(zmq::context_t* context, const Config& config, int partition, std::string endpoint,
-               std::unique_ptr<zmq::socket_t> bound = nullptr, std::vector<bool> participants = {});
+  ShardChannel(transport::Context* context, const Config& config, int partition,
+               std::string endpoint, std::unique_ptr<zmq::socket_t> bound = nullptr,
+               std::vector<bool> participants = {});
 
   ~ShardChannel();  // Stop()
   ShardChannel(const ShardChannel&) = delete;
@@ -142,7 +144,7 @@ class ShardChannel {
   // rows (after every read of them by ZeroMQ or, over inproc, the receiver).
   static void ReleaseRows(void* data, void* hint);
 
-  zmq::context_t* context_;
+  transport::Context* context_;
   const Config config_;
   const int partition_;
   const std::string endpoint_;
