@@ -13,24 +13,6 @@ namespace {
 
 using SteadyClock = std::chrono::steady_clock;
 
-std::string Join(const std::vector<int>& v) {
-  std::string s;
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-  return s;
-}
-
-constexpr const char* kTwoRankZeros =
-    "two processes started as rank 0 (check GEEPS_RANK or the launcher's rank variables)";
-
-// "rank 2" or "ranks 2, 3": the ranks not yet joined.
-std::string MissingRanks(const std::vector<bool>& joined) {
-  std::vector<int> missing;
-  for (size_t r = 0; r < joined.size(); ++r)
-    if (!joined[r]) missing.push_back(static_cast<int>(r));
-  if (missing.empty()) return "no rank";
-  return "rank" + std::string(missing.size() > 1 ? "s " : " ") + Join(missing);
-}
-
 // Waits on `link` until `deadline`, handing the text of each message to
 // `handle` ("" for a message that is not one frame); stops when `handle`
 // returns true. Returns whether it did.
@@ -47,30 +29,6 @@ bool PollTexts(transport::ControlLink& link, SteadyClock::time_point deadline,
     }
   }
   return false;
-}
-
-// Why rank `from`'s HELLO cannot join a job of `world_size` ranks whose
-// config has `fingerprint` and `channels` channels; "" when it can.
-std::string Mismatch(const Hello& hello, int from, int world_size, uint64_t fingerprint,
-                     int channels) {
-  const std::string rank = "rank " + std::to_string(from);
-  if (hello.world_size != world_size) {
-    return rank + " has world size " + std::to_string(hello.world_size) + ", rank 0 has " +
-           std::to_string(world_size);
-  }
-  if (hello.fingerprint != fingerprint) {
-    return rank +
-           "'s config differs from rank 0's: tables, channels, or a setting every rank must "
-           "share (deterministic_bsp, resend_after_connection_loss, machine aggregation, "
-           "pipeline_part_bytes, max_message_bytes, checkpoint_every)";
-  }
-  const size_t expected =
-      hello.peer.role == ProcessRole::kWorker ? 0u : static_cast<size_t>(channels);
-  if (hello.peer.endpoints.size() != expected) {
-    return rank + " reported " + std::to_string(hello.peer.endpoints.size()) +
-           " shard endpoints, expected " + std::to_string(channels);
-  }
-  return "";
 }
 
 }  // namespace
@@ -113,80 +71,31 @@ StatusOr<JobLayout> Membership::RendezvousAsCoordinator(const PeerInfo& self, ui
                                               "another with GEEPS_COORDINATOR=host:port)");
   }
   link_ = std::move(router).value();
-  std::vector<PeerInfo> peers(world_size_);
-  std::vector<bool> joined(world_size_, false);
-  peers[0] = self;
-  joined[0] = true;
+  RendezvousCore core(self, world_size_, fingerprint, channels);
+  RendezvousCore::Output out;
   const auto deadline = SteadyClock::now() + timeout_;
   transport::ControlMessage m;
-  auto abort_all = [&](const std::string& why) {
-    for (int r = 1; r < world_size_; ++r) {
-      if (joined[r]) Send("ABORT " + why, r);
-    }
-  };
-  // A process that conflicts with the job: it, and everyone who joined, is
-  // told why at once.
-  auto refuse = [&](const std::string& routing_id, const std::string& why) {
-    link_->Send(routing_id, "ABORT " + why);
-    abort_all(why);
-    return InvalidArgumentError("the job could not start: " + why);
-  };
-  while (std::count(joined.begin(), joined.end(), true) < world_size_) {
+  while (!core.complete()) {
     if (SteadyClock::now() >= deadline) {
-      const std::string why =
-          MissingRanks(joined) + " did not join within " + std::to_string(timeout_.count()) + " ms";
-      abort_all(why);
-      return DeadlineExceededError("the job could not start: " + why +
-                                   transport::RejectionHint(security_));
+      const Status expired = core.Expire(timeout_, &out);
+      Flush(&out);
+      return Status(expired.code(), expired.message() + transport::RejectionHint(security_));
     }
     if (!link_->status().ok())
       return UnavailableError("rendezvous failed: " + link_->status().message());
     link_->Wait(std::chrono::milliseconds(100));
-    while (link_->TryReceive(&m)) {
-      if (!m.one_frame) {
-        Drop("rendezvous frame count");
-        continue;
-      }
-      const int from = transport::ParsePeerRoutingId(m.from);
-      const std::string& id = m.from;
-      if (from >= world_size_)
-        return refuse(id, "a process started as rank " + std::to_string(from) +
-                              ", but the world size is " + std::to_string(world_size_) +
-                              " (check GEEPS_WORLD_SIZE on every rank)");
-      // A second rank 0, which found the coordinator port taken
-      // (AskTheCoordinatorPort): both are told.
-      if (from == 0 && m.text.rfind("HELLO", 0) == 0) return refuse(id, kTwoRankZeros);
-      StatusOr<Hello> hello = transport::DecodeHello(m.text, from);
-      if (!hello.ok()) {
-        Drop("malformed HELLO");
-        continue;
-      }
-      const PeerInfo& peer = hello->peer;
-      if (joined[from] && id == peer_ids_[from]) continue;  // a repeated HELLO
-      if (joined[from])
-        return refuse(id, "two processes started as rank " + std::to_string(from) +
-                              " (check GEEPS_RANK or the launcher's rank variables)");
-      joined[from] = true;
-      peer_ids_[from] = id;
-      peers[from] = peer;
-      // The ranks that joined learn that rank 0 is up and whom it still waits
-      // for (a rank whose own timeout ends before rank 0's ABORT comes names
-      // the missing ranks too).
-      const std::string wait = "WAIT " + MissingRanks(joined);
-      for (int r = 1; r < world_size_; ++r)
-        if (joined[r]) Send(wait, r);
-      const std::string failure = Mismatch(*hello, from, world_size_, fingerprint, channels);
-      if (!failure.empty()) {
-        abort_all(failure);
-        return InvalidArgumentError("the job could not start: " + failure);
-      }
-    }
+    while (core.failure().ok() && link_->TryReceive(&m))
+      core.OnMessage(m.from, m.text, m.one_frame, &out);
+    Flush(&out);
+    if (!core.failure().ok()) return core.failure();
   }
-  JobLayout layout = transport::MakeLayout(std::move(peers));
+  peer_ids_ = core.peer_ids();
+  JobLayout layout = transport::MakeLayout(core.peers());
   if (choose) {
     StatusOr<int64_t> clock = choose(layout);
     if (!clock.ok()) {
-      abort_all(clock.status().message());
+      core.AbortAll(clock.status().message(), &out);
+      Flush(&out);
       return Status(clock.status().code(), "the job could not start: " + clock.status().message());
     }
     layout.resume_clock = *clock;
@@ -197,9 +106,16 @@ StatusOr<JobLayout> Membership::RendezvousAsCoordinator(const PeerInfo& self, ui
   // From now on only these ranks' connections get to the coordinator.
   if (security_ != nullptr)
     security_->SealControlPlane(std::vector<std::string>(peer_ids_.begin() + 1, peer_ids_.end()));
-  const std::string welcome = transport::EncodeWelcome(layout);
-  for (int r = 1; r < world_size_; ++r) Send(welcome, r);
+  core.Welcome(layout, &out);
+  Flush(&out);
   return layout;
+}
+
+void Membership::Flush(RendezvousCore::Output* out) {
+  for (const RendezvousCore::Send& send : out->sends) link_->Send(send.to, send.text);
+  for (const std::string& why : out->drops) Drop(why);
+  out->sends.clear();
+  out->drops.clear();
 }
 
 Status Membership::AskTheCoordinatorPort(const PeerInfo& self, uint64_t fingerprint) {

@@ -23,9 +23,9 @@
 // Control messages are one text frame each (they are few and small); every
 // field is parsed and checked, and a frame that fails is counted and dropped.
 // The links, the routing ids and the messages' text are src/transport's
-// (control_link.h, routing_id.h, control_messages.h); the heartbeats' rules
-// are HeartbeatCore's (heartbeat_core.h), which this class runs on its
-// thread.
+// (control_link.h, routing_id.h, control_messages.h); rank 0's rules for
+// the joins are RendezvousCore's (rendezvous_core.h), the heartbeats'
+// HeartbeatCore's (heartbeat_core.h), which this class runs on its thread.
 #ifndef GEEPS_CLUSTER_MEMBERSHIP_H_
 #define GEEPS_CLUSTER_MEMBERSHIP_H_
 
@@ -40,6 +40,7 @@
 
 #include "cluster/bootstrap.h"
 #include "cluster/heartbeat_core.h"
+#include "cluster/rendezvous_core.h"
 #include "common/mutex.h"
 #include "geeps/process.h"
 #include "geeps/status.h"
@@ -102,6 +103,7 @@ class Membership {
   void Receive(const transport::ControlMessage& m, HeartbeatCore& core, HeartbeatCore::Output* out);
   // Sends and reports what `out` asks for, and empties it.
   void Act(HeartbeatCore::Output* out);
+  void Flush(RendezvousCore::Output* out);
   void Send(const std::string& text, int to_rank = -1);  // to_rank: rank 0 only
   void Drop(const std::string& why);
   void Finish();  // Leave() may return
