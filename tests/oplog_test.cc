@@ -126,14 +126,14 @@ TEST_F(OplogTest, AcquireReusesOnlySlotsFreeAndReleasedByZeroMq) {
   (*second)->in_use = true;
   // Free, but ZeroMQ still sends from it: a fresh one.
   (*first)->in_use = false;
-  (*first)->zmq_refs.store(1);
+  (*first)->transport_refs.store(1);
   auto third = oplog->Acquire(*t);
   ASSERT_OK(third.status());
   EXPECT_NE(*third, *first);
   EXPECT_EQ(t->slots.size(), 3u);
   (*third)->in_use = true;
   // Released by ZeroMQ: reused.
-  (*first)->zmq_refs.store(0);
+  (*first)->transport_refs.store(0);
   auto reused = oplog->Acquire(*t);
   ASSERT_OK(reused.status());
   EXPECT_EQ(*reused, *first);
@@ -335,7 +335,7 @@ TEST_F(OplogTest, FreeSlotsLeaksOnlyWhatZeroMqStillHolds) {
     (*a)->in_use = true;
     auto b = oplog->Acquire(*tables[1]);
     ASSERT_OK(b.status());
-    (*b)->zmq_refs.store(2);  // ZeroMQ never releases it
+    (*b)->transport_refs.store(2);  // ZeroMQ never releases it
   }
   const auto start = std::chrono::steady_clock::now();
   EXPECT_EQ(oplog->FreeSlots(tables, std::chrono::milliseconds(20)), 1u);

@@ -50,10 +50,10 @@ void WaitState::Wake() const {
   if (wake_fd >= 0) transport::SignalWakeFd(wake_fd);
 }
 
-CommChannel::CommChannel(const ClientContext& ctx, transport::Context* zmq_context, int channel,
+CommChannel::CommChannel(const ClientContext& ctx, transport::Context* context, int channel,
                          std::vector<std::string> endpoints, WaitState* wait)
     : ctx_(ctx),
-      zmq_context_(zmq_context),
+      context_(context),
       channel_(channel),
       endpoints_(std::move(endpoints)),
       wait_(wait),
@@ -79,21 +79,21 @@ Status CommChannel::Start() {
     return Status(why.code(), where + ": socket setup failed: " + why.message());
   };
   for (const std::string& ep : endpoints_) {
-    auto s = transport::ConnectWorkerDealer(*zmq_context_, ep, ctx_.rank,
+    auto s = transport::ConnectWorkerSocket(*context_, ep, ctx_.rank,
                                             transport::LargestFrameBytes(*ctx_.config),
                                             ctx_.security);  // CURVE unless inproc (null: off)
     if (!s.ok()) return failed(s.status());
-    const int fd = transport::SocketFd(**s);
+    const int fd = s->fd();
     if (fd < 0) return failed(UnavailableError("cannot read the socket descriptor of " + ep));
-    zmq_fds_.push_back(fd);
-    std::unique_ptr<zmq::socket_t> monitor;
+    socket_fds_.push_back(fd);
+    transport::Socket monitor;
     if (ep.rfind("inproc://", 0) != 0) {
       // Connection losses (a reset, a peer that closed): counted, and
       // named by a Read that times out on this partition's rows.
-      auto m = transport::NewDisconnectMonitor(*zmq_context_, **s, ep);
+      auto m = transport::NewMonitorSocket(*context_, *s, ep);
       if (!m.ok()) return failed(m.status());
       monitor = std::move(m).value();
-      const int monitor_fd = transport::SocketFd(*monitor);
+      const int monitor_fd = monitor.fd();
       if (monitor_fd < 0)
         return failed(UnavailableError("cannot read the monitor descriptor of " + ep));
       monitor_fds_.push_back(monitor_fd);
@@ -101,8 +101,8 @@ Status CommChannel::Start() {
     monitors_.push_back(std::move(monitor));
     shards_.push_back(std::move(s).value());
   }
-  poll_fd_list_ = zmq_fds_;
-  for (const auto& m : monitors_) poll_fd_list_.push_back(m ? transport::SocketFd(*m) : -1);
+  poll_fd_list_ = socket_fds_;
+  for (auto& m : monitors_) poll_fd_list_.push_back(m ? m.fd() : -1);
   for (int fd : poll_fd_list_) pump_fds_.push_back({fd, POLLIN, 0});
   unchecked_.assign(shards_.size(), 1);
   monitor_read_.assign(monitors_.size(), 0);
@@ -126,7 +126,7 @@ Status CommChannel::Send(const CommTask& task) {
     // edge-triggered): receive what came there, or no one would be woken
     // for it. The other sockets' signals are intact.
     PumpLocked(/*app=*/true, PumpScope::kSentOn);
-  } catch (const zmq::error_t& e) {
+  } catch (const transport::Error& e) {
     return InternalError(std::string("worker channel send failed: ") + e.what());
   }
   return Status::OK();
@@ -149,8 +149,8 @@ int CommChannel::ProbeUnchecked() {
 int CommChannel::PumpOrLog(bool app, PumpScope scope) {
   try {
     return PumpLocked(app, scope);
-  } catch (const zmq::error_t& e) {
-    if (e.num() == ETERM) return -1;
+  } catch (const transport::Error& e) {
+    if (e.context_closed()) return -1;
     GEEPS_LOG(Error) << "worker " << ctx_.rank << " channel " << channel_ << ": " << e.what();
   }
   return 0;
@@ -169,7 +169,7 @@ int CommChannel::PumpLocked(bool app, PumpScope scope) {
     }
   }
   int installed = 0;
-  std::vector<zmq::message_t> frames;
+  std::vector<transport::Frame> frames;
   for (size_t s = 0; s < shards_.size(); ++s) {
     if (!unchecked_[s] && !(pump_fds_[s].revents & POLLIN)) continue;
     unchecked_[s] = 0;
@@ -177,7 +177,7 @@ int CommChannel::PumpLocked(bool app, PumpScope scope) {
     // state (as ZMQ_EVENTS would), so the next arrival signals ZMQ_FD.
     // A waiting thread stops at a push installed (what it waits for, most
     // likely) and leaves that read to its next call (ProbeUnchecked).
-    while (transport::TryRecvMultipart(*shards_[s], zmq_context_, &frames)) {
+    while (shards_[s].TryReceive(context_, &frames)) {
       if (!HandlePush(static_cast<int>(s), frames)) continue;
       ++installed;
       if (scope == PumpScope::kPolled) {
@@ -195,11 +195,11 @@ int CommChannel::PumpLocked(bool app, PumpScope scope) {
 
 void CommChannel::DrainMonitorsLocked() {
   for (size_t s = 0; s < monitors_.size(); ++s) {
-    if (monitors_[s] == nullptr) continue;
+    if (!monitors_[s]) continue;
     // Read until then: before its first read the descriptor may not signal.
     if (monitor_read_[s] && !(pump_fds_[shards_.size() + s].revents & POLLIN)) continue;
     monitor_read_[s] = 1;
-    const int lost = transport::CountDisconnects(*monitors_[s], nullptr, ctx_.security);
+    const int lost = transport::CountDisconnects(monitors_[s], nullptr, ctx_.security);
     if (lost == 0) continue;
     const int64_t before = losses_[s].count.fetch_add(lost);
     losses_[s].last_ns.store(WaitState::NowNs());
@@ -249,7 +249,7 @@ void CommChannel::SendControl(int shard, MsgType type, uint32_t table, int64_t a
   h.sender = static_cast<uint32_t>(ctx_.rank);
   h.table = table;
   h.aux = aux;
-  zmq::message_t frame(transport::kHeaderBytes);
+  transport::Frame frame(transport::kHeaderBytes);
   transport::EncodeHeader(h, frame.data());
   SendFrames(shard, &frame, 1);
 }
@@ -270,14 +270,14 @@ void CommChannel::Stop() {
   transport::SignalWakeFd(wake_fd_);
   if (thread_.joinable()) thread_.join();
   common::MutexLock io(&io_mu_);
-  for (size_t s = 0; s < monitors_.size(); ++s) transport::StopMonitor(*shards_[s], monitors_[s]);
+  for (size_t s = 0; s < monitors_.size(); ++s) transport::StopMonitor(shards_[s], monitors_[s]);
   shards_.clear();  // linger: what was sent is still delivered
 }
 
 void CommChannel::Run() {
   std::vector<pollfd> fds;
   fds.push_back({wake_fd_, POLLIN, 0});
-  for (int fd : zmq_fds_) fds.push_back({fd, POLLIN, 0});
+  for (int fd : socket_fds_) fds.push_back({fd, POLLIN, 0});
   for (int fd : monitor_fds_) fds.push_back({fd, POLLIN, 0});
   constexpr int64_t kSafetyNs = int64_t{kPollSafetyMs} * 1000000;
   while (!stop_.load()) {
@@ -353,17 +353,16 @@ void CommChannel::RunTask(const CommTask& task) {
   }
 }
 
-void CommChannel::SendFrames(int shard, zmq::message_t* frames, size_t count) {
+void CommChannel::SendFrames(int shard, transport::Frame* frames, size_t count) {
   size_t bytes = 0;
-  transport::ReleaseBeforeSend(zmq_context_);
+  transport::ReleaseBeforeSend(context_);
   unchecked_[shard] = 1;  // a send may take the socket's ZMQ_FD signal
   try {
     for (size_t i = 0; i < count; ++i) {
       bytes += frames[i].size();
-      shards_[shard]->send(frames[i],
-                           i + 1 < count ? zmq::send_flags::sndmore : zmq::send_flags::none);
+      shards_[shard].Send(frames[i], i + 1 < count);
     }
-  } catch (const zmq::error_t& e) {
+  } catch (const transport::Error& e) {
     GEEPS_LOG(Error) << "worker " << ctx_.rank << ": send to shard " << shard
                      << " failed: " << e.what();
     return;
@@ -383,17 +382,18 @@ void CommChannel::SendInParts(int shard, WireHeader h, const uint64_t* rows, uin
     h.offset = first;
     h.row_count = n;
     h.flags = extra_flags | (first + n < total ? transport::kFlagMore : 0);
-    zmq::message_t frames[3];
-    frames[0].rebuild(transport::kHeaderBytes);
+    transport::Frame frames[3];
+    frames[0] = transport::Frame(transport::kHeaderBytes);
     transport::EncodeHeader(h, frames[0].data());
     size_t count = 1;
-    if (n > 0 && rows != nullptr) frames[count++].rebuild(rows + first, n * sizeof(uint64_t));
+    if (n > 0 && rows != nullptr)
+      frames[count++] = transport::Frame(rows + first, n * sizeof(uint64_t));
     if (n > 0 && payload.base != nullptr) {
       payload.refs->fetch_add(1, std::memory_order_relaxed);
-      frames[count++].rebuild(const_cast<char*>(payload.base) + first * row_bytes, n * row_bytes,
-                              &ReleaseZeroCopy, payload.refs);
+      frames[count++] = transport::Frame::Lend(const_cast<char*>(payload.base) + first * row_bytes,
+                                               n * row_bytes, &ReleaseZeroCopy, payload.refs);
     } else if (n > 0 && payload.fill) {
-      frames[count].rebuild(n * row_bytes);
+      frames[count] = transport::Frame(n * row_bytes);
       payload.fill(static_cast<char*>(frames[count].data()), first, n);
       ++count;
     }
@@ -440,7 +440,7 @@ void CommChannel::SendUpdate(TableCache& t, const PartitionSlice& s, OplogSlot& 
     // The updated rows are consecutive cached positions (positions are
     // sorted and distinct): send them from where they are.
     payload.base = reinterpret_cast<const char*>(row_at(s.update_pos.front()));
-    payload.refs = slot.send_refs != nullptr ? slot.send_refs : &slot.zmq_refs;
+    payload.refs = slot.send_refs != nullptr ? slot.send_refs : &slot.transport_refs;
   } else {
     payload.fill = [&](char* out, uint64_t first, uint64_t n) {
       ClientCounters::Count(ctx_.counters->pack_bytes, n * row_bytes);
@@ -469,7 +469,7 @@ bool CommChannel::Stale(int shard, const DecodedMessage& m, const PartitionSlice
 
 bool CommChannel::Drop(const std::string& what) { return drops_.Drop(what); }
 
-bool CommChannel::HandlePush(int shard, std::vector<zmq::message_t>& frames) {
+bool CommChannel::HandlePush(int shard, std::vector<transport::Frame>& frames) {
   size_t total = 0;
   for (const auto& f : frames) total += f.size();
   ctx_.counters->messages_received.fetch_add(1);
@@ -559,14 +559,14 @@ bool CommChannel::HandlePush(int shard, std::vector<zmq::message_t>& frames) {
   // worker's next update (which acknowledges too), and the partition then
   // copies the push's rows aside before it writes them: acknowledge now
   // where that copy would cost more than the message (kAckMinBytes).
-  if (resend_ && monitors_[shard] != nullptr && ctx_.config->num_workers > 1 &&
+  if (resend_ && monitors_[shard] && ctx_.config->num_workers > 1 &&
       static_cast<uint64_t>(s.cache_count) * t.width * sizeof(float) >= kAckMinBytes)
     SendControl(shard, MsgType::kAck, m.header.table, m.header.clock);
   return true;
 }
 
 bool CommChannel::InstallWhole(TableCache& t, PartitionSlice& s, const DecodedMessage& m,
-                               float* collected, std::vector<zmq::message_t>& frames) {
+                               float* collected, std::vector<transport::Frame>& frames) {
   const bool rmw = ctx_.config->read_my_writes;
   if (!rmw && collected == nullptr && AdoptPush(t, s, frames)) {
     ctx_.counters->pushes_adopted.fetch_add(1);
@@ -594,7 +594,8 @@ bool CommChannel::InstallWhole(TableCache& t, PartitionSlice& s, const DecodedMe
   return true;
 }
 
-bool CommChannel::AdoptPush(TableCache& t, PartitionSlice& s, std::vector<zmq::message_t>& frames) {
+bool CommChannel::AdoptPush(TableCache& t, PartitionSlice& s,
+                            std::vector<transport::Frame>& frames) {
   // Only a slice whose cached rows lie in one piece of device memory.
   int pieces = 0;
   bool on_device = true;
@@ -607,7 +608,7 @@ bool CommChannel::AdoptPush(TableCache& t, PartitionSlice& s, std::vector<zmq::m
       frames[1].size() != bytes)
     return false;
   // Moved first: a small message's bytes live inside the message object.
-  auto owner = std::make_shared<zmq::message_t>(std::move(frames[1]));
+  auto owner = std::make_shared<transport::Frame>(std::move(frames[1]));
   void* host = owner->data();
   std::shared_ptr<const AdoptedRows> rows = AdoptedRows::Make(ctx_.device, owner, host, bytes);
   if (rows == nullptr) {

@@ -27,7 +27,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-#include <zmq.hpp>
 
 #include "client/table_cache.h"
 #include "common/mutex.h"
@@ -37,6 +36,7 @@
 #include "transport/context.h"
 #include "transport/drop_log.h"
 #include "transport/part_sequence.h"
+#include "transport/socket.h"
 #include "transport/wire.h"
 
 namespace geeps::transport {
@@ -104,7 +104,7 @@ class CommChannel {
   // `endpoints[s]` is shard s's endpoint for this channel; `wait` may be
   // null (no application thread waits in poll: the channel thread installs
   // every push).
-  CommChannel(const ClientContext& ctx, transport::Context* zmq_context, int channel,
+  CommChannel(const ClientContext& ctx, transport::Context* context, int channel,
               std::vector<std::string> endpoints, WaitState* wait);
   ~CommChannel();  // Stop()
 
@@ -180,17 +180,17 @@ class CommChannel {
   // the partition skips what it has.
   void ResendLocked(int shard) GEEPS_REQUIRES(io_mu_);
   // Returns whether a push was installed.
-  bool HandlePush(int shard, std::vector<zmq::message_t>& frames) GEEPS_REQUIRES(io_mu_);
+  bool HandlePush(int shard, std::vector<transport::Frame>& frames) GEEPS_REQUIRES(io_mu_);
   // Installs a whole push: `collected`, a copy of its rows (from its parts,
   // or to add own deltas to), else the rows in `frames`, which it may keep
   // there (AdoptPush) instead of copying them into the cache. False on a
   // device error.
   bool InstallWhole(TableCache& t, PartitionSlice& s, const transport::DecodedMessage& m,
-                    float* collected, std::vector<zmq::message_t>& frames)
+                    float* collected, std::vector<transport::Frame>& frames)
       GEEPS_REQUIRES(io_mu_, t.mu);
   // The push in frames[1] kept there as the slice's rows; false (nothing
   // changed) where that cannot be.
-  bool AdoptPush(TableCache& t, PartitionSlice& s, std::vector<zmq::message_t>& frames)
+  bool AdoptPush(TableCache& t, PartitionSlice& s, std::vector<transport::Frame>& frames)
       GEEPS_REQUIRES(io_mu_, t.mu);
   // Copies `count` rows of slice `s` from its `first` row on into the cache
   // (adding the oplog with read-my-writes); false on a device error.
@@ -199,7 +199,7 @@ class CommChannel {
   // The slice now holds the push of `clock`.
   void FinishInstall(TableCache& t, PartitionSlice& s, int64_t clock, int64_t included, bool rmw)
       GEEPS_REQUIRES(t.mu);
-  void SendFrames(int shard, zmq::message_t* frames, size_t count) GEEPS_REQUIRES(io_mu_);
+  void SendFrames(int shard, transport::Frame* frames, size_t count) GEEPS_REQUIRES(io_mu_);
   bool Drop(const std::string& what) GEEPS_REQUIRES(io_mu_);  // returns false
   // A push older than (or as old as) the slice's: a repeat after a lost
   // connection (counted in pushes_repeated), else dropped (Drop). Returns
@@ -211,7 +211,7 @@ class CommChannel {
   void DrainMonitorsLocked() GEEPS_REQUIRES(io_mu_);
 
   ClientContext ctx_;
-  transport::Context* zmq_context_;
+  transport::Context* context_;
   const int channel_;
   const std::vector<std::string> endpoints_;
   WaitState* const wait_;
@@ -219,10 +219,10 @@ class CommChannel {
   // Guards the shard sockets, partial_, stream_ and drops_: held by
   // whichever thread sends or receives.
   common::Mutex io_mu_;
-  std::vector<std::unique_ptr<zmq::socket_t>> shards_ GEEPS_GUARDED_BY(io_mu_);  // DEALER per shard
+  std::vector<transport::Socket> shards_ GEEPS_GUARDED_BY(io_mu_);  // DEALER per shard
   // Per shard: a PAIR socket receiving the DEALER's monitor events (null
   // over inproc, which has no connections to lose), and the losses seen.
-  std::vector<std::unique_ptr<zmq::socket_t>> monitors_ GEEPS_GUARDED_BY(io_mu_);
+  std::vector<transport::Socket> monitors_ GEEPS_GUARDED_BY(io_mu_);
   // Config::resend_after_connection_loss (a shard with a monitor resends).
   bool resend_ = false;
   std::vector<int> monitor_fds_;
@@ -232,8 +232,8 @@ class CommChannel {
   };
   std::unique_ptr<Losses[]> losses_;  // set in Start, then fixed
   size_t num_losses_ = 0;
-  std::vector<int> zmq_fds_;       // ZMQ_FD per shard socket
-  std::vector<int> poll_fd_list_;  // zmq_fds_, then each monitor's (-1: none)
+  std::vector<int> socket_fds_;    // ZMQ_FD per shard socket
+  std::vector<int> poll_fd_list_;  // socket_fds_, then each monitor's (-1: none)
   // ZMQ_FD of each shard socket, then of each shard's monitor (-1: none):
   // PumpLocked polls them without waiting and reads only the sockets that
   // signalled or that this channel used since it last read their state.

@@ -75,7 +75,7 @@ Status Oplog::Discard(TableCache& t) {
 StatusOr<OplogSlot*> Oplog::Acquire(TableCache& t) {
   for (auto& s : t.slots) {
     // A slot ZeroMQ still sends from (zero-copy) waits.
-    if (!s->in_use && s->zmq_refs.load(std::memory_order_acquire) == 0) return s.get();
+    if (!s->in_use && s->transport_refs.load(std::memory_order_acquire) == 0) return s.get();
   }
   auto fresh = std::make_unique<OplogSlot>();
   if (t.floats() > 0) {
@@ -182,7 +182,7 @@ void Oplog::CopyIn(TableCache& t, const std::atomic<int>* refs, const float* fro
                 floats * sizeof(float));
     ClientCounters::Count(counters_->to_slot_bytes, floats * sizeof(float));
     slot->send_from = nullptr;
-    slot->send_refs = nullptr;  // its own zmq_refs from now on
+    slot->send_refs = nullptr;  // its own transport_refs from now on
   }
 }
 
@@ -196,7 +196,7 @@ size_t Oplog::FreeSlots(const std::vector<std::unique_ptr<TableCache>>& tables,
   for (const auto& t : tables) {
     if (!t) continue;
     for (const auto& slot : t->slots) {
-      if (!WaitReleased(slot->zmq_refs, deadline)) busy.push_back(slot->host);
+      if (!WaitReleased(slot->transport_refs, deadline)) busy.push_back(slot->host);
     }
   }
   if (!busy.empty()) {

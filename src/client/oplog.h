@@ -12,7 +12,7 @@
 //
 // Invariants (under the table's mutex):
 //  - a slot is reused, and its memory freed, only when it is not in use and
-//    ZeroMQ holds none of its messages (zmq_refs == 0).
+//    ZeroMQ holds none of its messages (transport_refs == 0).
 //  - after Fill the device and host oplogs are zero and clean; a direct
 //    update leaves them untouched.
 //  - a slot stays in use while a channel has yet to send it, while it is
@@ -54,7 +54,7 @@ struct OplogSlot {
   // ZeroMQ messages that send straight from `host` and that ZeroMQ has not
   // released yet (its I/O thread decrements, with release order). The slot
   // is reused, and its memory freed, only at 0.
-  std::atomic<int> zmq_refs{0};
+  std::atomic<int> transport_refs{0};
   // Set when this clock's update is sent from the update buffer itself
   // instead of `host` (host backend, Oplog::Fill): the buffer's host
   // address, the cached position of its first row, and the count of ZeroMQ

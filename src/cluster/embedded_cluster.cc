@@ -40,7 +40,7 @@ thread_local const EmbeddedCluster* running_worker_of = nullptr;
 struct EmbeddedCluster::Impl {
   Config config;
   // Declared first so that it is destroyed last, after every socket.
-  std::unique_ptr<transport::Context> context;
+  transport::ContextPtr context;
   std::vector<std::unique_ptr<server::ShardChannel>> partitions;  // p = s*C + k
   // With aggregate_per_machine: one per machine, between its workers and
   // the partitions.

@@ -135,7 +135,7 @@ struct State {
   int rank = 0;
   int world_size = 1;
   // Declared first so that it is destroyed last, after every socket.
-  std::unique_ptr<transport::Context> context;
+  transport::ContextPtr context;
   // CURVE (null: off). Destroyed after every socket it configured, before
   // the context.
   std::unique_ptr<transport::SecurityConfig> security;
@@ -261,7 +261,7 @@ Status StartSecurity(const ProcessOptions& options, State* s) {
 // `self`).
 Status BindShards(const Config& config, const ProcessOptions& options, int local_rank,
                   const Hosts& hosts, State* s, cluster::PeerInfo* self,
-                  std::vector<transport::SocketPtr>* bound) {
+                  std::vector<transport::Socket>* bound) {
   if (!HasShard(options.role)) return Status::OK();
   for (int k = 0; k < config.num_channels; ++k) {
     std::string endpoint;
@@ -276,7 +276,7 @@ Status BindShards(const Config& config, const ProcessOptions& options, int local
       endpoint = "tcp://" + hosts.bind + ":" + (port > 0 ? std::to_string(port) : "*");
     }
     std::string actual;
-    auto socket = transport::BindShardRouter(
+    auto socket = transport::BindShardSocket(
         *s->context, endpoint, transport::LargestFrameBytes(config), s->security.get(), &actual);
     if (!socket.ok()) return AtRank(s->rank, socket.status());
     // A wildcard bind reports 0.0.0.0; peers connect to the advertised host.
@@ -380,8 +380,8 @@ Status StartRelay(const cluster::ProcessPlan& plan, int64_t resume_clock,
 // This process's shard channels on the bound sockets: each restores the
 // checkpoint (all load and verify theirs before any starts), then starts.
 Status StartChannels(const cluster::JobLayout& layout, const cluster::PeerInfo& self,
-                     const std::vector<bool>& participants,
-                     std::vector<transport::SocketPtr>* bound, State* s) {
+                     const std::vector<bool>& participants, std::vector<transport::Socket>* bound,
+                     State* s) {
   const Config& job = s->config;
   s->shard = layout.shard_index[s->rank];
   for (size_t k = 0; k < bound->size(); ++k) {
@@ -461,7 +461,7 @@ StatusOr<std::unique_ptr<Process>> Process::Join(const Config& config,
   self.rank = impl->rank;
   self.role = options.role;
   if (config.aggregate_per_machine && HasWorker(options.role)) self.machine = machine;
-  std::vector<transport::SocketPtr> bound;
+  std::vector<transport::Socket> bound;
   GEEPS_RETURN_IF_ERROR(BindShards(config, options, local_rank, hosts, impl.get(), &self, &bound));
   GEEPS_ASSIGN_OR_RETURN(const cluster::ResumeChooser choose,
                          CheckpointsForHello(config, options.role, impl->rank, &self));

@@ -24,9 +24,9 @@ namespace {
 // Frees a zero-copy frame: drops its hold on the buffer it points into.
 void ReleaseHold(void* /*data*/, void* hint) { delete static_cast<std::shared_ptr<void>*>(hint); }
 
-zmq::message_t HeldFrame(const void* data, size_t bytes, const std::shared_ptr<void>& owner) {
-  return zmq::message_t(const_cast<void*>(data), bytes, &ReleaseHold,
-                        new std::shared_ptr<void>(owner));
+transport::Frame HeldFrame(const void* data, size_t bytes, const std::shared_ptr<void>& owner) {
+  return transport::Frame::Lend(const_cast<void*>(data), bytes, &ReleaseHold,
+                                new std::shared_ptr<void>(owner));
 }
 
 }  // namespace
@@ -80,13 +80,13 @@ Status MachineRelay::Start() {
   for (int p = 0; p < num_partitions; ++p) {
     Partition& part = partitions_[p];
     GEEPS_ASSIGN_OR_RETURN(part.down,
-                           transport::BindShardRouter(*context_, local_[p], max_frame, security_));
+                           transport::BindShardSocket(*context_, local_[p], max_frame, security_));
     GEEPS_ASSIGN_OR_RETURN(
         part.up,
-        transport::ConnectWorkerDealer(*context_, upstream_[p], members_[0], max_frame, security_));
+        transport::ConnectWorkerSocket(*context_, upstream_[p], members_[0], max_frame, security_));
     if (upstream_[p].rfind("inproc://", 0) != 0) {
       GEEPS_ASSIGN_OR_RETURN(part.monitor,
-                             transport::NewDisconnectMonitor(*context_, *part.up, upstream_[p]));
+                             transport::NewMonitorSocket(*context_, part.up, upstream_[p]));
     }
     part.tables.resize(config_.tables.size());
     for (size_t t = 0; t < config_.tables.size(); ++t) {
@@ -108,25 +108,25 @@ void MachineRelay::Stop() {
   stop_.store(true);
   if (thread_.joinable()) thread_.join();
   for (Partition& part : partitions_)
-    if (part.monitor) transport::StopMonitor(*part.up, part.monitor);
+    if (part.monitor) transport::StopMonitor(part.up, part.monitor);
   partitions_.clear();  // closes the sockets (they linger until sent)
 }
 
 void MachineRelay::Run() {
-  std::vector<zmq::pollitem_t> items;
+  std::vector<transport::Socket*> items;
   for (Partition& part : partitions_) {
-    items.push_back({part.down->handle(), 0, ZMQ_POLLIN, 0});
-    items.push_back({part.up->handle(), 0, ZMQ_POLLIN, 0});
-    if (part.monitor) items.push_back({part.monitor->handle(), 0, ZMQ_POLLIN, 0});
+    items.push_back(&part.down);
+    items.push_back(&part.up);
+    if (part.monitor) items.push_back(&part.monitor);
   }
   auto next_stall_check = std::chrono::steady_clock::now();
   try {
     while (!stop_.load()) {
-      zmq::poll(items.data(), items.size(), std::chrono::milliseconds(100));
+      transport::PollSockets(items, std::chrono::milliseconds(100));
       for (size_t p = 0; p < partitions_.size(); ++p) {
         Partition& part = partitions_[p];
         if (part.monitor) {
-          const int lost = transport::CountDisconnects(*part.monitor, nullptr, security_);
+          const int lost = transport::CountDisconnects(part.monitor, nullptr, security_);
           if (lost > 0) {
             if (connection_losses_.fetch_add(lost) == 0) {
               GEEPS_LOG(Warning) << "machine relay " << machine_
@@ -154,7 +154,7 @@ void MachineRelay::Run() {
       any = false;
       for (size_t p = 0; p < partitions_.size(); ++p) any = Drain(static_cast<int>(p)) || any;
     }
-  } catch (const zmq::error_t& e) {
+  } catch (const transport::Error& e) {
     GEEPS_LOG(Error) << "machine relay " << machine_ << ": " << e.what() << "; the relay stops";
   }
 }
@@ -162,21 +162,11 @@ void MachineRelay::Run() {
 bool MachineRelay::Drain(int p) {
   Partition& part = partitions_[p];
   bool any = false;
-  std::vector<zmq::message_t> frames;
-  for (zmq::socket_t* s : {part.down.get(), part.up.get()}) {
-    while (true) {
-      frames.clear();
-      zmq::message_t first;
-      if (!s->recv(first, zmq::recv_flags::dontwait)) break;
-      transport::AcquireAfterRecv(context_);
-      frames.push_back(std::move(first));
-      while (frames.back().more()) {
-        zmq::message_t next;
-        (void)s->recv(next, zmq::recv_flags::none);
-        frames.push_back(std::move(next));
-      }
+  std::vector<transport::Frame> frames;
+  for (transport::Socket* s : {&part.down, &part.up}) {
+    while (s->TryReceive(context_, &frames)) {
       any = true;
-      if (s == part.down.get())
+      if (s == &part.down)
         HandleDown(p, frames);
       else
         HandleUp(p, frames);
@@ -185,7 +175,7 @@ bool MachineRelay::Drain(int p) {
   return any;
 }
 
-void MachineRelay::HandleDown(int p, std::vector<zmq::message_t>& frames) {
+void MachineRelay::HandleDown(int p, std::vector<transport::Frame>& frames) {
   if (frames.size() < 2 || frames.size() > 4) return Drop("a member's frame count");
   const int rank =
       transport::ParseWorkerRoutingId(frames[0].data(), frames[0].size(), config_.num_workers);
@@ -244,7 +234,7 @@ void MachineRelay::SendSubscription(int p, uint32_t table) {
   h.table = table;
   h.aux = sums.read_rank();
   h.row_width = sums.width();
-  SendParts(*partitions_[p].up, "", h, sums.rows_up().data(), nullptr, nullptr,
+  SendParts(partitions_[p].up, "", h, sums.rows_up().data(), nullptr, nullptr,
             sums.rows_up().size(), config_.max_message_bytes);
 }
 
@@ -263,11 +253,11 @@ void MachineRelay::SendUp(int p, uint32_t table, int64_t clock, const std::share
   const uint64_t max_bytes =
       pipeline > 0 ? std::min(pipeline, config_.max_message_bytes) : config_.max_message_bytes;
   // Sent from the sum itself, which nothing changes once made.
-  SendParts(*partitions_[p].up, "", h, sum->rows.data(), sum->values.data(), sum, sum->rows.size(),
+  SendParts(partitions_[p].up, "", h, sum->rows.data(), sum->values.data(), sum, sum->rows.size(),
             max_bytes);
 }
 
-void MachineRelay::SendParts(zmq::socket_t& socket, const std::string& id, WireHeader h,
+void MachineRelay::SendParts(transport::Socket& socket, const std::string& id, WireHeader h,
                              const uint64_t* rows, const float* values,
                              const std::shared_ptr<void>& hold, uint64_t total,
                              uint64_t max_bytes) {
@@ -280,29 +270,29 @@ void MachineRelay::SendParts(zmq::socket_t& socket, const std::string& id, WireH
     h.offset = first;
     h.row_count = n;
     h.flags = extra | (first + n < total ? transport::kFlagMore : 0);
-    zmq::message_t frames[4];
+    transport::Frame frames[4];
     size_t count = 0;
-    if (!id.empty()) frames[count++].rebuild(id.data(), id.size());
-    frames[count].rebuild(transport::kHeaderBytes);
+    if (!id.empty()) frames[count++] = transport::Frame(id.data(), id.size());
+    frames[count] = transport::Frame(transport::kHeaderBytes);
     transport::EncodeHeader(h, frames[count++].data());
     if (n > 0 && rows != nullptr) {
       if (hold)
         frames[count++] = HeldFrame(rows + first, n * sizeof(uint64_t), hold);
       else
-        frames[count++].rebuild(rows + first, n * sizeof(uint64_t));
+        frames[count++] = transport::Frame(rows + first, n * sizeof(uint64_t));
     }
     if (n > 0 && values != nullptr) {
       if (hold)
         frames[count++] = HeldFrame(values + first * w, n * w * sizeof(float), hold);
       else
-        frames[count++].rebuild(values + first * w, n * w * sizeof(float));
+        frames[count++] = transport::Frame(values + first * w, n * w * sizeof(float));
     }
     SendFrames(socket, frames, count);
     first += n;
   } while (first < total);
 }
 
-void MachineRelay::HandleUp(int p, std::vector<zmq::message_t>& frames) {
+void MachineRelay::HandleUp(int p, std::vector<transport::Frame>& frames) {
   if (frames.empty() || frames.size() > 3) return Drop("a partition's frame count");
   FrameView views[3];
   for (size_t i = 0; i < frames.size(); ++i) views[i] = {frames[i].data(), frames[i].size()};
@@ -325,7 +315,7 @@ void MachineRelay::HandleUp(int p, std::vector<zmq::message_t>& frames) {
     // A push in one part: shared from the frame it came in.
     t.push.seq.Reset();
     if (m.header.row_count != rows_up.size()) return Drop("push ended before all its rows");
-    auto owner = std::make_shared<zmq::message_t>(std::move(frames.back()));
+    auto owner = std::make_shared<transport::Frame>(std::move(frames.back()));
     SharePush(p, m.header.table, m.header.clock, m.header.aux,
               reinterpret_cast<const float*>(owner->data()), owner);
     return;
@@ -381,7 +371,7 @@ void MachineRelay::SendPushTo(int p, uint32_t table, size_t member, int64_t cloc
   h.clock = clock;
   h.aux = aux;
   h.row_width = sums.width();
-  SendParts(*partitions_[p].down, transport::WorkerRoutingId(members_[member]), h, nullptr, from,
+  SendParts(partitions_[p].down, transport::WorkerRoutingId(members_[member]), h, nullptr, from,
             hold, total, config_.max_message_bytes);
 }
 
@@ -391,9 +381,9 @@ void MachineRelay::SendControlUp(int p, MsgType type, uint32_t table, int64_t au
   h.sender = static_cast<uint32_t>(members_[0]);
   h.table = table;
   h.aux = aux;
-  zmq::message_t frame(transport::kHeaderBytes);
+  transport::Frame frame(transport::kHeaderBytes);
   transport::EncodeHeader(h, frame.data());
-  SendFrames(*partitions_[p].up, &frame, 1);
+  SendFrames(partitions_[p].up, &frame, 1);
 }
 
 void MachineRelay::Resend(int p) {
@@ -412,13 +402,12 @@ void MachineRelay::Resend(int p) {
   }
 }
 
-void MachineRelay::SendFrames(zmq::socket_t& socket, zmq::message_t* frames, size_t count) {
+void MachineRelay::SendFrames(transport::Socket& socket, transport::Frame* frames, size_t count) {
   transport::ReleaseBeforeSend(context_);
   try {
-    for (size_t i = 0; i < count; ++i)
-      socket.send(frames[i], i + 1 < count ? zmq::send_flags::sndmore : zmq::send_flags::none);
-  } catch (const zmq::error_t& e) {
-    if (e.num() == ETERM) throw;
+    for (size_t i = 0; i < count; ++i) socket.Send(frames[i], i + 1 < count);
+  } catch (const transport::Error& e) {
+    if (e.context_closed()) throw;
     Drop(std::string("a send failed: ") + e.what());
   }
 }

@@ -34,7 +34,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-#include <zmq.hpp>
 
 #include "geeps/config.h"
 #include "geeps/stats.h"
@@ -42,6 +41,7 @@
 #include "relay/relay_table.h"
 #include "transport/context.h"
 #include "transport/drop_log.h"
+#include "transport/socket.h"
 #include "transport/wire.h"
 
 namespace geeps::transport {
@@ -100,17 +100,17 @@ class MachineRelay {
     int64_t stall_logged = -1;
   };
   struct Partition {
-    std::unique_ptr<zmq::socket_t> down;     // ROUTER: the members' channels
-    std::unique_ptr<zmq::socket_t> up;       // DEALER: the partition, as the leader
-    std::unique_ptr<zmq::socket_t> monitor;  // `up`'s disconnects (not inproc)
+    transport::Socket down;     // ROUTER: the members' channels
+    transport::Socket up;       // DEALER: the partition, as the leader
+    transport::Socket monitor;  // `up`'s disconnects (not inproc)
     std::vector<TableState> tables;
   };
 
   void Run();
   // Receives and handles every queued message; true if any.
   bool Drain(int p);
-  void HandleDown(int p, std::vector<zmq::message_t>& frames);
-  void HandleUp(int p, std::vector<zmq::message_t>& frames);
+  void HandleDown(int p, std::vector<transport::Frame>& frames);
+  void HandleUp(int p, std::vector<transport::Frame>& frames);
   // Sends the sums of every clock all members have completed (after the
   // union of their subscriptions, the first time).
   void TrySum(int p, uint32_t table);
@@ -120,7 +120,7 @@ class MachineRelay {
   // routing frame `id` (none if empty), the header `h` (its flags kept on
   // every part), then the part's row ids from `rows` and payload from
   // `values` (each may be null), without a copy when `hold` keeps them alive.
-  void SendParts(zmq::socket_t& socket, const std::string& id, transport::WireHeader h,
+  void SendParts(transport::Socket& socket, const std::string& id, transport::WireHeader h,
                  const uint64_t* rows, const float* values, const std::shared_ptr<void>& hold,
                  uint64_t total, uint64_t max_bytes);
   void SendControlUp(int p, transport::MsgType type, uint32_t table, int64_t aux);
@@ -133,7 +133,7 @@ class MachineRelay {
   // by `owner`) to every subscribed member.
   void SharePush(int p, uint32_t table, int64_t clock, int64_t aux, const float* values,
                  const std::shared_ptr<void>& owner);
-  void SendFrames(zmq::socket_t& socket, zmq::message_t* frames, size_t count);
+  void SendFrames(transport::Socket& socket, transport::Frame* frames, size_t count);
   void CheckStalls();
   void Drop(const std::string& what);
 

@@ -42,7 +42,7 @@ int SavedTables(const Config& config, int partition) {
 }  // namespace
 
 ShardChannel::ShardChannel(transport::Context* context, const Config& config, int partition,
-                           std::string endpoint, std::unique_ptr<zmq::socket_t> bound,
+                           std::string endpoint, transport::Socket bound,
                            std::vector<bool> participants)
     : context_(context),
       config_(config),
@@ -105,7 +105,7 @@ Status ShardChannel::Start() {
   schedule_ = PushSchedule(tables_.size(), kMaxPushHold);
   if (!socket_) {
     auto socket =
-        transport::BindShardRouter(*context_, endpoint_, transport::LargestFrameBytes(config_));
+        transport::BindShardSocket(*context_, endpoint_, transport::LargestFrameBytes(config_));
     if (!socket.ok()) {
       return Status(socket.status().code(), "shard partition " + std::to_string(partition_) + ": " +
                                                 socket.status().message());
@@ -119,7 +119,7 @@ Status ShardChannel::Start() {
   if (!monitor_ && endpoint_.rfind("inproc://", 0) != 0) {
     // Connections that end (a worker that left, a stranger cut off for an
     // oversized frame or a failed handshake): counted.
-    auto monitor = transport::NewDisconnectMonitor(*context_, *socket_, endpoint_);
+    auto monitor = transport::NewMonitorSocket(*context_, socket_, endpoint_);
     if (!monitor.ok()) {
       return Status(monitor.status().code(), "shard partition " + std::to_string(partition_) +
                                                  ": socket monitor: " + monitor.status().message());
@@ -140,7 +140,7 @@ void ShardChannel::Stop() {
   if (thread_.joinable()) thread_.join();
   // The writer finishes the checkpoints handed to it (complete ones only).
   checkpoints_.Stop();
-  transport::StopMonitor(*socket_, monitor_);
+  transport::StopMonitor(socket_, monitor_);
   socket_.reset();
 }
 
@@ -172,13 +172,12 @@ std::vector<float> ShardChannel::RowsForTesting(TableId table) const {
 }
 
 void ShardChannel::Run() {
-  std::vector<zmq::message_t> frames;
+  std::vector<transport::Frame> frames;
   // Polls the socket's ZMQ_FD (not zmq_poll, which costs a syscall per
   // socket per call to read its state): edge-triggered, so receive until
   // ZMQ_EVENTS shows nothing more before blocking again.
-  pollfd fds[3] = {{transport::SocketFd(*socket_), POLLIN, 0},
-                   {wake_fd_, POLLIN, 0},
-                   {monitor_ ? transport::SocketFd(*monitor_) : -1, POLLIN, 0}};
+  pollfd fds[3] = {
+      {socket_.fd(), POLLIN, 0}, {wake_fd_, POLLIN, 0}, {monitor_ ? monitor_.fd() : -1, POLLIN, 0}};
   auto next_stall_check = std::chrono::steady_clock::now();
   bool first_round = true;
   while (!stop_.load()) {
@@ -194,15 +193,15 @@ void ShardChannel::Run() {
       // state (as ZMQ_EVENTS would, each costing ZeroMQ two system calls),
       // so the next arrival signals ZMQ_FD again.
       for (; budget < 256 && !stop_.load(); ++budget) {
-        if (!transport::TryRecvMultipart(*socket_, context_, &frames)) break;
+        if (!socket_.TryReceive(context_, &frames)) break;
         HandleMessage(frames);
         // Close the message now: over inproc its payload may be the
         // sender's own buffer, which it waits to get back (zero-copy sends).
         frames.clear();
       }
       if (budget == 256) continue;  // more is queued: check stop_, go on
-    } catch (const zmq::error_t& e) {
-      if (e.num() == ETERM) break;
+    } catch (const transport::Error& e) {
+      if (e.context_closed()) break;
       GEEPS_LOG(Error) << "shard partition " << partition_ << ": " << e.what();
     }
     if (stop_.load()) break;
@@ -245,7 +244,7 @@ void ShardChannel::Drop(DropReason reason, const std::string& what) {
   drops_.Drop(what, static_cast<unsigned>(reason));
 }
 
-void ShardChannel::HandleMessage(std::vector<zmq::message_t>& frames) {
+void ShardChannel::HandleMessage(std::vector<transport::Frame>& frames) {
   size_t total = 0;
   for (const auto& f : frames) total += f.size();
   bytes_received_.fetch_add(static_cast<int64_t>(total));
@@ -256,7 +255,7 @@ void ShardChannel::HandleMessage(std::vector<zmq::message_t>& frames) {
   // The descriptor of the connection it came on (ZeroMQ sets it on the
   // frames read from a TCP/IPC connection, not on the routing id it adds;
   // -1 otherwise).
-  if (monitor_) NoteConnection(worker, zmq_msg_get(frames[1].handle(), ZMQ_SRCFD));
+  if (monitor_) NoteConnection(worker, frames[1].source_fd());
   FrameView views[4];
   const size_t count = std::min<size_t>(frames.size() - 1, 4);
   if (frames.size() - 1 > 3) return Drop(kDropFraming, "too many frames");
@@ -350,7 +349,7 @@ void ShardChannel::SendReleased(const std::chrono::steady_clock::time_point* now
 
 void ShardChannel::DrainMonitor() {
   std::vector<int> ended;
-  connections_closed_.fetch_add(transport::CountDisconnects(*monitor_, &ended, security_),
+  connections_closed_.fetch_add(transport::CountDisconnects(monitor_, &ended, security_),
                                 std::memory_order_relaxed);
   for (int fd : ended) ConnectionEnded(fd);
   const auto now = std::chrono::steady_clock::now();
@@ -426,9 +425,9 @@ void ShardChannel::PushRows(TableId table, PartitionTable& t, const PushOrder& o
     h.offset = first;
     h.row_count = n;
     h.flags = first + n < order.to || !order.final_part ? transport::kFlagMore : 0;
-    zmq::message_t header(transport::kHeaderBytes);
+    transport::Frame header(transport::kHeaderBytes);
     transport::EncodeHeader(h, header.data());
-    zmq::message_t payload;
+    transport::Frame payload;
     // Consecutive rows: every receiver gets a message over the rows
     // themselves (each its own, so that each release goes through
     // ReleaseRows rather than ZeroMQ's internal reference count, which
@@ -439,7 +438,7 @@ void ShardChannel::PushRows(TableId table, PartitionTable& t, const PushOrder& o
       counters_.push_zero_copy_bytes.fetch_add(static_cast<int64_t>(n * row_bytes),
                                                std::memory_order_relaxed);
     } else {
-      payload.rebuild(n * row_bytes);
+      payload = transport::Frame(n * row_bytes);
       counters_.push_copy_bytes.fetch_add(static_cast<int64_t>(n * row_bytes),
                                           std::memory_order_relaxed);
       t.CopyPart(order, first, n, static_cast<char*>(payload.data()));
@@ -454,32 +453,31 @@ void ShardChannel::PushRows(TableId table, PartitionTable& t, const PushOrder& o
       // share the payload's buffer. Zero-copy: a message over the rows per
       // receiver, each holding them (and the rows alive) until ReleaseRows.
       const bool last = k + 1 == workers.size();
-      zmq::message_t header_copy, payload_copy;
-      if (!last) header_copy.copy(header);
+      transport::Frame header_copy, payload_copy;
+      if (!last) header_copy.Share(header);
       if (zero_copy) {
         order.source->in_flight.fetch_add(1, std::memory_order_relaxed);
-        (last ? payload : payload_copy)
-            .rebuild(in_place, n * row_bytes, ReleaseRows,
-                     new std::shared_ptr<SharedRows>(order.source));
+        (last ? payload : payload_copy) = transport::Frame::Lend(
+            in_place, n * row_bytes, ReleaseRows, new std::shared_ptr<SharedRows>(order.source));
       } else if (!last && n > 0) {
-        payload_copy.copy(payload);
+        payload_copy.Share(payload);
       }
-      zmq::message_t& hdr = last ? header : header_copy;
-      zmq::message_t& pay = last ? payload : payload_copy;
+      transport::Frame& hdr = last ? header : header_copy;
+      transport::Frame& pay = last ? payload : payload_copy;
       // Counted before it leaves, and taken back if it does not: a receiver
       // that has the push and then looks at the counters sees it.
       bytes_sent_.fetch_add(sent_bytes);
       if (completes) pushes_sent_.fetch_add(1);
       try {
         const std::string id = transport::WorkerRoutingId(workers[k]);
-        socket_->send(zmq::buffer(id), zmq::send_flags::sndmore);
+        socket_.Send(id, /*more=*/true);
         if (n == 0) {
-          socket_->send(hdr, zmq::send_flags::none);
+          socket_.Send(hdr, /*more=*/false);
         } else {
-          socket_->send(hdr, zmq::send_flags::sndmore);
-          socket_->send(pay, zmq::send_flags::none);
+          socket_.Send(hdr, /*more=*/true);
+          socket_.Send(pay, /*more=*/false);
         }
-      } catch (const zmq::error_t& e) {
+      } catch (const transport::Error& e) {
         bytes_sent_.fetch_sub(sent_bytes);
         if (completes) pushes_sent_.fetch_sub(1);
         // EHOSTUNREACH (router_mandatory): the worker's connection is gone

@@ -28,7 +28,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-#include <zmq.hpp>
 
 #include "geeps/config.h"
 #include "geeps/stats.h"
@@ -39,6 +38,7 @@
 #include "server/push_schedule.h"
 #include "transport/context.h"
 #include "transport/drop_log.h"
+#include "transport/socket.h"
 #include "transport/wire.h"
 
 namespace geeps::transport {
@@ -56,7 +56,7 @@ class ShardChannel {
   // that send their own updates: with Config::aggregate_per_machine, each
   // machine's leader (PartitionTable::Options::participants).
   ShardChannel(transport::Context* context, const Config& config, int partition,
-               std::string endpoint, std::unique_ptr<zmq::socket_t> bound = nullptr,
+               std::string endpoint, transport::Socket bound = {},
                std::vector<bool> participants = {});
 
   ~ShardChannel();  // Stop()
@@ -100,7 +100,7 @@ class ShardChannel {
 
  private:
   void Run();
-  void HandleMessage(std::vector<zmq::message_t>& frames);
+  void HandleMessage(std::vector<transport::Frame>& frames);
   // Does what an operation on table `table` asked for: counts and logs its
   // drop, hands its checkpoint request and the rows of a new minimum clock
   // to the writer, sends its pushes.
@@ -157,10 +157,10 @@ class ShardChannel {
   std::vector<std::unique_ptr<PartitionTable>> tables_;  // by TableId; null if local
 
   const transport::SecurityConfig* security_ = nullptr;  // null: none (inproc)
-  std::unique_ptr<zmq::socket_t> socket_;                // owned by the thread once started
+  transport::Socket socket_;                             // owned by the thread once started
   // TCP/IPC: a PAIR socket receiving socket_'s ZMQ_EVENT_DISCONNECTED (null
   // over inproc); read by the thread.
-  std::unique_ptr<zmq::socket_t> monitor_;
+  transport::Socket monitor_;
   std::atomic<int64_t> connections_closed_{0};
   int wake_fd_ = -1;  // eventfd: wakes the thread on Stop()
   std::thread thread_;

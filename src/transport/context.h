@@ -8,9 +8,18 @@ namespace zmq {
 class context_t;
 }  // namespace zmq
 
+#include <memory>
+
 namespace geeps::transport {
 
 using Context = zmq::context_t;
+
+// Owns a context (made by NewContext, socket_util.h); closing it waits for
+// its sockets' lingering messages.
+struct ContextDeleter {
+  void operator()(Context* context) const;
+};
+using ContextPtr = std::unique_ptr<Context, ContextDeleter>;
 
 }  // namespace geeps::transport
 

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <map>
 #include <sstream>
+#include <zmq.hpp>
 
 #include "common/file_util.h"
 #include "common/logging.h"

@@ -41,11 +41,17 @@
 #include <string>
 #include <thread>
 #include <vector>
-#include <zmq.hpp>
 
 #include "common/mutex.h"
 #include "geeps/status.h"
+#include "transport/context.h"
 #include "transport/routing_id.h"  // NewJobToken, ValidJobToken
+
+namespace zmq {
+class context_t;
+class message_t;
+class socket_t;
+}  // namespace zmq
 
 namespace geeps::transport {
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <zmq.hpp>
 
 #include "common/machines.h"
 #include "transport/security.h"
@@ -126,10 +127,12 @@ constexpr int kZmqDefaultMaxSockets = 1023;  // ZMQ_MAX_SOCKETS_DFLT
 
 }  // namespace
 
-StatusOr<std::unique_ptr<zmq::context_t>> NewContext() {
-  std::unique_ptr<zmq::context_t> context;
+void ContextDeleter::operator()(Context* context) const { delete context; }
+
+StatusOr<ContextPtr> NewContext() {
+  ContextPtr context;
   try {
-    context = std::make_unique<zmq::context_t>(1);
+    context.reset(new zmq::context_t(1));
   } catch (const zmq::error_t& e) {
     return UnavailableError(std::string("cannot create a ZeroMQ context: ") + e.what());
   }

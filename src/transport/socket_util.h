@@ -5,10 +5,16 @@
 #include <memory>
 #include <string>
 #include <vector>
-#include <zmq.hpp>
 
 #include "geeps/config.h"
 #include "geeps/status.h"
+#include "transport/context.h"
+
+namespace zmq {
+class context_t;
+class message_t;
+class socket_t;
+}  // namespace zmq
 
 namespace geeps::transport {
 
@@ -76,7 +82,7 @@ struct SocketNeeds {
 // limit (RLIMIT_NOFILE, soft) allows, within ZeroMQ's own limit
 // (ZMQ_SOCKET_LIMIT), and never below ZeroMQ's default. kUnavailable when
 // no context can be made.
-StatusOr<std::unique_ptr<zmq::context_t>> NewContext();
+StatusOr<ContextPtr> NewContext();
 // OK when `context` can hold `needs`; else kResourceExhausted starting with
 // `what` (the call and the shape, e.g. "EmbeddedCluster::Start: 2 workers x
 // 200 shards x 3 channels") and naming what is needed and the limit

@@ -1,5 +1,7 @@
 #include "transport/sockets.h"
 
+#include <zmq.hpp>
+
 #include "transport/control_messages.h"
 #include "transport/routing_id.h"
 #include "transport/security.h"

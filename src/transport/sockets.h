@@ -15,9 +15,15 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <zmq.hpp>
 
 #include "geeps/status.h"
+#include "transport/context.h"
+
+namespace zmq {
+class context_t;
+class message_t;
+class socket_t;
+}  // namespace zmq
 
 namespace geeps::transport {
 
