@@ -143,42 +143,42 @@ TEST(MemoryNetworkTest, MessagesWaitUntilDelivered) {
 // A network that delivers at once, with rank 0's link and rank 1's.
 class AtOnceTest : public ::testing::Test {
  protected:
-  AtOnceTest() { net.set_deliver_at_once(true); }
-  MemoryNetwork net;
-  std::unique_ptr<ControlLink> hub = net.Open("r0");
-  std::unique_ptr<ControlLink> a = net.Open("r1", "r0");
+  AtOnceTest() { net_.set_deliver_at_once(true); }
+  MemoryNetwork net_;
+  std::unique_ptr<ControlLink> hub_ = net_.Open("r0");
+  std::unique_ptr<ControlLink> a_ = net_.Open("r1", "r0");
 };
 
 TEST_F(AtOnceTest, DeliversInOrderAndAClosedLinkLosesItsMail) {
-  a->Send("", "x");
-  a->Send("", "y");
-  EXPECT_EQ(net.in_flight(), 0u);
+  a_->Send("", "x");
+  a_->Send("", "y");
+  EXPECT_EQ(net_.in_flight(), 0u);
   ControlMessage m;
-  ASSERT_TRUE(hub->TryReceive(&m));
+  ASSERT_TRUE(hub_->TryReceive(&m));
   EXPECT_EQ(m.text, "x");
-  ASSERT_TRUE(hub->TryReceive(&m));
+  ASSERT_TRUE(hub_->TryReceive(&m));
   EXPECT_EQ(m.text, "y");
-  a.reset();
-  hub->Send("r1", "to nobody");
-  EXPECT_EQ(net.delivered(), 3);
+  a_.reset();
+  hub_->Send("r1", "to nobody");
+  EXPECT_EQ(net_.delivered(), 3);
   // A link reopened under the name starts empty.
-  auto again = net.Open("r1", "r0");
+  auto again = net_.Open("r1", "r0");
   EXPECT_FALSE(again->TryReceive(&m));
 }
 
 TEST_F(AtOnceTest, WaitEndsOnMailOrWake) {
   std::thread sender([&] {
     std::this_thread::sleep_for(milliseconds(50));
-    a->Send("", "HB");
+    a_->Send("", "HB");
   });
   const auto start = steady_clock::now();
   ControlMessage m;
-  EXPECT_TRUE(ReceiveWithin(*hub, &m));
+  EXPECT_TRUE(ReceiveWithin(*hub_, &m));
   sender.join();
   EXPECT_LT(steady_clock::now() - start, milliseconds(5000));
-  hub->Wake();
+  hub_->Wake();
   const auto again = steady_clock::now();
-  hub->Wait(milliseconds(20000));
+  hub_->Wait(milliseconds(20000));
   EXPECT_LT(steady_clock::now() - again, milliseconds(10000));
 }
 
