@@ -11,6 +11,7 @@
 
 #include "client/adopted_rows.h"
 #include "client/oplog.h"
+#include "client/push_receipt.h"
 #include "common/logging.h"
 #include "common/mutex.h"
 #include "transport/socket_util.h"
@@ -109,7 +110,7 @@ Status CommChannel::Start() {
   resend_ = ctx_.config->resend_after_connection_loss;
   losses_ = std::make_unique<Losses[]>(shards_.size());
   num_losses_ = shards_.size();
-  partial_.assign(shards_.size(), std::vector<PartialPush>(ctx_.tables->size()));
+  receipts_.assign(shards_.size(), std::vector<PushReceipt>(ctx_.tables->size()));
   lock.Unlock();
   started_.store(true);
   thread_ = std::thread([this] { Run(); });
@@ -494,60 +495,42 @@ bool CommChannel::HandlePush(int shard, std::vector<transport::Frame>& frames) {
       m.header.offset + m.header.row_count > s.cache_count)
     return Drop("push shape does not match the subscription");
   // Parts of one push arrive in order on this shard's socket (pipelined
-  // pushes may interleave with other tables' pushes). Without
-  // read-my-writes and while no in-place read of the table is open, they
-  // are written straight into the cache as they come (the slice is marked
-  // `installing`, so no Read sees the mix); otherwise they are collected
-  // and the whole push installed at once.
-  PartialPush& partial = partial_[shard][m.header.table];
+  // pushes may interleave with other tables' pushes): PushReceipt says
+  // where each goes (push_receipt.h); this does the copies and the locking.
+  PushReceipt& receipt = receipts_[shard][m.header.table];
   const bool rmw = ctx_.config->read_my_writes;
-  const bool more = (m.header.flags & transport::kFlagMore) != 0;
-  const size_t part_floats = static_cast<size_t>(m.header.row_count) * t.width;
-  if (m.header.offset == 0) {
-    // A new push. If the previous one's parts were cut off while written
-    // into the cache, its slice stays marked until this one is whole.
-    partial.seq.Reset();
-    if (more) {
-      common::MutexLock lock(&t.mu);
-      if (m.header.clock <= s.age || m.header.aux < s.included) return Stale(shard, m, s);
-      partial.in_cache = !rmw && t.open_in_place_reads == 0;
-      if (partial.in_cache) {
-        s.installing = true;
-        s.adopted.reset();  // the cache holds the slice's rows again
-      }
+  if (receipt.Starts(m.header)) {
+    common::MutexLock lock(&t.mu);
+    if (m.header.clock <= s.age || m.header.aux < s.included) return Stale(shard, m, s);
+    receipt.Start(!rmw && t.open_in_place_reads == 0);
+    if (receipt.in_cache()) {
+      s.installing = true;
+      s.adopted.reset();  // the cache holds the slice's rows again
     }
   }
-  // Out of sequence: dropped (an installing slice stays marked: torn).
-  const auto verdict = partial.seq.Accept(m.header);
-  if (verdict == transport::PartSequence::Verdict::kOutOfSequence)
-    return Drop("push part out of sequence");
-  const bool in_parts = verdict != transport::PartSequence::Verdict::kWhole;
-  if (!more && m.header.offset + m.header.row_count != s.cache_count)
-    return Drop("push ended before all subscribed rows");
-  const char* payload = reinterpret_cast<const char*>(m.payload);
-  if (in_parts && partial.in_cache) {
+  const auto* payload = reinterpret_cast<const float*>(m.payload);
+  const PushReceipt::Verdict v = receipt.Accept(m.header, s.cache_count, t.width, payload);
+  const size_t part_bytes = static_cast<size_t>(m.header.row_count) * t.width * sizeof(float);
+  if (v.step == PushReceipt::Step::kDrop) return Drop(v.why);
+  if (v.step != PushReceipt::Step::kWhole)
+    ClientCounters::Count(ctx_.counters->install_bytes, part_bytes);
+  if (v.step == PushReceipt::Step::kWriteToCache) {
     common::MutexLock lock(&t.mu);
-    ClientCounters::Count(ctx_.counters->install_bytes, part_floats * sizeof(float));
     if (!InstallRows(t, s, static_cast<uint32_t>(m.header.offset),
-                     static_cast<uint32_t>(m.header.row_count), payload, false))
+                     static_cast<uint32_t>(m.header.row_count),
+                     reinterpret_cast<const char*>(payload), false))
       return false;
-    if (more) return false;
+    if (!v.completes) return false;
     FinishInstall(t, s, m.header.clock, m.header.aux, false);
   } else {
+    if (v.step == PushReceipt::Step::kCollected && !v.completes) return false;
     float* collected = nullptr;  // the push copied out of its message(s)
-    if (in_parts) {
-      // Collect this part; a push in one part is installed from the message.
-      if (m.header.offset == 0) partial.rows.resize(static_cast<size_t>(s.cache_count) * t.width);
-      ClientCounters::Count(ctx_.counters->install_bytes, part_floats * sizeof(float));
-      std::memcpy(partial.rows.data() + m.header.offset * t.width, payload,
-                  part_floats * sizeof(float));
-      if (more) return false;
-      collected = partial.rows.data();
+    if (v.step == PushReceipt::Step::kCollected) {
+      collected = receipt.rows().data();
     } else if (rmw) {
-      ClientCounters::Count(ctx_.counters->install_bytes, part_floats * sizeof(float));
-      partial.rows.assign(reinterpret_cast<const float*>(m.payload),
-                          reinterpret_cast<const float*>(m.payload) + part_floats);
-      collected = partial.rows.data();
+      ClientCounters::Count(ctx_.counters->install_bytes, part_bytes);
+      receipt.rows().assign(payload, payload + part_bytes / sizeof(float));
+      collected = receipt.rows().data();
     }
     common::MutexLock lock(&t.mu);
     if (m.header.clock <= s.age || m.header.aux < s.included) return Stale(shard, m, s);

@@ -28,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "client/push_receipt.h"
 #include "client/table_cache.h"
 #include "common/mutex.h"
 #include "device/device.h"
@@ -216,7 +217,7 @@ class CommChannel {
   const std::vector<std::string> endpoints_;
   WaitState* const wait_;
 
-  // Guards the shard sockets, partial_, stream_ and drops_: held by
+  // Guards the shard sockets, receipts_, stream_ and drops_: held by
   // whichever thread sends or receives.
   common::Mutex io_mu_;
   std::vector<transport::Socket> shards_ GEEPS_GUARDED_BY(io_mu_);  // DEALER per shard
@@ -254,12 +255,7 @@ class CommChannel {
   std::vector<uint8_t> monitor_read_ GEEPS_GUARDED_BY(io_mu_);
   std::unique_ptr<device::Stream> stream_ GEEPS_GUARDED_BY(io_mu_);
   // A push being received in parts, per shard socket and table.
-  struct PartialPush {
-    transport::PartSequence seq;  // the push being received in parts, if any
-    bool in_cache = false;        // written straight into the cache (else `rows`)
-    std::vector<float> rows;
-  };
-  std::vector<std::vector<PartialPush>> partial_ GEEPS_GUARDED_BY(io_mu_);
+  std::vector<std::vector<PushReceipt>> receipts_ GEEPS_GUARDED_BY(io_mu_);
   // Every dropped frame (ClientCounters::frames_dropped), the first logged.
   transport::DropLog drops_ GEEPS_GUARDED_BY(io_mu_);
 
