@@ -36,8 +36,8 @@ Msg Part(int64_t clock, int i) { return {clock, uint64_t(2 * i), 2, i < 2}; }
 struct Case {
   std::string name;
   std::vector<Msg> msgs;
-  bool into_cache = true;  // no read-my-writes, no in-place read open
-  int64_t age = 0;         // the slice's push before the case
+  bool into_cache = true;          // no read-my-writes, no in-place read open
+  int64_t age = 0;                 // the slice's push before the case
   std::vector<int64_t> installed;  // clocks installed, in order
   int drops = 0;
   int stale = 0;
