@@ -128,6 +128,33 @@ struct IpcFiles {
 
 namespace process_internal {
 
+// Where the heartbeat thread reports a lost rank. The heartbeats start
+// right after the rendezvous, so that a process slow to build its data
+// plane (a large checkpoint, a loaded machine) keeps beating meanwhile; a
+// loss reported before the worker exists is kept and given to it when it
+// is made.
+class LossSink {
+ public:
+  void Report(const Status& why) {
+    common::MutexLock lock(&mu_);
+    if (worker_ == nullptr) {
+      if (first_.ok()) first_ = why;
+      return;
+    }
+    worker_->FailPeers(why);
+  }
+  void Attach(client::Worker* worker) {
+    common::MutexLock lock(&mu_);
+    worker_ = worker;
+    if (!first_.ok()) worker_->FailPeers(first_);
+  }
+
+ private:
+  common::Mutex mu_;
+  client::Worker* worker_ GEEPS_GUARDED_BY(mu_) = nullptr;
+  Status first_ GEEPS_GUARDED_BY(mu_);
+};
+
 // A process of a job: what Join builds, step by step, and Process keeps.
 struct State {
   Config config;  // the job's: num_workers and num_shards from the roles
@@ -139,6 +166,7 @@ struct State {
   // CURVE (null: off). Destroyed after every socket it configured, before
   // the context.
   std::unique_ptr<transport::SecurityConfig> security;
+  LossSink losses;  // outlives the heartbeat thread, which reports to it
   std::unique_ptr<cluster::Membership> membership;
   int shard = -1;  // this process's shard index (-1: none)
   std::vector<std::unique_ptr<server::ShardChannel>> channels;
@@ -408,8 +436,8 @@ Status StartChannels(const cluster::JobLayout& layout, const cluster::PeerInfo& 
   return Status::OK();
 }
 
-// This process's worker (if it has one), then the heartbeats, which fail
-// the worker's peers when a rank is lost.
+// This process's worker (if it has one), which the heartbeats fail when a
+// rank is lost.
 Status StartWorker(const cluster::JobLayout& layout, const cluster::ProcessPlan& plan,
                    int device_ordinal, State* s) {
   if (HasWorker(s->options.role)) {
@@ -421,10 +449,8 @@ Status StartWorker(const cluster::JobLayout& layout, const cluster::ProcessPlan&
     s->worker_impl = worker.get();
     s->worker = internal::GeePSAccess::Make(std::move(worker));
   }
-  client::Worker* worker = s->worker_impl;
-  return s->membership->Start([worker](int, const Status& why) {
-    if (worker) worker->FailPeers(why);
-  });
+  if (s->worker_impl) s->losses.Attach(s->worker_impl);
+  return Status::OK();
 }
 
 }  // namespace
@@ -467,6 +493,8 @@ StatusOr<std::unique_ptr<Process>> Process::Join(const Config& config,
                          CheckpointsForHello(config, options.role, impl->rank, &self));
   GEEPS_ASSIGN_OR_RETURN(const cluster::JobLayout layout,
                          Rendezvous(config, coordinator, self, choose, impl.get()));
+  GEEPS_RETURN_IF_ERROR(impl->membership->Start(
+      [sink = &impl->losses](int, const Status& why) { sink->Report(why); }));
   GEEPS_ASSIGN_OR_RETURN(
       const cluster::ProcessPlan plan,
       cluster::PlanProcess(impl->config, layout, impl->rank, HasWorker(options.role),
