@@ -14,6 +14,7 @@
 #include "client/push_receipt.h"
 #include "common/logging.h"
 #include "common/mutex.h"
+#include "transport/part_split.h"
 #include "transport/socket_util.h"
 #include "transport/sockets.h"
 #include "transport/tsan.h"
@@ -250,8 +251,7 @@ void CommChannel::SendControl(int shard, MsgType type, uint32_t table, int64_t a
   h.sender = static_cast<uint32_t>(ctx_.rank);
   h.table = table;
   h.aux = aux;
-  transport::Frame frame(transport::kHeaderBytes);
-  transport::EncodeHeader(h, frame.data());
+  transport::Frame frame = transport::HeaderFrame(h);
   SendFrames(shard, &frame, 1);
 }
 
@@ -372,20 +372,16 @@ void CommChannel::SendFrames(int shard, transport::Frame* frames, size_t count) 
   ctx_.counters->bytes_sent.fetch_add(static_cast<int64_t>(bytes));
 }
 
-void CommChannel::SendInParts(int shard, WireHeader h, const uint64_t* rows, uint64_t total,
+void CommChannel::SendInParts(int shard, const WireHeader& h, const uint64_t* rows, uint64_t total,
                               const Payload& payload, uint64_t max_bytes) {
-  const uint64_t per = transport::RowsPerPart(h.row_width, rows != nullptr, max_bytes);
   const size_t row_bytes = static_cast<size_t>(h.row_width) * sizeof(float);
-  const uint32_t extra_flags = h.flags;  // kFlagCheckpoint, kFlagReadOrder on every part
-  uint64_t first = 0;
-  do {
-    const uint64_t n = std::min(per, total - first);
-    h.offset = first;
-    h.row_count = n;
-    h.flags = extra_flags | (first + n < total ? transport::kFlagMore : 0);
+  transport::PartSplit split(h, 0, total,
+                             transport::RowsPerPart(h.row_width, rows != nullptr, max_bytes));
+  transport::Part part;
+  while (split.Next(&part)) {
+    const uint64_t first = part.first, n = part.count;
     transport::Frame frames[3];
-    frames[0] = transport::Frame(transport::kHeaderBytes);
-    transport::EncodeHeader(h, frames[0].data());
+    frames[0] = transport::HeaderFrame(part.header);
     size_t count = 1;
     if (n > 0 && rows != nullptr)
       frames[count++] = transport::Frame(rows + first, n * sizeof(uint64_t));
@@ -399,8 +395,7 @@ void CommChannel::SendInParts(int shard, WireHeader h, const uint64_t* rows, uin
       ++count;
     }
     SendFrames(shard, frames, count);
-    first += n;
-  } while (first < total);
+  }
 }
 
 void CommChannel::SendSubscribe(TableCache& t, const PartitionSlice& s) {

@@ -164,7 +164,7 @@ class CommChannel {
   };
   // Sends a message of `total` rows in parts of at most `max_bytes`;
   // `rows` (may be null) are the row ids.
-  void SendInParts(int shard, transport::WireHeader h, const uint64_t* rows, uint64_t total,
+  void SendInParts(int shard, const transport::WireHeader& h, const uint64_t* rows, uint64_t total,
                    const Payload& payload, uint64_t max_bytes) GEEPS_REQUIRES(io_mu_);
   void SendSubscribe(TableCache& t, const PartitionSlice& s) GEEPS_REQUIRES(io_mu_);
   // The update of `slot` to the slice's partition; its `aux` acknowledges

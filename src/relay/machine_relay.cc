@@ -7,6 +7,7 @@
 #include "common/logging.h"
 #include "common/machines.h"
 #include "common/partition.h"
+#include "transport/part_split.h"
 #include "transport/routing_id.h"
 #include "transport/socket_util.h"
 #include "transport/sockets.h"
@@ -257,39 +258,29 @@ void MachineRelay::SendUp(int p, uint32_t table, int64_t clock, const std::share
             max_bytes);
 }
 
-void MachineRelay::SendParts(transport::Socket& socket, const std::string& id, WireHeader h,
+void MachineRelay::SendParts(transport::Socket& socket, const std::string& id, const WireHeader& h,
                              const uint64_t* rows, const float* values,
                              const std::shared_ptr<void>& hold, uint64_t total,
                              uint64_t max_bytes) {
-  const uint64_t per = transport::RowsPerPart(h.row_width, rows != nullptr, max_bytes);
   const size_t w = h.row_width;
-  const uint32_t extra = h.flags;  // kFlagCheckpoint, kFlagReadOrder on every part
-  uint64_t first = 0;
-  do {
-    const uint64_t n = std::min(per, total - first);
-    h.offset = first;
-    h.row_count = n;
-    h.flags = extra | (first + n < total ? transport::kFlagMore : 0);
+  // A frame over `bytes` at `data`: held by `hold` when there is one.
+  auto over = [&hold](const void* data, size_t bytes) {
+    return hold ? HeldFrame(data, bytes, hold) : transport::Frame(data, bytes);
+  };
+  transport::PartSplit split(h, 0, total,
+                             transport::RowsPerPart(h.row_width, rows != nullptr, max_bytes));
+  transport::Part part;
+  while (split.Next(&part)) {
+    const uint64_t first = part.first, n = part.count;
     transport::Frame frames[4];
     size_t count = 0;
     if (!id.empty()) frames[count++] = transport::Frame(id.data(), id.size());
-    frames[count] = transport::Frame(transport::kHeaderBytes);
-    transport::EncodeHeader(h, frames[count++].data());
-    if (n > 0 && rows != nullptr) {
-      if (hold)
-        frames[count++] = HeldFrame(rows + first, n * sizeof(uint64_t), hold);
-      else
-        frames[count++] = transport::Frame(rows + first, n * sizeof(uint64_t));
-    }
-    if (n > 0 && values != nullptr) {
-      if (hold)
-        frames[count++] = HeldFrame(values + first * w, n * w * sizeof(float), hold);
-      else
-        frames[count++] = transport::Frame(values + first * w, n * w * sizeof(float));
-    }
+    frames[count++] = transport::HeaderFrame(part.header);
+    if (n > 0 && rows != nullptr) frames[count++] = over(rows + first, n * sizeof(uint64_t));
+    if (n > 0 && values != nullptr)
+      frames[count++] = over(values + first * w, n * w * sizeof(float));
     SendFrames(socket, frames, count);
-    first += n;
-  } while (first < total);
+  }
 }
 
 void MachineRelay::HandleUp(int p, std::vector<transport::Frame>& frames) {
@@ -381,8 +372,7 @@ void MachineRelay::SendControlUp(int p, MsgType type, uint32_t table, int64_t au
   h.sender = static_cast<uint32_t>(members_[0]);
   h.table = table;
   h.aux = aux;
-  transport::Frame frame(transport::kHeaderBytes);
-  transport::EncodeHeader(h, frame.data());
+  transport::Frame frame = transport::HeaderFrame(h);
   SendFrames(partitions_[p].up, &frame, 1);
 }
 

@@ -120,7 +120,7 @@ class MachineRelay {
   // routing frame `id` (none if empty), the header `h` (its flags kept on
   // every part), then the part's row ids from `rows` and payload from
   // `values` (each may be null), without a copy when `hold` keeps them alive.
-  void SendParts(transport::Socket& socket, const std::string& id, transport::WireHeader h,
+  void SendParts(transport::Socket& socket, const std::string& id, const transport::WireHeader& h,
                  const uint64_t* rows, const float* values, const std::shared_ptr<void>& hold,
                  uint64_t total, uint64_t max_bytes);
   void SendControlUp(int p, transport::MsgType type, uint32_t table, int64_t aux);

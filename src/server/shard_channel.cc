@@ -10,6 +10,7 @@
 #include "common/logging.h"
 #include "common/machines.h"
 #include "transport/fingerprint.h"
+#include "transport/part_split.h"
 #include "transport/routing_id.h"
 #include "transport/socket_util.h"
 #include "transport/sockets.h"
@@ -419,14 +420,11 @@ void ShardChannel::PushRows(TableId table, PartitionTable& t, const PushOrder& o
   const size_t row_bytes = static_cast<size_t>(t.width()) * sizeof(float);
   const uint64_t per = transport::RowsPerPart(t.width(), false, config_.max_message_bytes);
   std::vector<bool> failed(workers.size(), false);
-  uint64_t first = order.from;
-  do {
-    const uint64_t n = std::min<uint64_t>(per, order.to - first);
-    h.offset = first;
-    h.row_count = n;
-    h.flags = first + n < order.to || !order.final_part ? transport::kFlagMore : 0;
-    transport::Frame header(transport::kHeaderBytes);
-    transport::EncodeHeader(h, header.data());
+  transport::PartSplit split(h, order.from, order.to, per, !order.final_part);
+  transport::Part part;
+  while (split.Next(&part)) {
+    const uint64_t first = part.first, n = part.count;
+    transport::Frame header = transport::HeaderFrame(part.header);
     transport::Frame payload;
     // Consecutive rows: every receiver gets a message over the rows
     // themselves (each its own, so that each release goes through
@@ -445,7 +443,7 @@ void ShardChannel::PushRows(TableId table, PartitionTable& t, const PushOrder& o
     }
     transport::ReleaseBeforeSend(context_);
     // The push's last message completes it for its receiver.
-    const bool completes = order.final_part && first + n >= order.to;
+    const bool completes = (part.header.flags & transport::kFlagMore) == 0;
     const auto sent_bytes = static_cast<int64_t>(transport::kHeaderBytes + n * row_bytes);
     for (size_t k = 0; k < workers.size(); ++k) {
       if (failed[k]) continue;
@@ -492,8 +490,7 @@ void ShardChannel::PushRows(TableId table, PartitionTable& t, const PushOrder& o
         }
       }
     }
-    first += n;
-  } while (first < order.to);
+  }
 }
 
 }  // namespace geeps::server
