@@ -36,10 +36,17 @@ constexpr int kPollSafetyMs = 200;
 // "Connection loss and resend").
 constexpr uint64_t kAckMinBytes = 256 * 1024;
 
-// ZeroMQ's free function for a message sent from an oplog slot.
+// The release of a frame lent from an oplog slot (transport::Frame::Lend).
 void ReleaseZeroCopy(void* /*data*/, void* hint) {
   static_cast<std::atomic<int>*>(hint)->fetch_sub(1, std::memory_order_release);
 }
+
+// A push older than what the slice holds: its clock was installed, or it
+// does not include updates the slice's rows already include.
+bool Older(const WireHeader& h, const PartitionSlice& s) {
+  return h.clock <= s.age || h.aux < s.included;
+}
+
 }  // namespace
 
 int64_t WaitState::NowNs() {
@@ -496,7 +503,7 @@ bool CommChannel::HandlePush(int shard, std::vector<transport::Frame>& frames) {
   const bool rmw = ctx_.config->read_my_writes;
   if (receipt.Starts(m.header)) {
     common::MutexLock lock(&t.mu);
-    if (m.header.clock <= s.age || m.header.aux < s.included) return Stale(shard, m, s);
+    if (Older(m.header, s)) return Stale(shard, m, s);
     receipt.Start(!rmw && t.open_in_place_reads == 0);
     if (receipt.in_cache()) {
       s.installing = true;
@@ -528,7 +535,7 @@ bool CommChannel::HandlePush(int shard, std::vector<transport::Frame>& frames) {
       collected = receipt.rows().data();
     }
     common::MutexLock lock(&t.mu);
-    if (m.header.clock <= s.age || m.header.aux < s.included) return Stale(shard, m, s);
+    if (Older(m.header, s)) return Stale(shard, m, s);
     if (!InstallWhole(t, s, m, collected, frames)) return false;
   }
   ctx_.counters->pushes_installed.fetch_add(1);
