@@ -1,11 +1,15 @@
 // cluster::PlanProcess: what one process of a multi-process job connects
 // to, from the job's layout alone (src/cluster/job_plan.h). Table-driven:
 // each case is a layout (ranks with roles, machines and shard endpoints)
-// and what one rank's plan must say.
+// and what one rank's plan must say. cluster::PlanEmbedded: the same for
+// every worker and relay of an embedded cluster, table-driven by shape.
 #include "cluster/job_plan.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <ostream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -175,6 +179,83 @@ TEST(JobPlanTest, AMachineMissingFromTheLayoutIsAnInternalError) {
   ASSERT_EQ(plan.status().code(), StatusCode::kInternal) << plan.status();
   EXPECT_NE(plan.status().message().find("machine 'a'"), std::string::npos) << plan.status();
 }
+
+// Embedded clusters: workers, shards, channels, workers per machine (-1:
+// no aggregation, 0: all in one machine), and the machines' sizes.
+struct EmbeddedCase {
+  int workers, shards, channels, per_machine;
+  std::vector<size_t> machines;
+};
+
+void PrintTo(const EmbeddedCase& c, std::ostream* os) {
+  *os << c.workers << " workers, " << c.shards << " shards, " << c.channels << " channels, "
+      << c.per_machine << " per machine";
+}
+
+class EmbeddedPlanTest : public ::testing::TestWithParam<EmbeddedCase> {};
+
+TEST_P(EmbeddedPlanTest, EveryWorkerReachesEveryPartitionOnce) {
+  const EmbeddedCase& c = GetParam();
+  Config config;
+  config.num_workers = c.workers;
+  config.num_shards = c.shards;
+  config.num_channels = c.channels;
+  config.tables = {{"t", 10, 1}};
+  config.aggregate_per_machine = c.per_machine >= 0;
+  config.workers_per_machine = std::max(0, c.per_machine);
+  ASSERT_OK(ValidateConfig(config));
+  const cluster::EmbeddedPlan plan = cluster::PlanEmbedded(config);
+  const size_t partitions = static_cast<size_t>(c.shards) * c.channels;
+  // Partition p is shard p / C's channel p % C, each endpoint distinct.
+  ASSERT_EQ(plan.partition_endpoints.size(), partitions);
+  std::set<std::string> names;
+  for (size_t p = 0; p < partitions; ++p) {
+    EXPECT_EQ(plan.partition_endpoints[p],
+              cluster::PartitionEndpoint(static_cast<int>(p) / c.channels,
+                                         static_cast<int>(p) % c.channels));
+    EXPECT_EQ(plan.partition_endpoints[p].rfind("inproc://", 0), 0u);
+    names.insert(plan.partition_endpoints[p]);
+  }
+  // Relays: the machines' sizes, consecutive ranks covering every worker.
+  ASSERT_EQ(plan.relays.size(), c.machines.size());
+  int next = 0;
+  for (size_t m = 0; m < plan.relays.size(); ++m) {
+    const cluster::EmbeddedPlan::Relay& relay = plan.relays[m];
+    ASSERT_EQ(relay.workers.size(), c.machines[m]) << "machine " << m;
+    for (int w : relay.workers) EXPECT_EQ(w, next++) << "machine " << m;
+    ASSERT_EQ(relay.local_endpoints.size(), partitions);
+    for (const std::string& e : relay.local_endpoints) names.insert(e);
+  }
+  if (!plan.relays.empty()) EXPECT_EQ(next, c.workers);
+  // Every endpoint named once: no relay shares a name with another or a
+  // partition.
+  EXPECT_EQ(names.size(), partitions * (1 + plan.relays.size()));
+  // Each worker: its machine's relay, or the partitions themselves.
+  ASSERT_EQ(plan.worker_endpoints.size(), static_cast<size_t>(c.workers));
+  for (int w = 0; w < c.workers; ++w) {
+    if (plan.relays.empty()) {
+      EXPECT_EQ(plan.worker_endpoints[w], plan.partition_endpoints) << "worker " << w;
+      continue;
+    }
+    int machine = 0;
+    for (size_t m = 0; m < plan.relays.size(); ++m)
+      for (int x : plan.relays[m].workers)
+        if (x == w) machine = static_cast<int>(m);
+    EXPECT_EQ(plan.worker_endpoints[w], plan.relays[machine].local_endpoints) << "worker " << w;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, EmbeddedPlanTest,
+    ::testing::Values(EmbeddedCase{1, 1, 1, -1, {}}, EmbeddedCase{3, 2, 2, -1, {}},
+                      EmbeddedCase{4, 2, 1, 2, {2, 2}}, EmbeddedCase{5, 2, 2, 2, {2, 2, 1}},
+                      EmbeddedCase{4, 3, 2, 0, {4}}, EmbeddedCase{3, 1, 3, 1, {1, 1, 1}}),
+    [](const ::testing::TestParamInfo<EmbeddedCase>& info) {
+      const EmbeddedCase& c = info.param;
+      return std::to_string(c.workers) + "w" + std::to_string(c.shards) + "s" +
+             std::to_string(c.channels) + "c" +
+             (c.per_machine >= 0 ? std::to_string(c.per_machine) + "m" : "");
+    });
 
 }  // namespace
 }  // namespace geeps

@@ -9,8 +9,8 @@
 #include "client/geeps_access.h"
 #include "client/worker.h"
 #include "cluster/embedded_cluster_testing.h"
+#include "cluster/job_plan.h"
 #include "common/logging.h"
-#include "common/machines.h"
 #include "common/mutex.h"
 #include "device/device.h"
 #include "device/selection.h"
@@ -121,34 +121,26 @@ StatusOr<std::unique_ptr<EmbeddedCluster>> EmbeddedCluster::Start(const Config& 
         resume_clock,
         server::ChooseResumeClock(config, server::ListCheckpoints(config.checkpoint_dir)));
   }
-  const int num_partitions = config.num_shards * config.num_channels;
-  std::vector<std::string> endpoints;
-  for (int p = 0; p < num_partitions; ++p) {
-    endpoints.push_back(internal::EmbeddedClusterAccess::ShardEndpoint(p / config.num_channels,
-                                                                       p % config.num_channels));
-    c.partitions.push_back(
-        std::make_unique<server::ShardChannel>(c.context.get(), config, p, endpoints.back()));
-  }
+  const cluster::EmbeddedPlan plan = cluster::PlanEmbedded(config);
+  for (size_t p = 0; p < plan.partition_endpoints.size(); ++p)
+    c.partitions.push_back(std::make_unique<server::ShardChannel>(
+        c.context.get(), config, static_cast<int>(p), plan.partition_endpoints[p]));
   // Every partition loads (and verifies) its file before any starts.
   if (resume_clock > 0) {
     for (int p : server::CheckpointingPartitions(config))
       GEEPS_RETURN_IF_ERROR(c.partitions[p]->Restore(resume_clock));
   }
   for (auto& p : c.partitions) GEEPS_RETURN_IF_ERROR(p->Start());
-  if (config.aggregate_per_machine) {
-    for (int m = 0; m < common::NumMachines(config); ++m) {
-      c.relays.push_back(std::make_unique<relay::MachineRelay>(
-          c.context.get(), config, m, common::MachineMembers(config, m),
-          relay::MachineRelay::InprocEndpoints(m, num_partitions), endpoints));
-      c.relays.back()->SetStartClock(resume_clock);
-      GEEPS_RETURN_IF_ERROR(c.relays.back()->Start());
-    }
+  for (size_t m = 0; m < plan.relays.size(); ++m) {
+    c.relays.push_back(std::make_unique<relay::MachineRelay>(
+        c.context.get(), config, static_cast<int>(m), plan.relays[m].workers,
+        plan.relays[m].local_endpoints, plan.partition_endpoints));
+    c.relays.back()->SetStartClock(resume_clock);
+    GEEPS_RETURN_IF_ERROR(c.relays.back()->Start());
   }
   for (int r = 0; r < config.num_workers; ++r) {
-    auto impl = std::make_unique<client::Worker>(
-        config, r, c.context.get(),
-        config.aggregate_per_machine ? c.relays[common::MachineOf(config, r)]->local_endpoints()
-                                     : endpoints);
+    auto impl =
+        std::make_unique<client::Worker>(config, r, c.context.get(), plan.worker_endpoints[r]);
     impl->SetResumeClock(resume_clock);
     impl->SetDeviceOrdinal(ordinals[r]);
     c.impls.push_back(impl.get());
@@ -238,7 +230,7 @@ int64_t EmbeddedCluster::checkpoints_written() const {
 }
 
 std::string internal::EmbeddedClusterAccess::ShardEndpoint(int shard, int channel) {
-  return "inproc://geeps-shard-" + std::to_string(shard) + "-channel-" + std::to_string(channel);
+  return cluster::PartitionEndpoint(shard, channel);
 }
 
 transport::Context* internal::EmbeddedClusterAccess::ZmqContext(EmbeddedCluster& cluster) {

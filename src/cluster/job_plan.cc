@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <map>
 
+#include "common/machines.h"
+
 namespace geeps::cluster {
 namespace {
 
@@ -17,7 +19,37 @@ std::vector<std::string> RelayPaths(const Config& job, const std::string& ipc_di
   return paths;
 }
 
+// The inproc:// endpoints of machine `m`'s relay, by partition.
+std::vector<std::string> RelayEndpoints(int m, int partitions) {
+  std::vector<std::string> out;
+  for (int p = 0; p < partitions; ++p)
+    out.push_back("inproc://geeps-relay-" + std::to_string(m) + "-partition-" + std::to_string(p));
+  return out;
+}
+
 }  // namespace
+
+std::string PartitionEndpoint(int shard, int channel) {
+  return "inproc://geeps-shard-" + std::to_string(shard) + "-channel-" + std::to_string(channel);
+}
+
+EmbeddedPlan PlanEmbedded(const Config& config) {
+  EmbeddedPlan plan;
+  const int partitions = config.num_shards * config.num_channels;
+  for (int p = 0; p < partitions; ++p)
+    plan.partition_endpoints.push_back(
+        PartitionEndpoint(p / config.num_channels, p % config.num_channels));
+  if (config.aggregate_per_machine) {
+    for (int m = 0; m < common::NumMachines(config); ++m)
+      plan.relays.push_back({common::MachineMembers(config, m), RelayEndpoints(m, partitions)});
+  }
+  for (int r = 0; r < config.num_workers; ++r)
+    plan.worker_endpoints.push_back(
+        config.aggregate_per_machine
+            ? plan.relays[static_cast<size_t>(common::MachineOf(config, r))].local_endpoints
+            : plan.partition_endpoints);
+  return plan;
+}
 
 StatusOr<ProcessPlan> PlanProcess(const Config& job, const transport::JobLayout& layout, int rank,
                                   bool has_worker, const std::string& ipc_dir,

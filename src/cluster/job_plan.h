@@ -46,6 +46,29 @@ StatusOr<ProcessPlan> PlanProcess(const Config& job, const transport::JobLayout&
                                   bool has_worker, const std::string& ipc_dir,
                                   int coordinator_port);
 
+// What an embedded cluster (one process, inproc:// endpoints) builds: the
+// same plan's parts for every worker and relay at once. Every inproc://
+// endpoint of libgeeps is named here (tests connect to the partitions'
+// through EmbeddedClusterAccess::ShardEndpoint, which asks PartitionEndpoint).
+struct EmbeddedPlan {
+  // By partition (shard * num_channels + channel).
+  std::vector<std::string> partition_endpoints;
+  // With aggregate_per_machine, by machine: its relay.
+  struct Relay {
+    std::vector<int> workers;                  // its workers' ranks, ascending
+    std::vector<std::string> local_endpoints;  // where they connect, by partition
+  };
+  std::vector<Relay> relays;
+  // By worker rank: what its channels connect to, by partition.
+  std::vector<std::vector<std::string>> worker_endpoints;
+};
+
+// `config` is a valid embedded cluster's config (ValidateConfig).
+EmbeddedPlan PlanEmbedded(const Config& config);
+
+// The inproc:// endpoint of a partition of an embedded cluster.
+std::string PartitionEndpoint(int shard, int channel);
+
 }  // namespace geeps::cluster
 
 #endif  // GEEPS_CLUSTER_JOB_PLAN_H_

@@ -59,14 +59,6 @@ RelayStats MachineRelay::GetStats() const {
   return s;
 }
 
-std::vector<std::string> MachineRelay::InprocEndpoints(int machine, int partitions) {
-  std::vector<std::string> out;
-  for (int p = 0; p < partitions; ++p)
-    out.push_back("inproc://geeps-relay-" + std::to_string(machine) + "-partition-" +
-                  std::to_string(p));
-  return out;
-}
-
 Status MachineRelay::Start() {
   if (started_) return FailedPreconditionError("machine relay started twice");
   if (members_.empty())

@@ -64,8 +64,7 @@ class MachineRelay {
   MachineRelay(const MachineRelay&) = delete;
   MachineRelay& operator=(const MachineRelay&) = delete;
 
-  // An embedded cluster's endpoints for the members of machine `machine`.
-  static std::vector<std::string> InprocEndpoints(int machine, int partitions);
+  // Where the members connect, by partition (cluster/job_plan.h names them).
   const std::vector<std::string>& local_endpoints() const { return local_; }
 
   // Before Start(): the clock the members' first updates have (a resumed
