@@ -16,6 +16,7 @@
 #include "checkpoint_workload.h"
 #include "process_util.h"
 #include "server/checkpoint.h"
+#include "temp_dirs.h"
 #include "test_paths.h"
 #include "transport/security.h"
 
@@ -24,11 +25,11 @@ namespace {
 
 using testing::TrainConfig;
 
+// `tag` inside a new folder (removed when the binary exits).
 std::string MakeDir(const std::string& tag) {
-  char path[] = "/tmp/geeps-ckpt-XXXXXX";
-  const char* made = mkdtemp(path);
-  EXPECT_NE(made, nullptr);
-  return std::string(path) + "/" + tag;
+  const std::string path = testing::MakeTempDir("geeps-ckpt");
+  EXPECT_FALSE(path.empty());
+  return path + "/" + tag;
 }
 
 std::string ReadBytes(const std::string& path) {

@@ -19,6 +19,7 @@
 #include "hostile_files.h"
 #include "process_util.h"
 #include "server/checkpoint.h"
+#include "temp_dirs.h"
 #include "test_util.h"
 
 namespace geeps {
@@ -31,11 +32,11 @@ using server::EncodeCheckpoint;
 using testing::TrainConfig;
 using testing::TrainOptions;
 
+// A new folder (removed when the binary exits), or `tag` inside one.
 std::string MakeDir(const std::string& tag) {
-  char path[] = "/tmp/geeps-ckpt-XXXXXX";
-  const char* made = mkdtemp(path);
-  EXPECT_NE(made, nullptr);
-  return std::string(path) + (tag.empty() ? "" : "/" + tag);
+  const std::string path = testing::MakeTempDir("geeps-ckpt");
+  EXPECT_FALSE(path.empty());
+  return path + (tag.empty() ? "" : "/" + tag);
 }
 
 std::string ReadBytes(const std::string& path) {

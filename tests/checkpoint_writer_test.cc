@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "server/checkpoint.h"
+#include "temp_dirs.h"
 #include "test_util.h"
 
 namespace geeps {
@@ -22,10 +23,10 @@ using server::CheckpointWriter;
 
 constexpr uint64_t kFingerprint = 0xfeedull;
 
+// A new folder (removed when the binary exits).
 std::string TempDir() {
-  char path[] = "/tmp/geeps-ckpt-writer-XXXXXX";
-  const char* made = mkdtemp(path);
-  EXPECT_NE(made, nullptr);
+  const std::string path = testing::MakeTempDir("geeps-ckpt-writer");
+  EXPECT_FALSE(path.empty());
   return path;
 }
 

@@ -73,6 +73,9 @@ inline int FreePort() { return FreePortRange(1); }
 
 // A new, empty file /tmp/geeps-test-XXXXXX-<tag>, made here (so the name is
 // this test's alone); the test removes it or leaves it to /tmp's cleaning.
+// Child logs are left on purpose: scripts/sanitize.sh searches those made
+// during its stage for sanitizer reports of children whose exit a test
+// ignores. (Folders of checkpoints are removed: temp_dirs.h.)
 inline std::string TempFile(const std::string& tag) {
   std::string path = "/tmp/geeps-test-XXXXXX-" + tag;
   const int fd = mkstemps(path.data(), static_cast<int>(tag.size() + 1));
