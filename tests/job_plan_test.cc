@@ -257,5 +257,22 @@ INSTANTIATE_TEST_SUITE_P(
              (c.per_machine >= 0 ? std::to_string(c.per_machine) + "m" : "");
     });
 
+// The multi-process job's own endpoints, named in job_plan.cc.
+TEST(JobEndpointsTest, CoordinatorShardsAndAdvertisedAddresses) {
+  cluster::HostPort coordinator;
+  coordinator.host = "10.0.0.7";
+  coordinator.port = 29500;
+  EXPECT_EQ(cluster::CoordinatorEndpoint(coordinator), "tcp://10.0.0.7:29500");
+  EXPECT_EQ(cluster::ShardIpcPath("/run/x", 4242, 3, 1), "/run/x/geeps-4242-r3-c1.sock");
+  EXPECT_NE(cluster::ShardIpcPath("/run/x", 4242, 3, 1),
+            cluster::ShardIpcPath("/run/x", 4243, 3, 1))
+      << "two jobs' processes must not share a socket file";
+  EXPECT_EQ(cluster::ShardTcpBind("0.0.0.0", 0), "tcp://0.0.0.0:*");
+  EXPECT_EQ(cluster::ShardTcpBind("127.0.0.1", 30001), "tcp://127.0.0.1:30001");
+  EXPECT_EQ(cluster::AdvertisedEndpoint("tcp://0.0.0.0:40123", "node7"), "tcp://node7:40123");
+  EXPECT_EQ(cluster::AdvertisedEndpoint("tcp://127.0.0.1:40123", "node7"), "tcp://127.0.0.1:40123");
+  EXPECT_EQ(cluster::AdvertisedEndpoint("ipc:///run/x/a.sock", "node7"), "ipc:///run/x/a.sock");
+}
+
 }  // namespace
 }  // namespace geeps

@@ -33,6 +33,25 @@ std::string PartitionEndpoint(int shard, int channel) {
   return "inproc://geeps-shard-" + std::to_string(shard) + "-channel-" + std::to_string(channel);
 }
 
+std::string CoordinatorEndpoint(const HostPort& coordinator) {
+  return "tcp://" + FormatHostPort(coordinator);
+}
+
+std::string ShardIpcPath(const std::string& ipc_dir, int pid, int rank, int channel) {
+  return ipc_dir + "/geeps-" + std::to_string(pid) + "-r" + std::to_string(rank) + "-c" +
+         std::to_string(channel) + ".sock";
+}
+
+std::string ShardTcpBind(const std::string& host, int port) {
+  return "tcp://" + host + ":" + (port > 0 ? std::to_string(port) : "*");
+}
+
+std::string AdvertisedEndpoint(const std::string& bound, const std::string& advertise) {
+  const std::string wildcard = "tcp://0.0.0.0:";
+  if (bound.rfind(wildcard, 0) != 0) return bound;
+  return "tcp://" + advertise + ":" + bound.substr(wildcard.size());
+}
+
 EmbeddedPlan PlanEmbedded(const Config& config) {
   EmbeddedPlan plan;
   const int partitions = config.num_shards * config.num_channels;

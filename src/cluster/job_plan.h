@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "cluster/bootstrap.h"
 #include "geeps/config.h"
 #include "geeps/status.h"
 #include "transport/control_messages.h"
@@ -68,6 +69,19 @@ EmbeddedPlan PlanEmbedded(const Config& config);
 
 // The inproc:// endpoint of a partition of an embedded cluster.
 std::string PartitionEndpoint(int shard, int channel);
+
+// The endpoints of a multi-process job, also named here:
+// The coordinator's (rank 0's control socket; every rank connects to it).
+std::string CoordinatorEndpoint(const HostPort& coordinator);
+// The socket file of channel `channel` of rank `rank`'s shard, made by
+// process `pid` in `ipc_dir` (the pid keeps two jobs' files apart).
+std::string ShardIpcPath(const std::string& ipc_dir, int pid, int rank, int channel);
+// The tcp:// endpoint a shard's channel binds: `host`:`port`, or any port
+// when `port` is 0.
+std::string ShardTcpBind(const std::string& host, int port);
+// The endpoint peers connect to for one a socket reports bound: a wildcard
+// address (tcp://0.0.0.0:P) becomes `advertise`:P; others stay.
+std::string AdvertisedEndpoint(const std::string& bound, const std::string& advertise);
 
 }  // namespace geeps::cluster
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <functional>
 
+#include "cluster/job_plan.h"
 #include "common/logging.h"
 #include "common/mutex.h"
 #include "transport/routing_id.h"
@@ -61,7 +62,7 @@ StatusOr<JobLayout> Membership::Rendezvous(const PeerInfo& self, uint64_t finger
 
 StatusOr<JobLayout> Membership::RendezvousAsCoordinator(const PeerInfo& self, uint64_t fingerprint,
                                                         int channels, const ResumeChooser& choose) {
-  const std::string endpoint = "tcp://" + FormatHostPort(coordinator_);
+  const std::string endpoint = CoordinatorEndpoint(coordinator_);
   StatusOr<std::unique_ptr<transport::ControlLink>> router =
       transport::BindControlLink(*context_, endpoint, security_);  // CURVE (null: off)
   if (!router.ok()) {
@@ -119,7 +120,7 @@ void Membership::Flush(RendezvousCore::Output* out) {
 }
 
 Status Membership::AskTheCoordinatorPort(const PeerInfo& self, uint64_t fingerprint) {
-  const std::string endpoint = "tcp://" + FormatHostPort(coordinator_);
+  const std::string endpoint = CoordinatorEndpoint(coordinator_);
   StatusOr<std::unique_ptr<transport::ControlLink>> dealer =
       transport::ConnectControlLink(*context_, endpoint, routing_id_, security_);
   if (!dealer.ok()) return Status::OK();
@@ -148,7 +149,7 @@ Status Membership::AskTheCoordinatorPort(const PeerInfo& self, uint64_t fingerpr
 
 StatusOr<JobLayout> Membership::RendezvousAsPeer(const PeerInfo& self, uint64_t fingerprint,
                                                  int channels) {
-  const std::string endpoint = "tcp://" + FormatHostPort(coordinator_);
+  const std::string endpoint = CoordinatorEndpoint(coordinator_);
   StatusOr<std::unique_ptr<transport::ControlLink>> dealer =
       transport::ConnectControlLink(*context_, endpoint, routing_id_, security_);  // CURVE
   if (!dealer.ok()) {

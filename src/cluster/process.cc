@@ -294,24 +294,20 @@ Status BindShards(const Config& config, const ProcessOptions& options, int local
   for (int k = 0; k < config.num_channels; ++k) {
     std::string endpoint;
     if (options.transport == Transport::kIpc) {
-      const std::string path = options.ipc_dir + "/geeps-" + std::to_string(getpid()) + "-r" +
-                               std::to_string(s->rank) + "-c" + std::to_string(k) + ".sock";
+      const std::string path = cluster::ShardIpcPath(options.ipc_dir, getpid(), s->rank, k);
       endpoint = "ipc://" + path;
       s->ipc_files.paths.push_back(path);
     } else {
       const int port =
           options.base_port > 0 ? options.base_port + local_rank * config.num_channels + k : 0;
-      endpoint = "tcp://" + hosts.bind + ":" + (port > 0 ? std::to_string(port) : "*");
+      endpoint = cluster::ShardTcpBind(hosts.bind, port);
     }
     std::string actual;
     auto socket = transport::BindShardSocket(
         *s->context, endpoint, transport::LargestFrameBytes(config), s->security.get(), &actual);
     if (!socket.ok()) return AtRank(s->rank, socket.status());
     // A wildcard bind reports 0.0.0.0; peers connect to the advertised host.
-    const std::string wildcard = "tcp://0.0.0.0:";
-    if (actual.rfind(wildcard, 0) == 0)
-      actual = "tcp://" + hosts.advertise + ":" + actual.substr(wildcard.size());
-    self->endpoints.push_back(actual);
+    self->endpoints.push_back(cluster::AdvertisedEndpoint(actual, hosts.advertise));
     bound->push_back(std::move(socket).value());
   }
   return Status::OK();
