@@ -27,7 +27,7 @@ using testing::TrainConfig;
 
 // `tag` inside a new folder (removed when the binary exits).
 std::string MakeDir(const std::string& tag) {
-  const std::string path = testing::MakeTempDir("geeps-ckpt");
+  const std::string path = testing::MakeTempDir("ckpt");
   EXPECT_FALSE(path.empty());
   return path + "/" + tag;
 }

@@ -34,7 +34,7 @@ using testing::TrainOptions;
 
 // A new folder (removed when the binary exits), or `tag` inside one.
 std::string MakeDir(const std::string& tag) {
-  const std::string path = testing::MakeTempDir("geeps-ckpt");
+  const std::string path = testing::MakeTempDir("ckpt");
   EXPECT_FALSE(path.empty());
   return path + (tag.empty() ? "" : "/" + tag);
 }

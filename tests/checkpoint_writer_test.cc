@@ -25,7 +25,7 @@ constexpr uint64_t kFingerprint = 0xfeedull;
 
 // A new folder (removed when the binary exits).
 std::string TempDir() {
-  const std::string path = testing::MakeTempDir("geeps-ckpt-writer");
+  const std::string path = testing::MakeTempDir("ckpt-writer");
   EXPECT_FALSE(path.empty());
   return path;
 }

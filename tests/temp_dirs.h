@@ -1,11 +1,12 @@
-// Folders a test binary makes under /tmp (mkdtemp), each removed with what
-// it holds when the binary exits, whether its tests passed or not, so that
-// test runs leave nothing behind.
+// Folders tests make under /tmp: TempDir (the caller removes it), and
+// MakeTempDir, removed with what it holds when the binary exits, whether
+// its tests passed or not, so that test runs leave nothing behind.
 #ifndef GEEPS_TESTS_TEMP_DIRS_H_
 #define GEEPS_TESTS_TEMP_DIRS_H_
 
 #include <stdlib.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <mutex>
 #include <string>
@@ -14,6 +15,17 @@
 
 namespace geeps::testing {
 
+// A new, empty folder /tmp/geeps-<tag>-XXXXXX.
+inline std::string TempDir(const std::string& tag) {
+  std::string path = "/tmp/geeps-" + tag + "-XXXXXX";
+  if (mkdtemp(path.data()) == nullptr) {
+    std::perror("TempDir: mkdtemp");
+    std::abort();
+  }
+  return path;
+}
+
+// The folders of MakeTempDir, removed when the binary exits.
 class TempDirs {
  public:
   ~TempDirs() {
@@ -22,10 +34,8 @@ class TempDirs {
       std::filesystem::remove_all(dir, ignored);
     }
   }
-  // A new folder "/tmp/<prefix>-XXXXXX"; "" when mkdtemp fails.
-  std::string Make(const std::string& prefix) {
-    std::string path = "/tmp/" + prefix + "-XXXXXX";
-    if (mkdtemp(path.data()) == nullptr) return "";
+  std::string Make(const std::string& tag) {
+    std::string path = TempDir(tag);
     std::lock_guard<std::mutex> lock(mu_);
     made_.push_back(path);
     return path;
@@ -36,10 +46,10 @@ class TempDirs {
   std::vector<std::string> made_;
 };
 
-// The binary's folders (destroyed at exit).
-inline std::string MakeTempDir(const std::string& prefix) {
+// A new folder /tmp/geeps-<tag>-XXXXXX, removed when the binary exits.
+inline std::string MakeTempDir(const std::string& tag) {
   static TempDirs dirs;
-  return dirs.Make(prefix);
+  return dirs.Make(tag);
 }
 
 }  // namespace geeps::testing

@@ -39,6 +39,7 @@
 #include "geeps/embedded_cluster.h"
 #include "geeps/geeps.h"
 #include "process_util.h"
+#include "temp_dirs.h"
 
 namespace geeps::testing {
 
@@ -183,16 +184,6 @@ inline ProcessReport ReadProcessReport(const std::string& dir, int rank) {
     if (key == "pushes_deferred") r.pushes_deferred = v;
   }
   return r;
-}
-
-// A new, empty folder /tmp/geeps-<tag>-XXXXXX.
-inline std::string TempDir(const std::string& tag) {
-  std::string path = "/tmp/geeps-" + tag + "-XXXXXX";
-  if (mkdtemp(path.data()) == nullptr) {
-    std::perror("TempDir: mkdtemp");
-    std::abort();
-  }
-  return path;
 }
 
 // The names in `dir` (not "." or "..").
