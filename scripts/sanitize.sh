@@ -8,7 +8,8 @@
 #         UBSan; -fno-sanitize-recover=all): every test except label 'slow'.
 #   tsan  build-tsan, -DGEEPS_SANITIZE=thread: the concurrency tests, labels
 #         GEEPS_TSAN_LABELS (default 'cluster|multiproc|memory|security'), and the
-#         tests of device_test and async_host_test.
+#         tests of device_test and async_host_test; it builds only those
+#         (the labels' geeps_tests_<label> targets and the two binaries).
 # Both build type Debug with the flags "-O1 -g1" (GEEPS_SANITIZE_BUILD_TYPE,
 # GEEPS_SANITIZE_CXX_FLAGS, which replace CMAKE_CXX_FLAGS_<TYPE>): assertions
 # on, line tables for the reports' stacks, and a shorter compile than -O2 or
@@ -51,8 +52,10 @@ asan_re='ERROR: (Address|Leak)Sanitizer|SUMMARY: (Address|Leak|UndefinedBehavior
 tsan_re='(WARNING|ERROR): ThreadSanitizer|SUMMARY: ThreadSanitizer'
 report_re="$asan_re|$tsan_re"
 
-build() {  # build <dir> <sanitizers>
-  local dir="$1" san="$2"
+build() {  # build <dir> <sanitizers> [target...]: no target = all
+  local dir="$1" san="$2" t targets=()
+  shift 2
+  for t in "$@"; do targets+=(--target "$t"); done
   echo "sanitize.sh: building $dir (-DGEEPS_SANITIZE=$san, $build_type, $cxx_flags)"
   cmake -S . -B "$dir" -G Ninja \
     -DCMAKE_BUILD_TYPE="$build_type" \
@@ -61,7 +64,7 @@ build() {  # build <dir> <sanitizers>
     -DGEEPS_BUILD_TESTS=ON -DGEEPS_BUILD_EXAMPLES=ON -DGEEPS_BUILD_BENCHMARKS=OFF \
     -DGEEPS_BUILD_FUZZERS=OFF
   local start=$SECONDS
-  cmake --build "$dir" -j "$jobs"
+  cmake --build "$dir" -j "$jobs" "${targets[@]}"
   echo "sanitize.sh: built $dir in $((SECONDS - start)) s"
 }
 
@@ -111,7 +114,10 @@ for stage in $stages; do
       ;;
     tsan)
       report_re="$tsan_re"
-      build build-tsan thread
+      # Only what this stage runs: each label's test binaries (the
+      # geeps_tests_<label> targets of tests/CMakeLists.txt) and the two below.
+      build build-tsan thread $(tr '|' '\n' <<<"$tsan_labels" | sed 's/^/geeps_tests_/') \
+        device_test async_host_test
       run_ctest build-tsan -L "$tsan_labels" || status=1
       # The suites of device_test and async_host_test: the unit tests of the
       # device backends' streams and events.
