@@ -330,5 +330,72 @@ TEST(OpaquePointerClusterTest, EnvironmentVariableTurnsTheModeOn) {
   }
 }
 
+// GeePS::HostAddress: where host code reads and writes a buffer in place
+// (the libtorch adapter's tensors over the worker's buffers). With and
+// without opaque pointers: the alias reaches the buffer's memory (what
+// CopyToHost sees, and writes through it reach the servers); in the
+// no-alias mode, as on CUDA, there is none; nor before the device exists.
+TEST(HostAddressTest, ReachesEveryReturnedBufferWhereTheHostMay) {
+  testing::ScopedEnv no_alias("GEEPS_HOST_NO_ALIAS", nullptr);  // whatever the test mode
+  testing::ScopedEnv env_opaque("GEEPS_HOST_OPAQUE_POINTERS", nullptr);
+  for (const bool opaque : {false, true}) {
+    Config c = OneWorkerConfig();
+    c.host_opaque_device_pointers = opaque;
+    auto cluster = EmbeddedCluster::Start(c);
+    ASSERT_OK(cluster.status());
+    GeePS& ps = *(*cluster)->worker(0);
+    float some = 1.0f;
+    EXPECT_EQ(ps.HostAddress(&some), nullptr) << "before FinishVirtualIteration";
+    ReadHandle r;
+    UpdateHandle u;
+    LocalHandle l;
+    ASSERT_OK(StartOneWorker(ps, &r, &u, &l));
+    EXPECT_EQ(ps.HostAddress(static_cast<float*>(nullptr)), nullptr);
+    float* last_delta = nullptr;
+    for (int clock = 0; clock < 2; ++clock) {
+      auto read = ps.Read(r);
+      ASSERT_OK(read.status());
+      const float* rh = ps.HostAddress(*read);
+      ASSERT_NE(rh, nullptr) << "opaque=" << opaque;
+      EXPECT_EQ(rh == *read, !opaque);
+      // Clock 1 reads what clock 0 wrote in place into its update buffer.
+      for (int k = 0; k < 20; ++k) ASSERT_EQ(rh[k], static_cast<float>(clock * k)) << k;
+      ASSERT_OK(ps.PostRead(r));
+      auto delta = ps.PreUpdate(u);
+      ASSERT_OK(delta.status());
+      float* d = ps.HostAddress(*delta);
+      ASSERT_NE(d, nullptr);
+      EXPECT_EQ(d[2], 0.0f) << "a zeroed buffer, seen in place";
+      for (int k = 0; k < 20; ++k) d[k] = static_cast<float>(k);
+      ASSERT_OK(ps.Update(u));
+      last_delta = *delta;
+      auto local = ps.LocalAccess(l);
+      ASSERT_OK(local.status());
+      float* lh = ps.HostAddress(*local);
+      ASSERT_NE(lh, nullptr);
+      lh[3] = 7.5f;
+      std::vector<float> back(4);
+      ASSERT_OK(ps.CopyToHost(back.data(), *local, back.size()));
+      EXPECT_EQ(back[3], 7.5f) << "a write in place is what the device holds";
+      ASSERT_OK(ps.PostLocalAccess(l));
+      ASSERT_OK(ps.Clock());
+    }
+    ASSERT_OK(ps.Shutdown());
+    EXPECT_EQ(ps.HostAddress(last_delta), nullptr) << "after Shutdown";
+  }
+  no_alias.Set("1");
+  auto cluster = EmbeddedCluster::Start(OneWorkerConfig());
+  ASSERT_OK(cluster.status());
+  GeePS& ps = *(*cluster)->worker(0);
+  ReadHandle r;
+  UpdateHandle u;
+  LocalHandle l;
+  ASSERT_OK(StartOneWorker(ps, &r, &u, &l));
+  auto read = ps.Read(r);
+  ASSERT_OK(read.status());
+  EXPECT_EQ(ps.HostAddress(*read), nullptr) << "no host alias, as on CUDA";
+  ASSERT_OK(ps.PostRead(r));
+}
+
 }  // namespace
 }  // namespace geeps

@@ -140,6 +140,18 @@ class GEEPS_EXPORT GeePS {
   // Blocks until everything enqueued on compute_stream() has run; returns
   // the first error of the worker's own operations there, if any.
   Status SynchronizeComputeStream();
+  // Where host code may read and write a buffer this worker returned (Read,
+  // PreUpdate, LocalAccess) in place, with no CopyToHost / CopyFromHost: on
+  // the host backend, the buffer's own memory (with opaque device pointers,
+  // its translation); nullptr where the host cannot reach device memory
+  // (CUDA, the host backend's no-alias test mode), before
+  // FinishVirtualIteration, after Shutdown, and for nullptr. Host code on
+  // it keeps the contract above like a kernel: the buffer is ready when the
+  // call that returned it returns, and the host's work must be done before
+  // PostRead, Update or PostLocalAccess. Application thread only. (The
+  // libtorch adapter of examples/torch makes tensors over it: no copy.)
+  const float* HostAddress(const float* buffer) const;
+  float* HostAddress(float* buffer) const;
 
   // ---- Phase 1: the virtual iteration -------------------------------------
   // Records a read of `rows` of shared table `table` with staleness at most

@@ -65,6 +65,10 @@ Status GeePS::EnqueueHostWork(std::function<void()> work) {
   return impl_->EnqueueHostWork(std::move(work));
 }
 Status GeePS::SynchronizeComputeStream() { return impl_->SynchronizeComputeStream(); }
+const float* GeePS::HostAddress(const float* buffer) const { return impl_->HostAddress(buffer); }
+float* GeePS::HostAddress(float* buffer) const {
+  return const_cast<float*>(impl_->HostAddress(buffer));
+}
 Status GeePS::Sync() { return impl_->Sync(); }
 Status GeePS::CopyRows(TableId table, const std::vector<RowIndex>& rows, float* out) {
   return impl_->CopyRows(table, rows, out);

@@ -523,6 +523,12 @@ Status Worker::SynchronizeComputeStream() {
   return device_->Synchronize(stream_.get());
 }
 
+const float* Worker::HostAddress(const float* buffer) {
+  common::MutexLock api_lock(&api_mu_);
+  if (buffer == nullptr || !CheckDeviceReady("HostAddress").ok()) return nullptr;
+  return static_cast<const float*>(device_->HostAlias(buffer));
+}
+
 Status Worker::Clock() {
   common::MutexLock api_lock(&api_mu_);
   GEEPS_RETURN_IF_ERROR(Expect(OpType::kClock, -1, 0, "Clock"));

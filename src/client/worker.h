@@ -81,6 +81,8 @@ class Worker {
   Status CopyFromHost(float* device_buffer, const float* host, size_t floats);
   Status EnqueueHostWork(std::function<void()> work);
   Status SynchronizeComputeStream();
+  // GeePS::HostAddress: the device's host alias of `buffer`, or nullptr.
+  const float* HostAddress(const float* buffer);
 
   Status Sync();
   Status CopyRows(TableId table, const std::vector<RowIndex>& rows, float* out);
