@@ -137,6 +137,9 @@ declare -a origins=()  # build-relative path of every bundled binary
 tests=()
 for f in "$build_abs"/tests/*"[1]_tests.cmake"; do
   name="$(basename "$f" "[1]_tests.cmake")"
+  # The libtorch tests stay out: libtorch alone is several times the
+  # bundle's 48 MiB, and its Debian build has no CUDA.
+  [[ "$name" == torch_* ]] && continue
   if [[ -x "$build_abs/tests/$name" ]]; then tests+=("$name"); fi
 done
 ((${#tests[@]} > 0)) || die "no gtest_discover_tests files in $build_dir/tests"

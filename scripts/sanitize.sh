@@ -62,7 +62,7 @@ build() {  # build <dir> <sanitizers> [target...]: no target = all
     -DCMAKE_CXX_FLAGS_"${build_type^^}"="$cxx_flags" \
     -DGEEPS_SANITIZE="$san" \
     -DGEEPS_BUILD_TESTS=ON -DGEEPS_BUILD_EXAMPLES=ON -DGEEPS_BUILD_BENCHMARKS=OFF \
-    -DGEEPS_BUILD_FUZZERS=OFF
+    -DGEEPS_BUILD_FUZZERS=OFF -DGEEPS_WITH_TORCH=OFF
   local start=$SECONDS
   cmake --build "$dir" -j "$jobs" "${targets[@]}"
   echo "sanitize.sh: built $dir in $((SECONDS - start)) s"

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs the Debian packages that libgeeps needs to build, test and run its
 # examples. Idempotent: returns at once when all of them are installed.
-# As root it uses apt-get; otherwise sudo where there is one.
+# As root it uses apt-get; otherwise sudo where there is one. Packages given
+# as arguments are installed too (scripts/run-torch-example.sh adds
+# libtorch-dev, which nothing else needs).
 set -euo pipefail
 
 PACKAGES=(
@@ -23,6 +25,7 @@ PACKAGES=(
   clang-tidy                        # scripts/check-tidy.sh (.ci/run's tidy stage)
   patchelf xz-utils                 # scripts/gpu-bundle.sh (RUNPATHs, compressed libraries)
 )
+PACKAGES+=("$@")
 
 if ! command -v dpkg-query >/dev/null 2>&1; then
   echo "setup.sh: no dpkg-query: this script expects Debian 12 (bookworm)." >&2
