@@ -193,10 +193,8 @@ class Trainer {
   geeps::Status Bind(Param& p) {
     const float* host = ps_.HostAddress(p.read.data);
     zero_copy_ = host != nullptr;
-    if (host == nullptr) {
-      p.tensor.set_data(p.owned);
+    if (host == nullptr)  // the parameter is its own storage here (see Run, Iterate)
       return ps_.CopyToHost(p.owned.data_ptr<float>(), p.read.data, p.owned.numel());
-    }
     return Guarded(
         [&] {
           p.tensor.set_data(

@@ -187,9 +187,8 @@ int RunEmbedded(const Options& o, const fmnist::Dataset& train, const fmnist::Da
   std::vector<TorchNet> nets = MakeNets(o, o.workers);
   geeps::Config config;
   config.tables = geeps_torch::TablesFor(*nets[0]);
-  config.num_workers = o.workers;
   geeps::Status s = geeps::ApplyEnvironment(&config);
-  config.num_workers = o.workers;
+  config.num_workers = o.workers;  // one worker per net, whatever GEEPS_NUM_WORKERS says
   auto cluster = s.ok() ? geeps::EmbeddedCluster::Start(config)
                         : geeps::StatusOr<std::unique_ptr<geeps::EmbeddedCluster>>(s);
   if (!cluster.ok()) {
