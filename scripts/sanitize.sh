@@ -13,7 +13,9 @@
 # Both build type Debug with the flags "-O1 -g1" (GEEPS_SANITIZE_BUILD_TYPE,
 # GEEPS_SANITIZE_CXX_FLAGS, which replace CMAKE_CXX_FLAGS_<TYPE>): assertions
 # on, line tables for the reports' stacks, and a shorter compile than -O2 or
-# full -g (docs/reliability.md).
+# full -g (docs/reliability.md). Both without the CUDA backend
+# (-DGEEPS_WITH_CUDA=OFF): with no GPU its tests skip, and the plain build's
+# tests already run its no-GPU errors; nvcc's share of each build is saved.
 #
 # Reports: tests/CMakeLists.txt gives each test ASAN_OPTIONS or TSAN_OPTIONS
 # (halt_on_error=1, tests/tsan.supp); a report makes the process exit
@@ -24,14 +26,15 @@
 # (geeps-*), and fails if it finds one.
 #
 #   GEEPS_JOBS        build jobs (default 2)
-#   GEEPS_TEST_JOBS   ctest -j (default 2)
+#   GEEPS_TEST_JOBS   ctest -j (default 4, as scripts/test.sh: the tests
+#                     mostly wait; ASan's suite took 104 s at -j4, 182 s at -j2)
 #   GEEPS_TEST_EXCLUDE label regex left out of the asan stage (default: slow)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 stages="${GEEPS_SANITIZE_STAGES:-asan tsan}"
 jobs="${GEEPS_JOBS:-2}"
-test_jobs="${GEEPS_TEST_JOBS:-2}"
+test_jobs="${GEEPS_TEST_JOBS:-4}"
 build_type="${GEEPS_SANITIZE_BUILD_TYPE:-Debug}"
 cxx_flags="${GEEPS_SANITIZE_CXX_FLAGS:--O1 -g1}"
 tsan_labels="${GEEPS_TSAN_LABELS:-cluster|multiproc|memory|security}"
@@ -62,7 +65,7 @@ build() {  # build <dir> <sanitizers> [target...]: no target = all
     -DCMAKE_CXX_FLAGS_"${build_type^^}"="$cxx_flags" \
     -DGEEPS_SANITIZE="$san" \
     -DGEEPS_BUILD_TESTS=ON -DGEEPS_BUILD_EXAMPLES=ON -DGEEPS_BUILD_BENCHMARKS=OFF \
-    -DGEEPS_BUILD_FUZZERS=OFF -DGEEPS_WITH_TORCH=OFF
+    -DGEEPS_BUILD_FUZZERS=OFF -DGEEPS_WITH_TORCH=OFF -DGEEPS_WITH_CUDA=OFF
   local start=$SECONDS
   cmake --build "$dir" -j "$jobs" "${targets[@]}"
   echo "sanitize.sh: built $dir in $((SECONDS - start)) s"

@@ -26,6 +26,7 @@
 # Every mode leaves out ForeignTrafficTest (label security): its four 20 s
 # sprays test who gets past a handshake, which no device mode changes; the
 # plain run and the sanitizer runs have them.
+# GEEPS_TEST_JOBS: tests run at once (default 4, as scripts/test.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -37,7 +38,7 @@ run() {  # run <VAR=value...> -- <ctest args>...
   while [[ "$1" != -- ]]; do settings+=("$1"); shift; done
   shift
   echo "test-modes.sh: ${settings[*]} ctest $*"
-  env "${settings[@]}" ctest --test-dir "$build_dir" --output-on-failure -j2 --no-tests=error "$@"
+  env "${settings[@]}" ctest --test-dir "$build_dir" --output-on-failure -j "${GEEPS_TEST_JOBS:-4}" --no-tests=error "$@"
 }
 for mode in $modes; do
   settings=()
