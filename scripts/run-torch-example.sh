@@ -22,7 +22,7 @@ build_dir="${GEEPS_TORCH_BUILD_DIR:-build-torch}"
 if [[ "${1:-}" == --test ]]; then
   GEEPS_BUILD_DIR="$build_dir" GEEPS_BUILD_TARGETS=geeps_tests_torch bash scripts/build.sh \
     -DGEEPS_WITH_TORCH=ON -DGEEPS_BUILD_EXAMPLES=ON -DGEEPS_BUILD_TESTS=ON
-  exec ctest --test-dir "$build_dir" -L torch --output-on-failure --no-tests=error
+  exec ctest --test-dir "$build_dir" -L torch --output-on-failure -j "${GEEPS_TEST_JOBS:-4}" --no-tests=error
 fi
 cuda=OFF
 if command -v nvidia-smi >/dev/null 2>&1 && grep -q '^GPU' <<<"$(nvidia-smi -L 2>/dev/null)"; then
