@@ -193,13 +193,14 @@ Status AllocationTable::CheckRange(const char* op, const char* arg, const void* 
 }
 
 StatusOr<void*> AllocationTable::AlignedAlloc(size_t bytes) {
-  constexpr size_t kAlign = HostDevice::kAlignment;
-  if (bytes > SIZE_MAX - kAlign) {
+  const size_t align =
+      bytes >= HostDevice::kPageAlignedFrom ? HostDevice::kPageBytes : HostDevice::kAlignment;
+  if (bytes > SIZE_MAX - align) {
     return ResourceExhaustedError("host device: cannot allocate " + std::to_string(bytes) +
                                   " bytes");
   }
-  const size_t rounded = (std::max<size_t>(bytes, 1) + kAlign - 1) & ~(kAlign - 1);
-  void* p = std::aligned_alloc(kAlign, rounded);
+  const size_t rounded = (std::max<size_t>(bytes, 1) + align - 1) & ~(align - 1);
+  void* p = std::aligned_alloc(align, rounded);
   if (p == nullptr) {
     return ResourceExhaustedError(
         "host device: out of host memory "

@@ -80,8 +80,9 @@ class AllocationTable {
     return reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(p) + offset_);
   }
 
-  // Rounds up to HostDevice::kAlignment; a 0-byte block still gets a
-  // distinct address.
+  // Rounds up to HostDevice::kAlignment (to a page from
+  // HostDevice::kPageAlignedFrom bytes, and starts there); a 0-byte block
+  // still gets a distinct address.
   static StatusOr<void*> AlignedAlloc(size_t bytes);
 
   // The ordinal of another device's table (other than this one's) with a

@@ -67,6 +67,13 @@ class HostDevice final : public Device {
  public:
   // Alignment of every block Allocate() and AllocatePinned() return.
   static constexpr size_t kAlignment = 64;
+  // Blocks of at least this many bytes start on a page (kPageBytes), as
+  // cudaMalloc's and cudaHostAlloc's do: a large block at 64 bytes into a
+  // page, where the C library's aligned_alloc puts it, made the kernel's
+  // copy of a lent update from it 2.5x slower on one machine
+  // (docs/performance.md, "Where the 16 MiB gap goes").
+  static constexpr size_t kPageAlignedFrom = size_t{64} << 10;
+  static constexpr size_t kPageBytes = 4096;
   // Device address - host address of a block in the opaque-pointer mode.
   // User addresses are below 2^56, so the sum has bit 62 set and bit 63
   // clear: non-canonical on x86-64 (#GP, SIGSEGV). On AArch64 (user
