@@ -27,10 +27,14 @@ struct JobStats {
   ShardStats shard;
 };
 
+// Messages in separate frames unless `pack_below_bytes` is given: most of
+// these tests count the passes of pushes sent from the rows themselves.
 JobStats RunOne(bool read_my_writes, uint64_t device_memory_budget = 0,
-                uint64_t pipeline_part_bytes = 0, bool zeroed = true) {
+                uint64_t pipeline_part_bytes = 0, bool zeroed = true,
+                uint64_t pack_below_bytes = 0) {
   Config c;
   c.pipeline_part_bytes = pipeline_part_bytes;
+  c.pack_below_bytes = pack_below_bytes;
   c.device_memory_budget = device_memory_budget;
   c.num_workers = 1;
   c.tables = {{"W", kRows, kWidth}};
@@ -121,6 +125,23 @@ TEST(DataPathStatsTest, DirectUpdatesAndReadsInPlaceSkipTheirPasses) {
 
 TEST(DataPathStatsTest, WithoutAHostAliasADirectUpdateIsCopiedIntoItsSlotOnce) {
   ExpectDirectUpdatesAndReadsInPlace(/*host_alias=*/false);
+}
+
+// Under Config::pack_below_bytes (the default's 16 KiB; V is 2 KiB here)
+// each message is copied into one frame: the update once on the worker
+// (counted as packed), the push once on the shard, nothing sent from the
+// buffers or rows themselves; the sums stay exact (RunOne checks each read).
+TEST(DataPathStatsTest, SmallMessagesArePackedWithOneCopyEach) {
+  const JobStats run =
+      RunOne(/*read_my_writes=*/false, 0, 0, /*zeroed=*/true, Config().pack_below_bytes);
+  const DataPathBytes& p = run.worker.data_path;
+  ASSERT_EQ(run.worker.updates_direct, kIterations);
+  EXPECT_EQ(p.pack, kIterations * kV);
+  EXPECT_EQ(p.to_slot, 0);
+  EXPECT_EQ(run.shard.apply_bytes, kIterations * kV);
+  EXPECT_EQ(run.shard.push_zero_copy_bytes, 0);
+  EXPECT_EQ(run.shard.push_copy_bytes, run.shard.pushes_sent * kV);
+  EXPECT_EQ(p.install, run.worker.pushes_installed * kV);
 }
 
 // A push in parts (pipelined, 8 parts per clock here) is written into the

@@ -778,6 +778,35 @@ TEST_F(HostDeviceTest, LargeBlocksStartOnAPage) {
   EXPECT_EQ(device_->bytes_in_use(), 0u);
 }
 
+// A copy on an idle stream runs at once in the caller (no task made of
+// it); behind other work it waits its turn like any enqueued operation.
+TEST_F(HostDeviceTest, ACopyRunsAtOnceOnlyOnAnIdleStream) {
+  constexpr size_t kFloats = 1024;
+  StatusOr<void*> d = device_->Allocate(kFloats * sizeof(float));
+  ASSERT_TRUE(d.ok()) << d.status();
+  const auto* alias = static_cast<const float*>(device_->HostAlias(*d));
+  ASSERT_NE(alias, nullptr);
+  std::vector<float> ones(kFloats, 1.0f), twos(kFloats, 2.0f);
+  ASSERT_OK(device_->Copy(*d, ones.data(), kFloats * sizeof(float), CopyKind::kHostToDevice,
+                          stream_.get()));
+  EXPECT_EQ(alias[kFloats - 1], 1.0f);  // done on return, before any Synchronize
+  std::atomic<bool> go{false};
+  ASSERT_OK(device_->HostFunction(
+      [&go] {
+        while (!go.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      },
+      stream_.get()));
+  ASSERT_OK(device_->Copy(*d, twos.data(), kFloats * sizeof(float), CopyKind::kHostToDevice,
+                          stream_.get()));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(alias[0], 1.0f) << "the copy ran before the work queued ahead of it";
+  go.store(true);
+  ASSERT_OK(device_->Synchronize(stream_.get()));
+  EXPECT_EQ(alias[0], 2.0f);
+  EXPECT_EQ(alias[kFloats - 1], 2.0f);
+  device_->Free(*d);
+}
+
 TEST_F(HostDeviceTest, FreeOfUnknownPointerIsIgnored) {
   int on_stack = 0;
   StatusOr<void*> p = device_->Allocate(128);

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -140,6 +141,46 @@ TEST(HeaderFrameTest, HoldsTheHeaderEncoded) {
   EncodeHeader(h, expected);
   EXPECT_EQ(std::string(static_cast<const char*>(f.data()), f.size()),
             std::string(expected, kHeaderBytes));
+}
+
+// A packed frame decodes to its header (flagged), rows and values, whether
+// the values were given or written at PackedPayload afterwards.
+TEST(PackedFrameTest, DecodesToWhatWasPacked) {
+  WireHeader h;
+  h.type = static_cast<uint16_t>(MsgType::kUpdate);
+  h.clock = 3;
+  h.row_count = 2;
+  h.row_width = 3;
+  const uint64_t rows[] = {5, 9};
+  const float values[] = {1, 2, 3, 4, 5, 6};
+  for (bool given : {true, false}) {
+    SCOPED_TRACE(given);
+    Frame f = PackedFrame(h, rows, sizeof(rows), given ? values : nullptr, sizeof(values));
+    if (!given) std::memcpy(PackedPayload(f, sizeof(rows)), values, sizeof(values));
+    ASSERT_EQ(f.size(), kHeaderBytes + sizeof(rows) + sizeof(values));
+    const FrameView view{f.data(), f.size()};
+    StatusOr<DecodedMessage> m = DecodeFrames(&view, 1);
+    ASSERT_TRUE(m.ok()) << m.status();
+    EXPECT_EQ(m->header.flags, kFlagPacked);
+    EXPECT_EQ(m->header.clock, 3);
+    EXPECT_EQ(m->RowAt(0), 5u);
+    EXPECT_EQ(m->RowAt(1), 9u);
+    EXPECT_EQ(std::memcmp(m->payload, values, sizeof(values)), 0);
+  }
+}
+
+TEST(PackedFrameTest, PacksOnlyWhatIsUnderTheLimitAndNotAHeaderAlone) {
+  struct Case {
+    uint64_t rows, values, below;
+    bool packs;
+  };
+  for (const Case& c :
+       {Case{0, 0, 16384, false}, Case{8, 4096, 16384, true},
+        Case{0, 16384 - kHeaderBytes - 1, 16384, true}, Case{0, 16384 - kHeaderBytes, 16384, false},
+        Case{8, 4096, 0, false}, Case{8, 0, 16384, true}}) {
+    EXPECT_EQ(Packs(c.rows, c.values, c.below), c.packs)
+        << c.rows << " + " << c.values << " under " << c.below;
+  }
 }
 
 }  // namespace

@@ -59,10 +59,13 @@ struct Got {
 // DEALER sockets connected to it as workers 0, 1, ... Members are destroyed
 // in reverse: sockets, shard, context, directory.
 struct Rig {
-  Rig(const Config& c, int workers, bool inproc = false) : config(c) {
+  // Pushes in separate frames (pack_below_bytes 0): the rig reads the
+  // payload frame, and the tests look at the holds of pushes sent from the
+  // rows themselves.
+  Rig(const Config& c, int workers, bool inproc = false) : config(Unpacked(c)) {
     endpoint = inproc ? "inproc://resync-shard" : "ipc://" + dir.path() + "/shard";
     testing::g_context = &ctx;
-    shard = std::make_unique<server::ShardChannel>(&ctx, c, 0, endpoint);
+    shard = std::make_unique<server::ShardChannel>(&ctx, config, 0, endpoint);
     started = shard->Start();
     for (int r = 0; r < workers; ++r) sockets.push_back(Connect(r));
   }
@@ -106,6 +109,11 @@ struct Rig {
       std::memcpy(g.values.data(), frames[1].data(), frames[1].size());
     }
     return g;
+  }
+
+  static Config Unpacked(Config c) {
+    c.pack_below_bytes = 0;
+    return c;
   }
 
   Config config;

@@ -79,6 +79,7 @@ TEST(ShardPushTest, UpdatesNeverWriteRowsThatAPushStillHolds) {
   Config c;
   c.num_workers = 1;
   c.tables = {{"t", 4, 2}};
+  c.pack_below_bytes = 0;  // the push in frames of its own, its payload the rows
   testing::ShardRig rig(c, "inproc://shard-push-hold", 1);
   ASSERT_OK(rig.started);
   server::ShardChannel& shard = rig.shard;
@@ -120,6 +121,7 @@ TEST(ShardPushTest, EarlyPushPartsLeaveBeforeTheLastUpdatePartAndStayIntact) {
   c.num_workers = 2;
   c.tables = {{"t", 8, 16}};    // 64-byte rows
   c.pipeline_part_bytes = 128;  // an early part once two rows are ready
+  c.pack_below_bytes = 0;       // parts in frames of their own, payloads the rows
   zmq::context_t ctx;
   testing::g_context = &ctx;
   server::ShardChannel shard(&ctx, c, 0, "inproc://shard-push-early");

@@ -3,6 +3,9 @@
 #ifndef GEEPS_TESTS_SHARD_WIRE_UTIL_H_
 #define GEEPS_TESTS_SHARD_WIRE_UTIL_H_
 
+#include <gtest/gtest.h>
+
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -99,11 +102,18 @@ inline bool RecvFrames(zmq::socket_t& s, std::vector<zmq::message_t>* frames) {
 inline std::vector<float> RecvPush(zmq::socket_t& s, int64_t* clock) {
   std::vector<zmq::message_t> frames;
   if (!RecvFrames(s, &frames)) return {};
-  WireHeader h;
-  std::memcpy(&h, frames[0].data(), sizeof(h));
-  *clock = h.clock;
-  std::vector<float> out(frames.size() > 1 ? frames[1].size() / 4 : 0);
-  if (!out.empty()) std::memcpy(out.data(), frames[1].data(), frames[1].size());
+  // Decoded as a worker does: separate frames, or packed into one.
+  transport::FrameView views[3];
+  const size_t count = std::min<size_t>(frames.size(), 3);
+  for (size_t i = 0; i < count; ++i) views[i] = {frames[i].data(), frames[i].size()};
+  StatusOr<transport::DecodedMessage> m = transport::DecodeFrames(views, count);
+  if (!m.ok()) {
+    ADD_FAILURE() << "a push that does not decode: " << m.status();
+    return {};
+  }
+  *clock = m->header.clock;
+  std::vector<float> out(m->header.row_count * m->header.row_width);
+  if (!out.empty()) std::memcpy(out.data(), m->payload, out.size() * sizeof(float));
   return out;
 }
 

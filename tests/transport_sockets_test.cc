@@ -342,10 +342,15 @@ TEST(RoutingIdTest, JobTokens) {
 
 // The frame limit follows the job: the largest part of a shared table
 // (its rows' indexes or values), not the 1 GiB default of
-// max_message_bytes.
+// max_message_bytes; a packed message (under pack_below_bytes, header,
+// indexes and values in one frame) raises it to that size.
 TEST(FrameLimitTest, LargestFrameFollowsTheJob) {
   Config c;
   c.tables = {{"small", 100, 4}};
+  EXPECT_EQ(LargestFrameBytes(c), c.pack_below_bytes + kFrameSlackBytes);
+  c.pack_below_bytes = 1024;  // the small table's whole update: 56 + 800 + 1600 bytes unpacked
+  EXPECT_EQ(LargestFrameBytes(c), 100 * 16 + kFrameSlackBytes);
+  c.pack_below_bytes = 0;
   EXPECT_EQ(LargestFrameBytes(c), 100 * 16 + kFrameSlackBytes);
   c.tables.push_back({"narrow", 1000, 1});  // indexes (8 bytes) outweigh values
   EXPECT_EQ(LargestFrameBytes(c), 1000 * 8 + kFrameSlackBytes);

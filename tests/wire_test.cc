@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <functional>
 #include <random>
 #include <vector>
 
@@ -121,7 +122,7 @@ TEST(WireTest, FlagsAllowedPerType) {
       {kFlagReadOrder, true, false},
       {kFlagCheckpoint | kFlagReadOrder, true, false},
       {1u << 1, false, false},
-      {1u << 6, false, false},
+      {1u << 7, false, false},
       {kFlagReadOrder | (1u << 31), false, false},
   };
   for (const Case& c : cases) {
@@ -235,6 +236,104 @@ TEST(WireTest, RejectsEveryBadField) {
   d = dup.Decode();
   ASSERT_TRUE(d.ok());
   EXPECT_FALSE(ValidateRows(*d, 0, 10).ok());
+}
+
+// `m` packed (kFlagPacked): its frames back to back in one.
+Msg Packed(const Msg& m) {
+  WireHeader h = HeaderOf(m);
+  h.flags |= kFlagPacked;
+  std::vector<unsigned char> all(kHeaderBytes);
+  EncodeHeader(h, all.data());
+  for (size_t i = 1; i < m.frames.size(); ++i)
+    all.insert(all.end(), m.frames[i].begin(), m.frames[i].end());
+  Msg p;
+  p.frames.push_back(std::move(all));
+  return p;
+}
+
+Msg WithType(Msg m, MsgType type, bool drop_rows, bool drop_payload) {
+  WireHeader h = HeaderOf(m);
+  h.type = static_cast<uint16_t>(type);
+  SetHeader(m, h);
+  if (drop_payload) m.frames.pop_back();
+  if (drop_rows) m.frames.erase(m.frames.begin() + 1);
+  return m;
+}
+
+// Each type with rows or values decodes packed as it does in frames of its
+// own: the same header (but the flag), rows and values.
+TEST(WireTest, PackedMessagesDecodeAsTheirFrames) {
+  Msg update = MakeUpdate({4, 7, 9}, 5);
+  for (size_t i = 0; i < update.frames[2].size(); ++i)
+    update.frames[2][i] = static_cast<unsigned char>(i);
+  const Msg cases[] = {update, WithType(update, MsgType::kSubscribe, false, true),
+                       WithType(update, MsgType::kPush, true, false), MakeUpdate({}, 5)};
+  for (const Msg& c : cases) {
+    Msg separate = c;
+    if (HeaderOf(c).row_count == 0) separate.frames.resize(1);
+    SCOPED_TRACE(MsgTypeName(static_cast<MsgType>(HeaderOf(c).type)));
+    auto a = separate.Decode();
+    auto b = Packed(separate).Decode();
+    ASSERT_TRUE(a.ok()) << a.status();
+    ASSERT_TRUE(b.ok()) << b.status();
+    EXPECT_EQ(b->header.flags, a->header.flags | kFlagPacked);
+    EXPECT_EQ(b->type, a->type);
+    EXPECT_EQ(b->header.row_count, a->header.row_count);
+    EXPECT_EQ(b->rows == nullptr, a->rows == nullptr);
+    EXPECT_EQ(b->payload == nullptr, a->payload == nullptr);
+    for (uint64_t r = 0; a->rows != nullptr && r < a->header.row_count; ++r)
+      EXPECT_EQ(b->RowAt(r), a->RowAt(r));
+    const size_t values = a->header.row_count * a->header.row_width * sizeof(float);
+    if (a->payload != nullptr) EXPECT_EQ(std::memcmp(a->payload, b->payload, values), 0);
+  }
+}
+
+TEST(WireTest, MalformedPackedMessagesAreRejected) {
+  const Msg good = Packed(MakeUpdate({1, 2}, 3));
+  ASSERT_TRUE(good.Decode().ok());
+  struct Case {
+    const char* what;
+    std::function<void(Msg&)> change;
+  };
+  auto set_header = [](Msg& m, const std::function<void(WireHeader&)>& f) {
+    WireHeader h = HeaderOf(m);
+    f(h);
+    EncodeHeader(h, m.frames[0].data());
+  };
+  const Case cases[] = {
+      {"one byte short", [](Msg& m) { m.frames[0].pop_back(); }},
+      {"one byte long", [](Msg& m) { m.frames[0].push_back(0); }},
+      {"a second frame",
+       [](Msg& m) {
+         m.frames.push_back({0, 0, 0, 0});
+       }},
+      {"more rows than bytes",
+       [&](Msg& m) { set_header(m, [](WireHeader& h) { ++h.row_count; }); }},
+      {"row_count overflows",
+       [&](Msg& m) { set_header(m, [](WireHeader& h) { h.row_count = ~0ull / 8; }); }},
+      {"rows and values past 2^64",
+       [&](Msg& m) {
+         set_header(m, [](WireHeader& h) {
+           h.row_count = 1ull << 58;
+           h.row_width = 15;
+         });
+       }},
+      {"a packed Resync",
+       [&](Msg& m) {
+         m.frames[0].resize(kHeaderBytes);
+         set_header(m, [](WireHeader& h) {
+           h.type = static_cast<uint16_t>(MsgType::kResync);
+           h.row_count = 0;
+         });
+       }},
+      {"a header alone longer than a header, unpacked",
+       [&](Msg& m) { set_header(m, [](WireHeader& h) { h.flags &= ~kFlagPacked; }); }},
+  };
+  for (const Case& c : cases) {
+    Msg m = good;
+    c.change(m);
+    EXPECT_FALSE(m.Decode().ok()) << c.what;
+  }
 }
 
 TEST(WireTest, RandomBytesNeverCrash) {

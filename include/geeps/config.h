@@ -163,6 +163,15 @@ struct Config {
   // (a shard pushes early only with it set).
   uint64_t pipeline_part_bytes = 0;
 
+  // A message (or part) smaller than this travels as one frame holding its
+  // header, rows and values (the wire's packed form), copied there: for a
+  // few KiB that costs less than ZeroMQ's work per extra frame and a lent
+  // buffer's release (docs/performance.md, "4 KiB"). Larger ones go as
+  // separate frames, their values sent without a copy where they can be.
+  // 0: never packed. At most 1 MiB. Every rank of a job must agree (it
+  // bounds the largest frame a receiver accepts).
+  uint64_t pack_below_bytes = 16 * 1024;
+
   // Pushes in the order of need (docs/architecture.md): the workers tell the
   // partitions in which order an iteration first reads the tables, and a
   // partition holds a clock's push of a table until the pushes of the

@@ -17,7 +17,8 @@ struct GEEPS_EXPORT DataPathBytes {
   int64_t zero = 0;         // PreUpdate buffers and oplogs set to zero
   int64_t scatter_add = 0;  // Update: buffer -> oplog (and cache, read-my-writes)
   int64_t to_slot = 0;      // the oplog, or a direct Update's buffer -> the send slot
-  int64_t pack = 0;         // non-consecutive updated rows packed into a message
+  int64_t pack = 0;         // updated rows copied into a message: non-consecutive ones, or a small
+                            // update into its one frame (Config::pack_below_bytes)
   int64_t install = 0;      // a push's rows -> the cache (parts staged, own deltas re-added)
   int64_t app_copies = 0;   // CopyToHost / CopyFromHost
 

@@ -387,6 +387,20 @@ void CommChannel::SendInParts(int shard, const WireHeader& h, const uint64_t* ro
   transport::Part part;
   while (split.Next(&part)) {
     const uint64_t first = part.first, n = part.count;
+    const size_t rows_bytes = rows != nullptr ? n * sizeof(uint64_t) : 0;
+    const size_t payload_bytes =
+        payload.base != nullptr || payload.fill ? static_cast<size_t>(n) * row_bytes : 0;
+    if (transport::Packs(rows_bytes, payload_bytes, ctx_.config->pack_below_bytes)) {
+      transport::Frame packed = transport::PackedFrame(
+          part.header, rows != nullptr ? rows + first : nullptr, rows_bytes,
+          payload.base != nullptr ? payload.base + first * row_bytes : nullptr, payload_bytes);
+      if (payload.base == nullptr && payload.fill)
+        payload.fill(transport::PackedPayload(packed, rows_bytes), first, n);  // counts itself
+      else if (payload.base != nullptr)
+        ClientCounters::Count(ctx_.counters->pack_bytes, payload_bytes);
+      SendFrames(shard, &packed, 1);
+      continue;
+    }
     transport::Frame frames[3];
     frames[0] = transport::HeaderFrame(part.header);
     size_t count = 1;

@@ -80,6 +80,10 @@ Status ValidateConfig(const Config& c) {
     return InvalidArgumentError(
         "pipeline_part_bytes must be 0 (off) or in [" + std::to_string(kMinMessageBytes) + ", " +
         std::to_string(kMaxMessageBytes) + "], got " + std::to_string(c.pipeline_part_bytes));
+  if (c.pack_below_bytes > kMaxPackBelowBytes)
+    return InvalidArgumentError("pack_below_bytes must be in [0, " +
+                                std::to_string(kMaxPackBelowBytes) + "], got " +
+                                std::to_string(c.pack_below_bytes));
   if (c.checkpoint_every < 0 || c.checkpoint_every > kMaxCheckpointEvery)
     return InvalidArgumentError("checkpoint_every must be in [0, " +
                                 std::to_string(kMaxCheckpointEvery) + "] clocks, got " +

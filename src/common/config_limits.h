@@ -14,6 +14,7 @@ inline constexpr int kMaxPartitions = 4096;  // shards x channels: one thread ea
 inline constexpr int kMaxDevices = 1024;     // device_ordinal, host_devices
 inline constexpr uint64_t kMinMessageBytes = 64;
 inline constexpr uint64_t kMaxMessageBytes = (1ull << 31) - 4096;  // below libzmq's 2 GB limit
+inline constexpr uint64_t kMaxPackBelowBytes = 1ull << 20;         // Config::pack_below_bytes
 inline constexpr uint32_t kMaxRowWidth = 1u << 24;
 inline constexpr int64_t kMaxCheckpointEvery = 1ll << 40;
 // Row counts and indexes travel as 64-bit values but caches index rows with

@@ -163,6 +163,9 @@ std::vector<Tunable> ConfigRows() {
       Integer<&Config::pipeline_part_bytes>(
           "GEEPS_PIPELINE_PART_BYTES", "Config::pipeline_part_bytes", 0, kMaxMessageBytes,
           "pipelined updates in parts of this many bytes (0: off; every rank the same)"),
+      Integer<&Config::pack_below_bytes>(
+          "GEEPS_PACK_BELOW_BYTES", "Config::pack_below_bytes", 0, kMaxPackBelowBytes,
+          "messages smaller than this go as one frame (0: never; every rank the same)"),
       Boolean<&Config::push_in_read_order>(
           "GEEPS_PUSH_IN_READ_ORDER", "Config::push_in_read_order",
           "partitions push a clock's tables in the order the workers read them"),

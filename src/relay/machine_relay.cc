@@ -298,9 +298,13 @@ void MachineRelay::HandleUp(int p, std::vector<transport::Frame>& frames) {
     // A push in one part: shared from the frame it came in.
     t.push.seq.Reset();
     if (m.header.row_count != rows_up.size()) return Drop("push ended before all its rows");
+    // Where the values start in the frame (after the header when packed),
+    // taken before the move: a small frame's bytes move with the object.
+    const size_t at =
+        static_cast<size_t>(m.payload - static_cast<const unsigned char*>(frames.back().data()));
     auto owner = std::make_shared<transport::Frame>(std::move(frames.back()));
     SharePush(p, m.header.table, m.header.clock, m.header.aux,
-              reinterpret_cast<const float*>(owner->data()), owner);
+              reinterpret_cast<const float*>(static_cast<const char*>(owner->data()) + at), owner);
     return;
   }
   bool complete = false;

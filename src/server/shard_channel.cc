@@ -424,22 +424,28 @@ void ShardChannel::PushRows(TableId table, PartitionTable& t, const PushOrder& o
   transport::Part part;
   while (split.Next(&part)) {
     const uint64_t first = part.first, n = part.count;
-    transport::Frame header = transport::HeaderFrame(part.header);
+    // Small: the header and the rows copied into one frame (wire.h,
+    // kFlagPacked), which is then the message's only frame.
+    const bool packed = transport::Packs(0, n * row_bytes, config_.pack_below_bytes);
+    transport::Frame header =
+        packed ? transport::PackedFrame(part.header, nullptr, 0, nullptr, n * row_bytes)
+               : transport::HeaderFrame(part.header);
     transport::Frame payload;
     // Consecutive rows: every receiver gets a message over the rows
     // themselves (each its own, so that each release goes through
     // ReleaseRows rather than ZeroMQ's internal reference count, which
     // ThreadSanitizer cannot see).
-    float* const in_place = t.PartInPlace(order, first, n);
+    float* const in_place = packed ? nullptr : t.PartInPlace(order, first, n);
     const bool zero_copy = in_place != nullptr;
     if (zero_copy) {
       counters_.push_zero_copy_bytes.fetch_add(static_cast<int64_t>(n * row_bytes),
                                                std::memory_order_relaxed);
     } else {
-      payload = transport::Frame(n * row_bytes);
+      if (!packed) payload = transport::Frame(n * row_bytes);
       counters_.push_copy_bytes.fetch_add(static_cast<int64_t>(n * row_bytes),
                                           std::memory_order_relaxed);
-      t.CopyPart(order, first, n, static_cast<char*>(payload.data()));
+      t.CopyPart(order, first, n,
+                 packed ? transport::PackedPayload(header, 0) : static_cast<char*>(payload.data()));
     }
     transport::ReleaseBeforeSend(context_);
     // The push's last message completes it for its receiver.
@@ -457,7 +463,7 @@ void ShardChannel::PushRows(TableId table, PartitionTable& t, const PushOrder& o
         order.source->in_flight.fetch_add(1, std::memory_order_relaxed);
         (last ? payload : payload_copy) = transport::Frame::Lend(
             in_place, n * row_bytes, ReleaseRows, new std::shared_ptr<SharedRows>(order.source));
-      } else if (!last && n > 0) {
+      } else if (!last && n > 0 && !packed) {
         payload_copy.Share(payload);
       }
       transport::Frame& hdr = last ? header : header_copy;
@@ -469,7 +475,7 @@ void ShardChannel::PushRows(TableId table, PartitionTable& t, const PushOrder& o
       try {
         const std::string id = transport::WorkerRoutingId(workers[k]);
         socket_.Send(id, /*more=*/true);
-        if (n == 0) {
+        if (n == 0 || packed) {
           socket_.Send(hdr, /*more=*/false);
         } else {
           socket_.Send(hdr, /*more=*/true);

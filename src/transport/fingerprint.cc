@@ -22,6 +22,8 @@ std::string FingerprintText(const Config& c, FingerprintScope scope) {
   const Config defaults;
   if (!checkpoint && c.pipeline_part_bytes != defaults.pipeline_part_bytes)
     s += ";pipeline=" + std::to_string(c.pipeline_part_bytes);
+  if (!checkpoint && c.pack_below_bytes != defaults.pack_below_bytes)
+    s += ";pack=" + std::to_string(c.pack_below_bytes);
   if (!checkpoint && c.max_message_bytes != defaults.max_message_bytes)
     s += ";maxmsg=" + std::to_string(c.max_message_bytes);
   if (!checkpoint && c.checkpoint_every != defaults.checkpoint_every)

@@ -1,6 +1,7 @@
 #include "transport/part_split.h"
 
 #include <algorithm>
+#include <cstring>
 
 namespace geeps::transport {
 
@@ -32,6 +33,23 @@ Frame HeaderFrame(const WireHeader& h) {
   Frame frame(kHeaderBytes);
   EncodeHeader(h, frame.data());
   return frame;
+}
+
+Frame PackedFrame(const WireHeader& h, const void* rows, size_t rows_bytes, const void* payload,
+                  size_t payload_bytes) {
+  Frame frame(kHeaderBytes + rows_bytes + payload_bytes);
+  WireHeader packed = h;
+  packed.flags |= kFlagPacked;
+  EncodeHeader(packed, frame.data());
+  if (rows_bytes > 0)
+    std::memcpy(static_cast<char*>(frame.data()) + kHeaderBytes, rows, rows_bytes);
+  if (payload != nullptr && payload_bytes > 0)
+    std::memcpy(PackedPayload(frame, rows_bytes), payload, payload_bytes);
+  return frame;
+}
+
+char* PackedPayload(Frame& frame, size_t rows_bytes) {
+  return static_cast<char*>(frame.data()) + kHeaderBytes + rows_bytes;
 }
 
 }  // namespace geeps::transport

@@ -44,6 +44,13 @@ class PartSplit {
 // A frame holding `h` encoded (kHeaderBytes).
 Frame HeaderFrame(const WireHeader& h);
 
+// A packed message's frame (wire.h, kFlagPacked): `h` with kFlagPacked set,
+// `rows_bytes` from `rows`, then `payload_bytes` from `payload`, or left for
+// the caller to fill at PackedPayload() when `payload` is null.
+Frame PackedFrame(const WireHeader& h, const void* rows, size_t rows_bytes, const void* payload,
+                  size_t payload_bytes);
+char* PackedPayload(Frame& frame, size_t rows_bytes);
+
 }  // namespace geeps::transport
 
 #endif  // GEEPS_TRANSPORT_PART_SPLIT_H_

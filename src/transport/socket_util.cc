@@ -86,6 +86,8 @@ int64_t LargestFrameBytes(const Config& c) {
     largest =
         std::max(largest, std::min(whole, std::max<uint64_t>(c.max_message_bytes, row_bytes)));
   }
+  // A packed message is one frame under pack_below_bytes.
+  largest = std::max<uint64_t>(largest, c.pack_below_bytes);
   return static_cast<int64_t>(largest + kFrameSlackBytes);
 }
 

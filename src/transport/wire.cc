@@ -14,6 +14,28 @@ bool MulOverflows(uint64_t a, uint64_t b, uint64_t* out) {
   return __builtin_mul_overflow(a, b, out);
 }
 
+// The rest of DecodeFrames for a packed message (kFlagPacked): one frame,
+// the header then `rows_bytes` then `payload_bytes`.
+StatusOr<DecodedMessage> DecodePacked(DecodedMessage m, const FrameView& frame, size_t count,
+                                      uint64_t rows_bytes, uint64_t payload_bytes) {
+  const char* type = MsgTypeName(m.type);
+  if (count != 1)
+    return InvalidArgumentError(std::string("packed ") + type + " has " + std::to_string(count) +
+                                " frames, expected 1");
+  uint64_t expected = 0;
+  if (__builtin_add_overflow(rows_bytes, payload_bytes, &expected) ||
+      __builtin_add_overflow(expected, uint64_t{kHeaderBytes}, &expected) || frame.size != expected)
+    return InvalidArgumentError(std::string("packed ") + type + " with " +
+                                std::to_string(m.header.row_count) + " rows has " +
+                                std::to_string(frame.size) + " bytes, expected " +
+                                std::to_string(kHeaderBytes) + " + " + std::to_string(rows_bytes) +
+                                " + " + std::to_string(payload_bytes));
+  const auto* at = static_cast<const unsigned char*>(frame.data) + kHeaderBytes;
+  if (rows_bytes > 0) m.rows = at;
+  if (payload_bytes > 0) m.payload = at + rows_bytes;
+  return m;
+}
+
 }  // namespace
 
 const char* MsgTypeName(MsgType type) {
@@ -42,17 +64,21 @@ void EncodeHeader(const WireHeader& h, void* out) { std::memcpy(out, &h, kHeader
 
 StatusOr<DecodedMessage> DecodeFrames(const FrameView* frames, size_t count) {
   if (count == 0) return InvalidArgumentError("empty message");
-  if (frames[0].size != kHeaderBytes)
+  auto header_size_error = [&] {
     return InvalidArgumentError("header frame has " + std::to_string(frames[0].size) +
                                 " bytes, expected " + std::to_string(kHeaderBytes));
+  };
+  if (frames[0].size < kHeaderBytes) return header_size_error();
   DecodedMessage m;
   std::memcpy(&m.header, frames[0].data, kHeaderBytes);
   const WireHeader& h = m.header;
   if (h.magic != kWireMagic) return InvalidArgumentError("bad magic");
   if (h.version != kWireVersion)
     return InvalidArgumentError("unsupported wire version " + std::to_string(h.version));
+  const bool packed = (h.flags & kFlagPacked) != 0;
+  if (!packed && frames[0].size != kHeaderBytes) return header_size_error();
   constexpr uint32_t kUpdateOnly = kFlagCheckpoint | kFlagReadOrder;
-  if ((h.flags & ~(kFlagMore | kUpdateOnly)) != 0 ||
+  if ((h.flags & ~(kFlagMore | kFlagPacked | kUpdateOnly)) != 0 ||
       ((h.flags & kUpdateOnly) && h.type != static_cast<uint16_t>(MsgType::kUpdate)))
     return InvalidArgumentError("reserved flags set");
   if (h.offset > (1ull << 40)) return InvalidArgumentError("part offset out of range");
@@ -81,6 +107,9 @@ StatusOr<DecodedMessage> DecodeFrames(const FrameView* frames, size_t count) {
       MulOverflows(floats, sizeof(float), &payload_bytes))
     return InvalidArgumentError("row_count overflows");
 
+  if (packed)
+    return DecodePacked(m, frames[0], count, has_rows ? row_bytes : 0,
+                        has_payload ? payload_bytes : 0);
   // Frames present: header, then rows (if the type has rows and row_count >
   // 0), then payload (if the type has a payload and row_count > 0).
   size_t expected =

@@ -12,8 +12,9 @@
 // the rest. An input under 5 bytes is one frame.
 //
 // Properties checked (beyond "never crashes"):
-//   - a decoded message's rows/payload point at the right frames, and every
-//     byte they cover can be read;
+//   - a decoded message's rows/payload point at the right frames (or, packed,
+//     after the header in its one frame), and every byte they cover can be
+//     read;
 //   - ValidateRows accepts exactly strictly increasing rows inside the range;
 //   - re-encoding the decoded header gives the header frame's bytes, and
 //     decoding again gives the same fields;
@@ -87,14 +88,11 @@ void CheckRoutingId(const Frame& f) {
   }
 }
 
-void CheckDecoded(const DecodedMessage& m, const std::vector<Frame>& frames,
-                  const FrameView* views) {
+// Separate frames: the rows and the payload are frames 1 and 2 (those present).
+void CheckSeparate(const DecodedMessage& m, const std::vector<Frame>& frames, bool has_rows,
+                   bool has_payload) {
   const transport::WireHeader& h = m.header;
-  GEEPS_FUZZ_CHECK(h.magic == transport::kWireMagic && h.version == transport::kWireVersion);
-  GEEPS_FUZZ_CHECK(static_cast<uint16_t>(m.type) == h.type);
-  GEEPS_FUZZ_CHECK(h.clock >= 0);
-  const bool has_rows = m.type != MsgType::kPush;
-  const bool has_payload = m.type != MsgType::kSubscribe;
+  GEEPS_FUZZ_CHECK(frames[0].size == transport::kHeaderBytes);
   size_t next = 1;
   if (has_rows && h.row_count > 0) {
     GEEPS_FUZZ_CHECK(m.rows == frames[next].bytes.get());
@@ -112,6 +110,37 @@ void CheckDecoded(const DecodedMessage& m, const std::vector<Frame>& frames,
     GEEPS_FUZZ_CHECK(m.payload == nullptr);
   }
   GEEPS_FUZZ_CHECK(next == frames.size());
+}
+
+// Packed (kFlagPacked): one frame, the rows then the payload after the header.
+void CheckPacked(const DecodedMessage& m, const std::vector<Frame>& frames, bool has_rows,
+                 bool has_payload) {
+  const transport::WireHeader& h = m.header;
+  GEEPS_FUZZ_CHECK(frames.size() == 1);
+  const uint64_t rows_bytes = has_rows ? h.row_count * sizeof(uint64_t) : 0;
+  const uint64_t payload_bytes =
+      has_payload ? h.row_count * uint64_t{h.row_width} * sizeof(float) : 0;
+  GEEPS_FUZZ_CHECK(frames[0].size == transport::kHeaderBytes + rows_bytes + payload_bytes);
+  const unsigned char* at = frames[0].bytes.get() + transport::kHeaderBytes;
+  GEEPS_FUZZ_CHECK(m.rows == (rows_bytes > 0 ? at : nullptr));
+  GEEPS_FUZZ_CHECK(m.payload == (payload_bytes > 0 ? at + rows_bytes : nullptr));
+  Touch(at, rows_bytes + payload_bytes);
+}
+
+void CheckDecoded(const DecodedMessage& m, const std::vector<Frame>& frames,
+                  const FrameView* views) {
+  const transport::WireHeader& h = m.header;
+  GEEPS_FUZZ_CHECK(h.magic == transport::kWireMagic && h.version == transport::kWireVersion);
+  GEEPS_FUZZ_CHECK(static_cast<uint16_t>(m.type) == h.type);
+  GEEPS_FUZZ_CHECK(h.clock >= 0);
+  const bool has_rows = m.type != MsgType::kPush;
+  const bool has_payload = m.type != MsgType::kSubscribe;
+  const bool packed = (h.flags & transport::kFlagPacked) != 0;
+  if (packed) {
+    CheckPacked(m, frames, has_rows, has_payload);
+  } else {
+    CheckSeparate(m, frames, has_rows, has_payload);
+  }
 
   // The shard validates the rows of every message that decodes, before it
   // looks at the type (src/server/shard_channel.cc).
@@ -131,7 +160,11 @@ void CheckDecoded(const DecodedMessage& m, const std::vector<Frame>& frames,
   GEEPS_FUZZ_CHECK(std::memcmp(encoded, frames[0].bytes.get(), transport::kHeaderBytes) == 0);
   FrameView again[3];
   for (size_t i = 0; i < frames.size(); ++i) again[i] = views[i];
-  again[0] = {encoded, sizeof(encoded)};
+  // The first frame again with the header re-encoded (a packed one keeps
+  // its rows and payload after it).
+  std::vector<unsigned char> first(frames[0].bytes.get(), frames[0].bytes.get() + frames[0].size);
+  std::memcpy(first.data(), encoded, sizeof(encoded));
+  again[0] = {first.data(), first.size()};
   StatusOr<DecodedMessage> d2 = transport::DecodeFrames(again, frames.size());
   GEEPS_FUZZ_CHECK(d2.ok());
   const transport::WireHeader& h2 = d2->header;
@@ -139,7 +172,13 @@ void CheckDecoded(const DecodedMessage& m, const std::vector<Frame>& frames,
                    h2.sender == h.sender && h2.table == h.table && h2.clock == h.clock &&
                    h2.aux == h.aux && h2.row_count == h.row_count && h2.row_width == h.row_width &&
                    h2.flags == h.flags && h2.offset == h.offset);
-  GEEPS_FUZZ_CHECK(d2->type == m.type && d2->rows == m.rows && d2->payload == m.payload);
+  // The same places: in the copy of the first frame when packed.
+  auto moved = [&](const unsigned char* p) -> const unsigned char* {
+    const unsigned char* f0 = frames[0].bytes.get();
+    return packed && p != nullptr ? first.data() + (p - f0) : p;
+  };
+  GEEPS_FUZZ_CHECK(d2->type == m.type && d2->rows == moved(m.rows) &&
+                   d2->payload == moved(m.payload));
 
   // Splitting this message into parts: each part within the limit.
   const uint64_t max_bytes = static_cast<uint64_t>(h.aux) & ((1ull << 40) - 1);

@@ -56,6 +56,11 @@ WIRE = {
     "zero_width": wire(header(UPDATE, 1, 0), rows(10), b""),
     "truncated_payload": wire(header(UPDATE, 1, 3), rows(10), floats(1, 2)[:7]),
     "routing_id": wire(b"w12", header(UPDATE, 0, 3)),
+    "update_packed": wire(header(UPDATE, 2, 3, clock=4, flags=64) + rows(10, 20)
+                          + floats(1, 2, 3, 4, 5, 6)),
+    "push_packed": wire(header(PUSH, 1, 2, clock=1, aux=1, flags=64) + floats(7, 8)),
+    "subscribe_packed": wire(header(SUBSCRIBE, 1, 3, flags=64) + rows(30)),
+    "packed_short": wire(header(UPDATE, 1, 2, flags=64) + rows(10) + floats(1)),
     "empty": b"",
 }
 

@@ -141,6 +141,23 @@ void HostStream::RunFront(common::MutexLock& lock) {
   Status status = RunTask(task);
   task = nullptr;  // drop captures outside the lock
   lock.Lock();
+  Complete(std::move(status));
+}
+
+bool HostStream::BeginInline() {
+  common::MutexLock lock(&mu_);
+  if (async_ || running_ || !queue_.empty()) return false;
+  running_ = true;
+  ++enqueued_;
+  return true;
+}
+
+void HostStream::EndInline(Status status) {
+  common::MutexLock lock(&mu_);
+  Complete(std::move(status));
+}
+
+void HostStream::Complete(Status status) {
   running_ = false;
   if (!status.ok() && first_error_.ok()) first_error_ = std::move(status);
   ++completed_;

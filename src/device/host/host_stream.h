@@ -61,6 +61,19 @@ class HostStream final : public Stream {
 
   Status Enqueue(Task task, Where where = Where::kInlineIfIdle);
 
+  // What Enqueue(task, kInlineIfIdle) does when the stream is idle in the
+  // synchronous mode, without making a Task of `work` (no allocation; the
+  // host device's copies take it): runs `work` (a callable returning
+  // Status, which must not throw) on the calling thread now, its status
+  // kept for Synchronize(), and returns true; false when it did not run
+  // (then enqueue it).
+  template <typename F>
+  bool RunIfIdle(F&& work) {
+    if (!BeginInline()) return false;
+    EndInline(work());
+    return true;
+  }
+
   // Waits until everything enqueued so far has run. The caller would only
   // block, so it runs queued tasks itself while the stream thread is not
   // running one (tasks still run one at a time, in order): enqueue-then-
@@ -76,6 +89,12 @@ class HostStream final : public Stream {
   // Not analysed: the analysis cannot tie a MutexLock parameter to mu_.
   void RunFront(common::MutexLock& lock) GEEPS_REQUIRES(mu_) GEEPS_NO_THREAD_SAFETY_ANALYSIS;
   Status RunTask(const Task& task) const;
+  // RunIfIdle's halves: claims the idle stream for the caller (false: not
+  // idle, or the asynchronous mode), then records the task's completion.
+  bool BeginInline();
+  void EndInline(Status status);
+  // Records a finished task's `status` and wakes who waits for it.
+  void Complete(Status status) GEEPS_REQUIRES(mu_);
 
   const bool async_;
   const int ordinal_;
