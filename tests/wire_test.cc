@@ -272,8 +272,9 @@ TEST(WireTest, PackedMessagesDecodeAsTheirFrames) {
     Msg separate = c;
     if (HeaderOf(c).row_count == 0) separate.frames.resize(1);
     SCOPED_TRACE(MsgTypeName(static_cast<MsgType>(HeaderOf(c).type)));
+    const Msg packed = Packed(separate);  // b points into its frame
     auto a = separate.Decode();
-    auto b = Packed(separate).Decode();
+    auto b = packed.Decode();
     ASSERT_TRUE(a.ok()) << a.status();
     ASSERT_TRUE(b.ok()) << b.status();
     EXPECT_EQ(b->header.flags, a->header.flags | kFlagPacked);
