@@ -408,6 +408,33 @@ void ShardChannel::ReleaseRows(void* /*data*/, void* hint) {
   delete hold;
 }
 
+ShardChannel::PushPart ShardChannel::MakePushPart(PartitionTable& t, const PushOrder& order,
+                                                  const transport::Part& part, size_t row_bytes) {
+  const uint64_t first = part.first, n = part.count;
+  PushPart p;
+  // Small: the header and the rows copied into one frame (wire.h,
+  // kFlagPacked), which is then the message's only frame.
+  p.packed = transport::Packs(0, n * row_bytes, config_.pack_below_bytes);
+  p.header = p.packed ? transport::PackedFrame(part.header, nullptr, 0, nullptr, n * row_bytes)
+                      : transport::HeaderFrame(part.header);
+  // Consecutive rows: every receiver gets a message over the rows
+  // themselves (each its own, so that each release goes through
+  // ReleaseRows rather than ZeroMQ's internal reference count, which
+  // ThreadSanitizer cannot see).
+  p.in_place = p.packed ? nullptr : t.PartInPlace(order, first, n);
+  const auto bytes = static_cast<int64_t>(n * row_bytes);
+  if (p.in_place != nullptr) {
+    counters_.push_zero_copy_bytes.fetch_add(bytes, std::memory_order_relaxed);
+    return p;
+  }
+  if (!p.packed) p.payload = transport::Frame(n * row_bytes);
+  counters_.push_copy_bytes.fetch_add(bytes, std::memory_order_relaxed);
+  t.CopyPart(
+      order, first, n,
+      p.packed ? transport::PackedPayload(p.header, 0) : static_cast<char*>(p.payload.data()));
+  return p;
+}
+
 void ShardChannel::PushRows(TableId table, PartitionTable& t, const PushOrder& order) {
   const std::vector<int>& workers = order.workers;
   WireHeader h;
@@ -423,30 +450,13 @@ void ShardChannel::PushRows(TableId table, PartitionTable& t, const PushOrder& o
   transport::PartSplit split(h, order.from, order.to, per, !order.final_part);
   transport::Part part;
   while (split.Next(&part)) {
-    const uint64_t first = part.first, n = part.count;
-    // Small: the header and the rows copied into one frame (wire.h,
-    // kFlagPacked), which is then the message's only frame.
-    const bool packed = transport::Packs(0, n * row_bytes, config_.pack_below_bytes);
-    transport::Frame header =
-        packed ? transport::PackedFrame(part.header, nullptr, 0, nullptr, n * row_bytes)
-               : transport::HeaderFrame(part.header);
-    transport::Frame payload;
-    // Consecutive rows: every receiver gets a message over the rows
-    // themselves (each its own, so that each release goes through
-    // ReleaseRows rather than ZeroMQ's internal reference count, which
-    // ThreadSanitizer cannot see).
-    float* const in_place = packed ? nullptr : t.PartInPlace(order, first, n);
+    const uint64_t n = part.count;
+    PushPart p = MakePushPart(t, order, part, row_bytes);
+    transport::Frame& header = p.header;
+    transport::Frame& payload = p.payload;
+    float* const in_place = p.in_place;
+    const bool packed = p.packed;
     const bool zero_copy = in_place != nullptr;
-    if (zero_copy) {
-      counters_.push_zero_copy_bytes.fetch_add(static_cast<int64_t>(n * row_bytes),
-                                               std::memory_order_relaxed);
-    } else {
-      if (!packed) payload = transport::Frame(n * row_bytes);
-      counters_.push_copy_bytes.fetch_add(static_cast<int64_t>(n * row_bytes),
-                                          std::memory_order_relaxed);
-      t.CopyPart(order, first, n,
-                 packed ? transport::PackedPayload(header, 0) : static_cast<char*>(payload.data()));
-    }
     transport::ReleaseBeforeSend(context_);
     // The push's last message completes it for its receiver.
     const bool completes = (part.header.flags & transport::kFlagMore) == 0;

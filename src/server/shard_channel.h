@@ -38,6 +38,7 @@
 #include "server/push_schedule.h"
 #include "transport/context.h"
 #include "transport/drop_log.h"
+#include "transport/part_split.h"
 #include "transport/socket.h"
 #include "transport/wire.h"
 
@@ -124,6 +125,17 @@ class ShardChannel {
   // send that fails (router_mandatory: the worker's connection is gone) is
   // logged once per error and skips that worker.
   void PushRows(TableId table, PartitionTable& t, const PushOrder& order);
+  // One part of a push, made once for all of its receivers: packed into
+  // `header` alone (under Config::pack_below_bytes), or a header and a
+  // payload copied from the rows, or (in_place) a header and the rows
+  // themselves, to lend to each receiver. Counts the bytes copied or not.
+  struct PushPart {
+    transport::Frame header, payload;
+    float* in_place = nullptr;
+    bool packed = false;
+  };
+  PushPart MakePushPart(PartitionTable& t, const PushOrder& order, const transport::Part& part,
+                        size_t row_bytes);
   // Sends `order` now, or defers it (PushSchedule: another table's push of
   // the clock is needed first), holding its rows meanwhile so that a write
   // copies them aside; then sends what the schedule released.
