@@ -204,6 +204,12 @@ int GeepsChild(const Options& o) {
           b.gather / per, b.zero / per, b.scatter_add / per, b.to_slot / per, b.pack / per,
           b.install / per, b.app_copies / per);
       std::printf("CLOCKBYTES %.0f\n", per);
+      // Reads that waited, and how many of those waits spun first and
+      // ended before they blocked (Config::spin_wait_us).
+      const geeps::WorkerStats ws = ps->GetStats();
+      std::printf("WAITS reads_waited=%lld spun=%lld ended_spinning=%lld\n",
+                  static_cast<long long>(ws.reads_waited), static_cast<long long>(ws.waits_spun),
+                  static_cast<long long>(ws.waits_ended_spinning));
       return geeps::Status::OK();
     };
     geeps::Status st = run();

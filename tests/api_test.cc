@@ -79,6 +79,13 @@ TEST(ConfigTest, RejectsBadConfigs) {
   EXPECT_NE(st.message().find("pipeline_part_bytes"), std::string::npos) << st;
   tiny_parts.pipeline_part_bytes = 64;
   EXPECT_OK(ValidateConfig(tiny_parts));
+  Config long_spin = c;
+  long_spin.spin_wait_us = 100001;
+  st = ValidateConfig(long_spin);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("spin_wait_us"), std::string::npos) << st;
+  long_spin.spin_wait_us = 100000;
+  EXPECT_OK(ValidateConfig(long_spin));
   Config huge = c;
   huge.num_shards = 4096;
   huge.num_channels = 64;

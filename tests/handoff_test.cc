@@ -21,9 +21,10 @@ constexpr uint32_t kWidth = 16;
 
 // Runs `iterations` BSP clocks of `workers` workers; `compute` runs between
 // the Clock and the next Read. Returns worker 0's stats at the end.
-WorkerStats RunWorkers(int workers, int iterations,
-                       const std::function<void(GeePS&, int)>& compute) {
+WorkerStats RunWorkers(int workers, int iterations, const std::function<void(GeePS&, int)>& compute,
+                       uint32_t spin_wait_us = Config{}.spin_wait_us) {
   Config c;
+  c.spin_wait_us = spin_wait_us;
   c.num_workers = workers;
   c.tables = {{"W", kRows, kWidth}};
   c.timeout = std::chrono::milliseconds(20000);
@@ -70,6 +71,50 @@ TEST(HandOffTest, AWaitingApplicationThreadReceivesItsPushesItself) {
   // channel thread, none would be.
   EXPECT_GE(s.pushes_installed_by_app, s.pushes_installed / 2)
       << s.pushes_installed_by_app << " of " << s.pushes_installed;
+}
+
+// Waits for pushes spin before they block (Config::spin_wait_us,
+// client/spin_policy.h): with a budget far longer than a round trip here
+// every wait spins, and (nearly) every one ends before it must block; the
+// sums stay exact (RunWorkers checks every read).
+TEST(HandOffTest, ShortWaitsSpinAndEndBeforeTheyBlock) {
+  constexpr int kIterations = 300;
+  const WorkerStats s = RunWorkers(
+      1, kIterations, [](GeePS&, int) {}, /*spin_wait_us=*/100000);
+  // Over inproc a push often comes before the Read asks (a spinning wait
+  // makes the round trip short): 27 of 300 Reads waited at the fewest in
+  // 40 runs here.
+  ASSERT_GE(s.reads_waited, 10);
+  EXPECT_EQ(s.waits_spun, s.reads_waited);
+  // A wait over 100 ms (a stalled CI machine) blocks after its spin.
+  EXPECT_GE(s.waits_ended_spinning, s.waits_spun * 9 / 10)
+      << s.waits_ended_spinning << " of " << s.waits_spun;
+  EXPECT_GE(s.pushes_installed_by_app, s.pushes_installed / 2);
+}
+
+TEST(HandOffTest, WithoutABudgetNoWaitSpins) {
+  const WorkerStats s = RunWorkers(
+      1, 50, [](GeePS&, int) {}, /*spin_wait_us=*/0);
+  ASSERT_GE(s.reads_waited, 5);
+  EXPECT_EQ(s.waits_spun, 0);
+  EXPECT_EQ(s.waits_ended_spinning, 0);
+}
+
+// Waits far longer than the budget stop spinning after a few: worker 1
+// "computes" 20 ms after each Clock, so worker 0's Reads wait about that
+// long against a budget of 1 ms (the first waits spin, their average then
+// passes the budget).
+TEST(HandOffTest, WaitsLongerThanTheBudgetSoonStopSpinning) {
+  constexpr int kIterations = 30;
+  const WorkerStats s = RunWorkers(
+      2, kIterations,
+      [](GeePS& ps, int) {
+        if (ps.rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      },
+      /*spin_wait_us=*/1000);
+  ASSERT_GE(s.reads_waited, kIterations / 2);
+  EXPECT_GE(s.waits_spun, 1);
+  EXPECT_LE(s.waits_spun, 4) << "of " << s.reads_waited << " waits";
 }
 
 TEST(HandOffTest, WhileTheApplicationComputesTheChannelThreadInstallsPushes) {

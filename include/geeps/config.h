@@ -172,6 +172,17 @@ struct Config {
   // bounds the largest frame a receiver accepts).
   uint64_t pack_below_bytes = 16 * 1024;
 
+  // A Read (or Sync) that waits for pushes first polls for them without
+  // blocking, for up to this many microseconds, while the worker's recent
+  // waits averaged within that (docs/architecture.md, "Threads of the data
+  // path"): a blocked thread's wake-up costs tens of microseconds on a
+  // virtual machine, a large part of a small round trip (4 KiB: 0.89 of a
+  // blocking ZeroMQ pair without, about 1.5 with; docs/performance.md).
+  // Waits longer than that soon stop spinning; a spinning thread yields its
+  // core to any other thread ready to run there. 0: never spin. At most
+  // 100000 (100 ms). Each worker may choose its own.
+  uint32_t spin_wait_us = 200;
+
   // Pushes in the order of need (docs/architecture.md): the workers tell the
   // partitions in which order an iteration first reads the tables, and a
   // partition holds a clock's push of a table until the pushes of the

@@ -32,6 +32,11 @@ struct GEEPS_EXPORT WorkerStats {
   int64_t iterations = 0;        // repeated iterations completed
   double read_wait_seconds = 0;  // time the application thread waited in Read
   int64_t reads_waited = 0;      // Reads that had to wait for fresh rows
+  // Waits for pushes (a Read's or a Sync's) that polled without blocking
+  // first (Config::spin_wait_us), and of those, the ones whose pushes came
+  // before they had to block.
+  int64_t waits_spun = 0;
+  int64_t waits_ended_spinning = 0;
   // Its updates ask for pushes in the order of need now (Config::
   // push_in_read_order, adapt_push_order), and how often that changed.
   bool asks_read_order = false;

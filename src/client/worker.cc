@@ -205,6 +205,7 @@ Status Worker::FinishVirtualIteration() {
                                 : config_.adapt_push_order ? PushOrderPolicy::Mode::kAdaptive
                                                            : PushOrderPolicy::Mode::kAsReady);
   asks_read_order_.store(push_order_.asks());
+  spin_ = SpinPolicy(int64_t{config_.spin_wait_us} * 1000);
   for (const Op& op : seq_.ops(kRepeated)) {
     if (!ordered || op.type != OpType::kRead) continue;
     auto& t = data_->tables()[seq_.reads()[op.handle].table];

@@ -27,6 +27,7 @@
 #include "client/op_sequence.h"
 #include "client/oplog.h"
 #include "client/push_order_policy.h"
+#include "client/spin_policy.h"
 #include "client/table_cache.h"
 #include "common/mutex.h"
 #include "device/device.h"
@@ -157,6 +158,14 @@ class Worker {
   // How often a wait for pushes looks again at update buffers ZeroMQ still
   // holds (to zero them once released, off PreUpdate's path).
   static constexpr int kHeldBufferTickMs = 10;
+  // One look for pushes (WaitForPushes), begun at `now`: polls the wake-up
+  // and channel descriptors for up to `poll_ms` (0: no wait) and has each
+  // channel read what was readable. Returns poll's result; moves `deadline`
+  // past time the process was frozen, and sets `last_look` to when the
+  // poll returned.
+  int LookForPushes(int poll_ms, std::chrono::steady_clock::time_point now,
+                    std::chrono::steady_clock::time_point* deadline,
+                    std::chrono::steady_clock::time_point* last_look) GEEPS_REQUIRES(api_mu_);
   void NoteFrozen(std::chrono::steady_clock::duration overslept);  // logs the first
   std::atomic<bool> logged_frozen_{false};
   WaitState wait_;
@@ -183,6 +192,10 @@ class Worker {
   std::atomic<int64_t> clock_{0};  // clocks completed; the prologue is clock 0
   std::atomic<int64_t> iterations_{0};
   std::atomic<int64_t> read_wait_ns_{0}, reads_waited_{0};
+  // Whether a wait for pushes spins before it blocks (Config::spin_wait_us),
+  // and how many did (WorkerStats::waits_spun, waits_ended_spinning).
+  SpinPolicy spin_ GEEPS_GUARDED_BY(api_mu_){0};
+  std::atomic<int64_t> waits_spun_{0}, waits_ended_spinning_{0};
   // Whether the updates ask for pushes in read order (Config::
   // push_in_read_order, adapt_push_order), judged at each clock.
   PushOrderPolicy push_order_ GEEPS_GUARDED_BY(api_mu_){PushOrderPolicy::Mode::kAsReady};

@@ -11,6 +11,8 @@ WorkerStats Worker::GetStats() const {
   s.iterations = iterations_.load();
   s.read_wait_seconds = static_cast<double>(read_wait_ns_.load()) * 1e-9;
   s.reads_waited = reads_waited_.load();
+  s.waits_spun = waits_spun_.load();
+  s.waits_ended_spinning = waits_ended_spinning_.load();
   s.asks_read_order = asks_read_order_.load();
   s.push_order_switches = push_order_switches_.load();
   s.messages_sent = counters_.messages_sent.load();

@@ -3,6 +3,7 @@
 // (WakeWaiters, FailPeers) and the errors a wait ends with (docs/
 // architecture.md, "Threads of the data path").
 #include <poll.h>
+#include <sched.h>
 
 #include <chrono>
 #include <cstdio>
@@ -98,9 +99,13 @@ bool Worker::WaitForPushes(common::MutexLock& lock, SteadyClock::time_point dead
   // channel's sockets ends by draining them (CommChannel::PumpLocked) or
   // marking them unchecked (drained below before each poll), so any other
   // push that arrives from now on makes a descriptor readable: poll, then
-  // receive.
-  bool result = false;
-  auto last_look = SteadyClock::now();  // when the last poll returned
+  // receive. Where the recent waits were short, the polls do not block at
+  // first (SpinPolicy): then no wake-up is paid when the push comes.
+  const auto start = SteadyClock::now();
+  const auto spin_until = start + std::chrono::nanoseconds(spin_.SpinNs());
+  bool result = false, spinning = spin_until > start, held = false, zeroed = false;
+  if (spinning) waits_spun_.fetch_add(1);
+  auto last_look = start;  // when the last poll returned
   for (;;) {
     const auto now = SteadyClock::now();
     // Outside its poll this loop only computes and takes locks: a gap this
@@ -112,6 +117,7 @@ bool Worker::WaitForPushes(common::MutexLock& lock, SteadyClock::time_point dead
     if (now >= deadline) break;
     const int64_t left_ms =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1;
+    spinning = now < spin_until;
     lock.Unlock();
     // Read on where an earlier receive stopped at a push: until a receive
     // finds nothing there, that socket's descriptor may not signal.
@@ -126,34 +132,22 @@ bool Worker::WaitForPushes(common::MutexLock& lock, SteadyClock::time_point dead
       lock.Unlock();
     }
     // Idle until a push comes: zero the update buffers ZeroMQ has released
-    // (PreUpdate then skips them); while one is still held, look again in
-    // kHeldBufferTickMs (not sooner: on a slow link a send takes long, and
-    // each look wakes this thread and reads every channel).
-    const bool held = data_->ZeroReleasedUpdateBuffers();
-    for (pollfd& f : wait_fds_) f.revents = 0;
-    // Readable: a push may have arrived, a channel thread installed one,
-    // or the worker is shutting down (wake_fd).
+    // (PreUpdate then skips them; once while spinning); while one is still
+    // held, look again in kHeldBufferTickMs (not sooner: on a slow link a
+    // send takes long, and each look wakes this thread and reads every
+    // channel).
+    if (!spinning || !zeroed) held = data_->ZeroReleasedUpdateBuffers();
+    zeroed = true;
     const int poll_ms =
-        static_cast<int>(std::min<int64_t>(left_ms, held ? kHeldBufferTickMs : 200));
-    const int ready = ::poll(wait_fds_.data(), wait_fds_.size(), poll_ms);
-    // A poll that returns far later than it was asked to means this
-    // process did not run meanwhile (stopped by SIGSTOP or a debugger,
-    // the machine suspended, or starved of CPU): nobody else could make
-    // progress for it then, so that time is left out of the deadline.
-    last_look = SteadyClock::now();
-    const auto overslept = last_look - now - std::chrono::milliseconds(poll_ms);
-    if (overslept > kFrozenGap) {
-      deadline += overslept;
-      NoteFrozen(overslept);
-    }
-    if (ready > 0 && (wait_fds_[0].revents & POLLIN)) transport::ClearWakeFd(wait_.wake_fd);
-    // Each channel reads what this poll found readable (no second poll).
-    const pollfd* polled = wait_fds_.data() + 1;
-    for (auto& c : channels_) {
-      c->PumpPolled(polled, ready < 0);
-      polled += c->poll_fds().size();
-    }
+        spinning ? 0 : static_cast<int>(std::min<int64_t>(left_ms, held ? kHeldBufferTickMs : 200));
+    const int ready = LookForPushes(poll_ms, now, &deadline, &last_look);
     lock.Lock();
+    if (ready == 0 && spinning) {
+      // Nothing yet: let any other thread ready to run on this core go
+      // first (this one may be what it waits for), then look again.
+      sched_yield();
+      continue;
+    }
     if (done()) {
       result = true;
       break;
@@ -161,7 +155,36 @@ bool Worker::WaitForPushes(common::MutexLock& lock, SteadyClock::time_point dead
   }
   wait_.app_waiting.store(false);
   wait_.last_wait_ns.store(WaitState::NowNs());
+  spin_.Record(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(SteadyClock::now() - start).count());
+  if (result && spinning) waits_ended_spinning_.fetch_add(1);
   return result;
+}
+
+int Worker::LookForPushes(int poll_ms, SteadyClock::time_point now,
+                          SteadyClock::time_point* deadline, SteadyClock::time_point* last_look) {
+  for (pollfd& f : wait_fds_) f.revents = 0;
+  // Readable: a push may have arrived, a channel thread installed one, or
+  // the worker is shutting down (wake_fd).
+  const int ready = ::poll(wait_fds_.data(), wait_fds_.size(), poll_ms);
+  // A poll that returns far later than it was asked to means this process
+  // did not run meanwhile (stopped by SIGSTOP or a debugger, the machine
+  // suspended, or starved of CPU): nobody else could make progress for it
+  // then, so that time is left out of the deadline.
+  *last_look = SteadyClock::now();
+  const auto overslept = *last_look - now - std::chrono::milliseconds(poll_ms);
+  if (overslept > kFrozenGap) {
+    *deadline += overslept;
+    NoteFrozen(overslept);
+  }
+  if (ready > 0 && (wait_fds_[0].revents & POLLIN)) transport::ClearWakeFd(wait_.wake_fd);
+  // Each channel reads what this poll found readable (no second poll).
+  const pollfd* polled = wait_fds_.data() + 1;
+  for (auto& c : channels_) {
+    c->PumpPolled(polled, ready < 0);
+    polled += c->poll_fds().size();
+  }
+  return ready;
 }
 
 void Worker::NoteFrozen(SteadyClock::duration overslept) {

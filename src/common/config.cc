@@ -84,6 +84,9 @@ Status ValidateConfig(const Config& c) {
     return InvalidArgumentError("pack_below_bytes must be in [0, " +
                                 std::to_string(kMaxPackBelowBytes) + "], got " +
                                 std::to_string(c.pack_below_bytes));
+  if (c.spin_wait_us > kMaxSpinWaitUs)
+    return InvalidArgumentError("spin_wait_us must be in [0, " + std::to_string(kMaxSpinWaitUs) +
+                                "] microseconds, got " + std::to_string(c.spin_wait_us));
   if (c.checkpoint_every < 0 || c.checkpoint_every > kMaxCheckpointEvery)
     return InvalidArgumentError("checkpoint_every must be in [0, " +
                                 std::to_string(kMaxCheckpointEvery) + "] clocks, got " +

@@ -15,6 +15,7 @@ inline constexpr int kMaxDevices = 1024;     // device_ordinal, host_devices
 inline constexpr uint64_t kMinMessageBytes = 64;
 inline constexpr uint64_t kMaxMessageBytes = (1ull << 31) - 4096;  // below libzmq's 2 GB limit
 inline constexpr uint64_t kMaxPackBelowBytes = 1ull << 20;         // Config::pack_below_bytes
+inline constexpr uint32_t kMaxSpinWaitUs = 100000;                 // Config::spin_wait_us
 inline constexpr uint32_t kMaxRowWidth = 1u << 24;
 inline constexpr int64_t kMaxCheckpointEvery = 1ll << 40;
 // Row counts and indexes travel as 64-bit values but caches index rows with

@@ -35,6 +35,7 @@ std::string WorkerStats::ToJson() const {
   std::ostringstream o;
   o << "{\"rank\":" << rank << ",\"clock\":" << clock << ",\"iterations\":" << iterations
     << ",\"read_wait_seconds\":" << read_wait_seconds << ",\"reads_waited\":" << reads_waited
+    << ",\"waits_spun\":" << waits_spun << ",\"waits_ended_spinning\":" << waits_ended_spinning
     << ",\"messages_sent\":" << messages_sent << ",\"messages_received\":" << messages_received
     << ",\"bytes_sent\":" << bytes_sent << ",\"bytes_received\":" << bytes_received
     << ",\"pushes_installed\":" << pushes_installed

@@ -166,6 +166,9 @@ std::vector<Tunable> ConfigRows() {
       Integer<&Config::pack_below_bytes>(
           "GEEPS_PACK_BELOW_BYTES", "Config::pack_below_bytes", 0, kMaxPackBelowBytes,
           "messages smaller than this go as one frame (0: never; every rank the same)"),
+      Integer<&Config::spin_wait_us>(
+          "GEEPS_SPIN_WAIT_US", "Config::spin_wait_us", 0, kMaxSpinWaitUs,
+          "a wait for pushes polls this long before it blocks, while waits are short (0: never)"),
       Boolean<&Config::push_in_read_order>(
           "GEEPS_PUSH_IN_READ_ORDER", "Config::push_in_read_order",
           "partitions push a clock's tables in the order the workers read them"),
