@@ -121,7 +121,9 @@ TEST(HandOffTest, WaitsLongerThanTheBudgetSoonStopSpinning) {
       /*spin_wait_us=*/1000);
   ASSERT_GE(s.reads_waited, kIterations / 2);
   EXPECT_GE(s.waits_spun, 1);
-  EXPECT_LE(s.waits_spun, 4) << "of " << s.reads_waited << " waits";
+  // Two long waits in a row stop it; a few short ones while the workers
+  // fall into step may come first.
+  EXPECT_LE(s.waits_spun, 6) << "of " << s.reads_waited << " waits";
 }
 
 TEST(HandOffTest, WhileTheApplicationComputesTheChannelThreadInstallsPushes) {
