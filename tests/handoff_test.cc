@@ -73,25 +73,27 @@ TEST(HandOffTest, AWaitingApplicationThreadReceivesItsPushesItself) {
       << s.pushes_installed_by_app << " of " << s.pushes_installed;
 }
 
-// Waits for pushes spin before they block (Config::spin_wait_us,
-// client/spin_policy.h). Worker 1 "computes" 2 ms after each Clock, so
+// Two workers, worker 1 "computing" `late_ms` after each Clock, so that
 // worker 0's Reads wait about that long (over inproc and without compute a
 // push often comes before the Read asks: as few as 8 of 300 Reads waited
-// in a CI run); with a budget far longer than that, every wait spins and
-// (nearly) every one ends before it must block. The sums stay exact
-// (RunWorkers checks every read).
-WorkerStats RunWithALateWorker(int iterations, uint32_t spin_wait_us) {
+// in a CI run). Returns worker 0's stats.
+WorkerStats RunWithALateWorker(int iterations, int late_ms, uint32_t spin_wait_us) {
   return RunWorkers(
       2, iterations,
-      [](GeePS& ps, int) {
-        if (ps.rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      [late_ms](GeePS& ps, int) {
+        if (ps.rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(late_ms));
       },
       spin_wait_us);
 }
 
+// Waits for pushes spin before they block (Config::spin_wait_us,
+// client/spin_policy.h): with a budget far longer than the 2 ms waits,
+// every wait spins and (nearly) every one ends before it must block. The
+// sums stay exact (RunWorkers checks every read).
+
 TEST(HandOffTest, ShortWaitsSpinAndEndBeforeTheyBlock) {
   constexpr int kIterations = 50;
-  const WorkerStats s = RunWithALateWorker(kIterations, /*spin_wait_us=*/100000);
+  const WorkerStats s = RunWithALateWorker(kIterations, /*late_ms=*/2, /*spin_wait_us=*/100000);
   ASSERT_GE(s.reads_waited, kIterations / 2);
   EXPECT_EQ(s.waits_spun, s.reads_waited);
   // A wait over 100 ms (a stalled CI machine) blocks after its spin.
@@ -101,24 +103,18 @@ TEST(HandOffTest, ShortWaitsSpinAndEndBeforeTheyBlock) {
 
 TEST(HandOffTest, WithoutABudgetNoWaitSpins) {
   constexpr int kIterations = 50;
-  const WorkerStats s = RunWithALateWorker(kIterations, /*spin_wait_us=*/0);
+  const WorkerStats s = RunWithALateWorker(kIterations, /*late_ms=*/2, /*spin_wait_us=*/0);
   ASSERT_GE(s.reads_waited, kIterations / 2);
   EXPECT_EQ(s.waits_spun, 0);
   EXPECT_EQ(s.waits_ended_spinning, 0);
 }
 
-// Waits far longer than the budget stop spinning after a few: worker 1
-// "computes" 20 ms after each Clock, so worker 0's Reads wait about that
-// long against a budget of 1 ms (the first waits spin, their average then
+// Waits far longer than the budget stop spinning after a few: 20 ms waits
+// against a budget of 1 ms (the first waits spin, their average then
 // passes the budget).
 TEST(HandOffTest, WaitsLongerThanTheBudgetSoonStopSpinning) {
   constexpr int kIterations = 30;
-  const WorkerStats s = RunWorkers(
-      2, kIterations,
-      [](GeePS& ps, int) {
-        if (ps.rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      },
-      /*spin_wait_us=*/1000);
+  const WorkerStats s = RunWithALateWorker(kIterations, /*late_ms=*/20, /*spin_wait_us=*/1000);
   ASSERT_GE(s.reads_waited, kIterations / 2);
   EXPECT_GE(s.waits_spun, 1);
   // Two long waits in a row stop it; a few short ones while the workers

@@ -11,8 +11,9 @@
 //
 // Rule: spin for the budget while the recent waits averaged within it
 // (an average over about the last four, each counted at most at 4x the
-// budget, so that one long stall is forgotten after about five short
-// waits); else block at once. A budget of 0 never spins. Waits that the
+// budget: after a single long stall the next wait blocks and the one
+// after a short wait spins again; after a run of long waits, six short
+// ones); else block at once. A budget of 0 never spins. Waits that the
 // budget cannot cover (a wide model's push, a slow network, compute
 // elsewhere) thus soon stop spinning, and cost at most a few budgets.
 //

@@ -103,7 +103,7 @@ bool Worker::WaitForPushes(common::MutexLock& lock, SteadyClock::time_point dead
   // first (SpinPolicy): then no wake-up is paid when the push comes.
   const auto start = SteadyClock::now();
   const auto spin_until = start + std::chrono::nanoseconds(spin_.SpinNs());
-  bool result = false, spinning = spin_until > start, held = false, zeroed = false;
+  bool result = false, spinning = spin_until > start, held = false, first_look = true;
   if (spinning) waits_spun_.fetch_add(1);
   auto last_look = start;  // when the last poll returned
   for (;;) {
@@ -136,8 +136,8 @@ bool Worker::WaitForPushes(common::MutexLock& lock, SteadyClock::time_point dead
     // held, look again in kHeldBufferTickMs (not sooner: on a slow link a
     // send takes long, and each look wakes this thread and reads every
     // channel).
-    if (!spinning || !zeroed) held = data_->ZeroReleasedUpdateBuffers();
-    zeroed = true;
+    if (!spinning || first_look) held = data_->ZeroReleasedUpdateBuffers();
+    first_look = false;
     const int poll_ms =
         spinning ? 0 : static_cast<int>(std::min<int64_t>(left_ms, held ? kHeldBufferTickMs : 200));
     const int ready = LookForPushes(poll_ms, now, &deadline, &last_look);
