@@ -15,8 +15,15 @@
 #           copies where it would read device memory in place; every test
 #           except label 'slow' (the example layers included: they do not
 #           use the alias).
+#   cuda    GEEPS_HOST_AS_CUDA=1: DeviceKind::kAuto is a host device that
+#           behaves like the GPU kAuto gives on the GPU machine (all three
+#           properties above at once, plus the driver's thread and resident
+#           memory: src/device/host/cuda_like.h); kHost chosen explicitly
+#           stays the plain host. Every test except label 'slow', the
+#           sprays included: the whole suite as the GPU check's suite stage
+#           will meet it. Alone only (it sets the others for its devices).
 # A mode may join others with '+' (GEEPS_TEST_MODES, default
-# "async+noalias async+opaque", what .ci/run runs): one run with every
+# "async+noalias async+opaque cuda", what .ci/run runs): one run with every
 # variable of the parts set, over the tests of the narrowest part. The
 # asynchronous streams go with each of the other two rather than alone: the
 # paths that only no-alias takes (copies through the stream) and those that
@@ -31,7 +38,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 build_dir="${GEEPS_BUILD_DIR:-build}"
-modes="${GEEPS_TEST_MODES:-async+noalias async+opaque}"
+modes="${GEEPS_TEST_MODES:-async+noalias async+opaque cuda}"
 sprays='ForeignTrafficTest\.'
 run() {  # run <VAR=value...> -- <ctest args>...
   local settings=()
@@ -41,6 +48,10 @@ run() {  # run <VAR=value...> -- <ctest args>...
   env "${settings[@]}" ctest --test-dir "$build_dir" --output-on-failure -j "${GEEPS_TEST_JOBS:-4}" --no-tests=error "$@"
 }
 for mode in $modes; do
+  if [[ "$mode" == cuda ]]; then
+    run GEEPS_HOST_AS_CUDA=1 -- -LE slow
+    continue
+  fi
   settings=()
   opaque=0
   for part in ${mode//+/ }; do
@@ -49,7 +60,7 @@ for mode in $modes; do
       opaque) settings+=(GEEPS_HOST_OPAQUE_POINTERS=1); opaque=1 ;;
       noalias) settings+=(GEEPS_HOST_NO_ALIAS=1) ;;
       *)
-        echo "test-modes.sh: unknown mode '$part' in '$mode' (expected async, opaque, noalias, joined by +)" >&2
+        echo "test-modes.sh: unknown mode '$part' in '$mode' (expected async, opaque, noalias, joined by +, or cuda alone)" >&2
         exit 2
         ;;
     esac

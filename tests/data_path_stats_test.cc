@@ -28,11 +28,13 @@ struct JobStats {
 };
 
 // Messages in separate frames unless `pack_below_bytes` is given: most of
-// these tests count the passes of pushes sent from the rows themselves.
+// these tests count the passes of pushes sent from the rows themselves. The
+// device is the suite's (kAuto) unless a test needs the host's.
 JobStats RunOne(bool read_my_writes, uint64_t device_memory_budget = 0,
-                uint64_t pipeline_part_bytes = 0, bool zeroed = true,
-                uint64_t pack_below_bytes = 0) {
+                uint64_t pipeline_part_bytes = 0, bool zeroed = true, uint64_t pack_below_bytes = 0,
+                DeviceKind device = DeviceKind::kAuto) {
   Config c;
+  c.device = device;
   c.pipeline_part_bytes = pipeline_part_bytes;
   c.pack_below_bytes = pack_below_bytes;
   c.device_memory_budget = device_memory_budget;
@@ -88,12 +90,14 @@ void ExpectZeroed(int64_t zero, int64_t per_clock) {
 }
 
 // The passes of a direct update and a read in place. `host_alias`: whether
-// device memory has a host alias (the host backend's normal mode), or not
-// (CUDA; the host backend's no-alias mode, GEEPS_HOST_NO_ALIAS=1, set here
-// either way so that both cases run in every test mode).
+// device memory has a host alias (the host backend's normal mode, which only
+// the host device has: that case picks kHost itself), or not (CUDA; the host
+// backend's no-alias mode, GEEPS_HOST_NO_ALIAS=1, set here either way so
+// that both cases run in every test mode).
 void ExpectDirectUpdatesAndReadsInPlace(bool host_alias) {
   testing::ScopedEnv mode("GEEPS_HOST_NO_ALIAS", host_alias ? "0" : "1");
-  const JobStats run = RunOne(/*read_my_writes=*/false);
+  const JobStats run = RunOne(/*read_my_writes=*/false, 0, 0, /*zeroed=*/true, 0,
+                              host_alias ? DeviceKind::kHost : DeviceKind::kAuto);
   const DataPathBytes& p = run.worker.data_path;
   ASSERT_EQ(run.worker.updates_direct, kIterations);
   ASSERT_EQ(run.worker.reads_in_place, kIterations);

@@ -390,14 +390,26 @@ TEST(FailureTest, ForeignFramesOnAShardPortAreRefused) {
 // returned kDeadlineExceeded once the process ran again). Worker 1 is slow,
 // so worker 0 is nearly always waiting when the process is stopped; each
 // of three stops outlasts the 1.5 s timeout, and the log must show that a
-// wait spanned one.
+// wait spanned one. The stops begin once both workers have their devices
+// (their "device" lines): a GPU's driver, or the CUDA-like mode's stand-in
+// for it, may take most of a second to start.
 TEST(FrozenProcessTest, StoppedLongerThanTheTimeoutTheJobGoesOn) {
   Env env;
   env["GEEPS_TIMEOUT_MS"] = "1500";
+  env["GEEPS_LOG_LEVEL"] = "info";
   Child c = Spawn({::geeps::testing::Program(GEEPS_MULTIPROC_WORKER), "--embedded", "2",
                    "--iterations", "150", "--slow-rank", "1", "--delay-ms", "40"},
                   env);
   std::vector<Child> children = {c};
+  const auto started_by = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  auto started = [&] {
+    const std::string log = ReadFile(c.log);
+    return log.find("worker 0: device") != std::string::npos &&
+           log.find("worker 1: device") != std::string::npos;
+  };
+  while (!started() && std::chrono::steady_clock::now() < started_by)
+    std::this_thread::sleep_for(milliseconds(20));
+  ASSERT_TRUE(started()) << Logs(children);
   for (int i = 0; i < 3; ++i) {
     std::this_thread::sleep_for(milliseconds(700));
     ASSERT_EQ(kill(c.pid, SIGSTOP), 0);

@@ -107,7 +107,7 @@ struct Child {
 inline bool IsSuiteModeVariable(const std::string& name) {
   return name == "GEEPS_DEVICE" || name == "GEEPS_HOST_OPAQUE_POINTERS" ||
          name == "GEEPS_ASYNC_HOST_STREAMS" || name == "GEEPS_HOST_NO_ALIAS" ||
-         name == "GEEPS_DEVICE_TRACE";
+         name == "GEEPS_HOST_AS_CUDA" || name == "GEEPS_DEVICE_TRACE";
 }
 
 // Starts argv with the variables of `env` added (GEEPS_*, OMPI_* and SLURM_*

@@ -1021,8 +1021,10 @@ TEST(ForeignFrameTest, ThreeFramesOf256MiBStayBoundedByTheJob) {
   TempDir dir;
   const int base = FreePortRange(4);
   const int coordinator = FreePort();
+  // The host device: a GPU's driver takes its resident memory (the context,
+  // the pinned pools) while the job starts, which may be after the baseline.
   std::vector<Child> children =
-      StartJob(dir, {"", ""}, {{"GEEPS_BASE_PORT", std::to_string(base)}},
+      StartJob(dir, {"", ""}, {{"GEEPS_BASE_PORT", std::to_string(base)}, {"GEEPS_DEVICE", "host"}},
                {"--iterations", "80", "--delay-ms", "50", "--channels", "2"}, coordinator);
   // Rank 0 has joined and runs once its shard port answers; its resident set
   // then is the baseline.

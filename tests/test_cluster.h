@@ -283,7 +283,9 @@ class ProcessCluster : public TestCluster {
                  {"GEEPS_TRANSPORT", transport_}};
       // The workload's device, not the suite's GEEPS_DEVICE (which Spawn
       // would pass on).
-      env["GEEPS_DEVICE"] = w.device == DeviceKind::kCuda ? "cuda" : "host";
+      env["GEEPS_DEVICE"] = w.device == DeviceKind::kCuda   ? "cuda"
+                            : w.device == DeviceKind::kAuto ? "auto"
+                                                            : "host";
       if (!ipc_dir.empty()) env["GEEPS_IPC_DIR"] = ipc_dir;
       if (aggregate) {
         env["GEEPS_AGGREGATE_PER_MACHINE"] = "1";

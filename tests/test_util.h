@@ -34,6 +34,14 @@ inline void PrintTo(DeviceKind kind, std::ostream* os) {
 
 namespace geeps::testing {
 
+// Whether the suite runs in the host backend's CUDA-like mode
+// (GEEPS_HOST_AS_CUDA=1, src/device/host/cuda_like.h): DeviceKind::kAuto
+// without a GPU is then a host device that behaves like one.
+inline bool CudaLikeHostMode() {
+  const char* v = std::getenv("GEEPS_HOST_AS_CUDA");
+  return v != nullptr && std::string(v) == "1";
+}
+
 // Sets an environment variable (unsets it for a null value) for its own
 // lifetime, then restores what was there.
 class ScopedEnv {

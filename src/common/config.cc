@@ -139,6 +139,7 @@ StatusOr<bool> HostOpaquePointersFromEnvironment() {
   return BoolFlag("GEEPS_HOST_OPAQUE_POINTERS");
 }
 StatusOr<bool> HostNoAliasFromEnvironment() { return BoolFlag("GEEPS_HOST_NO_ALIAS"); }
+StatusOr<bool> HostAsCudaFromEnvironment() { return BoolFlag("GEEPS_HOST_AS_CUDA"); }
 
 namespace {
 

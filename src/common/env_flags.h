@@ -17,6 +17,11 @@ StatusOr<bool> HostOpaquePointersFromEnvironment();
 // (device::DeviceOptions::no_host_alias). No Config field: it is a test mode
 // for whole suites only.
 StatusOr<bool> HostNoAliasFromEnvironment();
+// GEEPS_HOST_AS_CUDA, the same way: the host backend's CUDA-like test mode
+// (device/host/cuda_like.h), in which DeviceKind::kAuto without a GPU
+// resolves to a host device that behaves like the GPU it would get on a
+// machine with one. No Config field either.
+StatusOr<bool> HostAsCudaFromEnvironment();
 
 }  // namespace geeps
 

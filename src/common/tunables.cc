@@ -251,6 +251,8 @@ std::vector<Tunable> OtherRows() {
                 "host device memory the host cannot dereference, as on a GPU"),
       Elsewhere("GEEPS_HOST_NO_ALIAS", Scope::kTestMode, "", "0|1", "0",
                 "host device memory never aliases host memory (every push copied)"),
+      Elsewhere("GEEPS_HOST_AS_CUDA", Scope::kTestMode, "", "0|1", "0",
+                "DeviceKind::kAuto without a GPU is a host device that behaves like CUDA"),
   };
 }
 

@@ -8,6 +8,8 @@
 #include <new>
 #include <string>
 
+#include "common/env_flags.h"
+#include "device/host/cuda_like.h"
 #include "device/host/host_device.h"
 #ifdef GEEPS_HAVE_CUDA
 #include "device/cuda/cuda_device.h"
@@ -70,7 +72,10 @@ Status CheckDeviceAvailable(DeviceKind kind) {
 StatusOr<int> DeviceCount(DeviceKind kind, int host_devices) {
   switch (kind) {
     case DeviceKind::kAuto:
-      if (!CudaUsable().ok()) return host_devices;
+      if (!CudaUsable().ok()) {
+        GEEPS_ASSIGN_OR_RETURN(bool cuda_like, HostAsCudaFromEnvironment());
+        return cuda_like ? 1 : host_devices;
+      }
       [[fallthrough]];
     case DeviceKind::kCuda:
       GEEPS_RETURN_IF_ERROR(CudaUsable());
@@ -92,7 +97,12 @@ StatusOr<std::unique_ptr<Device>> CreateUntraced(DeviceKind kind, const DeviceOp
   switch (kind) {
     case DeviceKind::kAuto:
       // Any error of the probe (no driver, no device) means "no GPU".
-      if (!CudaUsable().ok()) return CreateHostDevice(options);
+      if (!CudaUsable().ok()) {
+        GEEPS_ASSIGN_OR_RETURN(bool cuda_like, HostAsCudaFromEnvironment());
+        if (!cuda_like) return CreateHostDevice(options);
+        host::StartDriverStandIn();
+        return CreateHostDevice(host::CudaLikeOptions(options));
+      }
       [[fallthrough]];
     case DeviceKind::kCuda:
       GEEPS_RETURN_IF_ERROR(CudaUsable());

@@ -73,6 +73,10 @@ struct DeviceOptions {
   // memory the host cannot read (copies instead of sends in place) run on
   // a machine without a GPU too. The memory itself stays host memory.
   bool no_host_alias = false;
+  // Host backend only: the device of the CUDA-like mode (GEEPS_HOST_AS_CUDA,
+  // device/host/cuda_like.h), named "host:0 of 1 (CUDA-like)". Set by that
+  // mode, with the three modes above.
+  bool cuda_like = false;
 };
 
 class Device {
@@ -177,7 +181,10 @@ class Device {
 };
 
 // Creates a device. kAuto picks CUDA when the backend is built and a GPU is
-// present, else host. kCuda without CUDA is kUnavailable with the reason.
+// present, else host; with GEEPS_HOST_AS_CUDA=1, that host device is the
+// CUDA-like one (device/host/cuda_like.h: `options` with the modes above,
+// and the driver's side effects). kCuda without CUDA is kUnavailable with
+// the reason.
 // With GEEPS_DEVICE_TRACE=<file> set, each device created appends
 // "<pid> <name>" to that file (a test run's record of the devices it used).
 StatusOr<std::unique_ptr<Device>> CreateDevice(DeviceKind kind, const DeviceOptions& options);
@@ -185,7 +192,7 @@ StatusOr<std::unique_ptr<Device>> CreateDevice(DeviceKind kind, const DeviceOpti
 // How many devices of `kind` this process can use: for kHost,
 // `host_devices`; for kCuda, cudaGetDeviceCount (kUnavailable as
 // CheckDeviceAvailable without one); kAuto is kCuda when a GPU is usable,
-// else kHost.
+// else kHost (1 with GEEPS_HOST_AS_CUDA=1, as on a machine with one GPU).
 StatusOr<int> DeviceCount(DeviceKind kind, int host_devices);
 
 // Whether CreateDevice(kind) can succeed, without creating anything: OK for

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <string>
 
+#include "common/env_flags.h"
 #include "device/device.h"
 
 namespace geeps::device {
@@ -38,13 +39,16 @@ StatusOr<std::vector<int>> SelectWorkerDevices(const Config& config, int local_r
     StatusOr<int> ordinal =
         SelectDeviceOrdinal(config.device_ordinal, local_rank, workers_in_process, w, count);
     if (!ordinal.ok()) {
-      const bool host =
-          config.device == DeviceKind::kHost ||
-          (config.device == DeviceKind::kAuto && !CheckDeviceAvailable(DeviceKind::kCuda).ok());
-      return Status(ordinal.status().code(),
-                    ordinal.status().message() +
-                        (host ? "; host devices are Config::host_devices (GEEPS_HOST_DEVICES)"
-                              : "; CUDA devices are the GPUs cudaGetDeviceCount sees"));
+      const bool automatic_host =
+          config.device == DeviceKind::kAuto && !CheckDeviceAvailable(DeviceKind::kCuda).ok();
+      const bool host = config.device == DeviceKind::kHost || automatic_host;
+      const StatusOr<bool> cuda_like = HostAsCudaFromEnvironment();
+      const char* hint = !host ? "; CUDA devices are the GPUs cudaGetDeviceCount sees"
+                         : automatic_host && cuda_like.ok() && *cuda_like
+                             ? "; DeviceKind::kAuto is one device in the CUDA-like host mode "
+                               "(GEEPS_HOST_AS_CUDA=1), as on a machine with one GPU"
+                             : "; host devices are Config::host_devices (GEEPS_HOST_DEVICES)";
+      return Status(ordinal.status().code(), ordinal.status().message() + hint);
     }
     ordinals.push_back(*ordinal);
   }

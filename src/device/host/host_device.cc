@@ -88,6 +88,7 @@ HostDevice::HostDevice(const DeviceOptions& options)
       copy_bandwidth_(options.emulated_copy_bandwidth),
       async_streams_(options.async_streams),
       no_host_alias_(options.no_host_alias),
+      cuda_like_(options.cuda_like),
       async_max_delay_(options.async_max_delay),
       table_(std::make_shared<AllocationTable>(
           options.memory_budget, options.opaque_pointers ? kOpaqueOffset : 0, ordinal_)) {}
@@ -95,7 +96,8 @@ HostDevice::HostDevice(const DeviceOptions& options)
 HostDevice::~HostDevice() { table_->FreeAll(); }
 
 std::string HostDevice::name() const {
-  return "host:" + std::to_string(ordinal_) + " of " + std::to_string(host_devices_);
+  return "host:" + std::to_string(ordinal_) + " of " + std::to_string(host_devices_) +
+         (cuda_like_ ? " (CUDA-like)" : "");
 }
 
 void HostDevice::MakeCurrent() const { SetCurrentHostDevice(ordinal_); }

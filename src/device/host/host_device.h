@@ -162,6 +162,7 @@ class HostDevice final : public Device {
   const uint64_t copy_bandwidth_;  // DeviceOptions::emulated_copy_bandwidth
   const bool async_streams_;       // DeviceOptions::async_streams
   const bool no_host_alias_;       // DeviceOptions::no_host_alias
+  const bool cuda_like_;           // DeviceOptions::cuda_like
   const std::chrono::microseconds async_max_delay_;
   const std::shared_ptr<AllocationTable> table_;
 };
