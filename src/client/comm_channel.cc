@@ -631,6 +631,12 @@ bool CommChannel::InstallRows(TableCache& t, const PartitionSlice& s, uint32_t f
   // analysis).
   const bool add_oplog = rmw && t.oplog_dirty;
   device::Stream* const stream = stream_.get();
+  // Not before the application's stream has run the work that reads these
+  // rows in place (DataPath::CloseInPlaceRead).
+  if (t.in_place_reads_recorded) {
+    st = dev->StreamWait(stream, t.in_place_reads_done.get());
+    t.in_place_reads_recorded = false;
+  }
   t.ForPieces(s.cache_begin + first, count, [&](const CacheRun& piece, uint32_t off) {
     const char* src = rows_bytes + off * w * sizeof(float);
     const size_t n = piece.count * w;

@@ -319,6 +319,21 @@ Status DataPath::Gather(int32_t h, TableCache& t) {
   return device_->Synchronize(stream_);
 }
 
+Status DataPath::CloseInPlaceRead(TableCache& t, AccessBuffers& b) {
+  --t.open_in_place_reads;
+  b.open_in_place = false;
+  if (b.adopted != nullptr) {
+    std::shared_ptr<const AdoptedRows> rows = std::move(b.adopted);
+    return device_->HostFunction([rows]() mutable { rows.reset(); }, stream_);
+  }
+  if (t.in_place_reads_done == nullptr) {
+    GEEPS_ASSIGN_OR_RETURN(t.in_place_reads_done, device_->CreateEvent());
+  }
+  GEEPS_RETURN_IF_ERROR(device_->Record(t.in_place_reads_done.get(), stream_));
+  t.in_place_reads_recorded = true;
+  return Status::OK();
+}
+
 Status DataPath::Scatter(int32_t h, bool read_my_writes) {
   AccessBuffers& b = update_bufs_[h];
   TableCache& t = *tables_[seq_->updates()[h].table];

@@ -131,6 +131,12 @@ class DataPath {
   Status Materialize(TableCache& t, const std::vector<int>& slices) GEEPS_REQUIRES(t.mu);
   // A read's rows from the cache into its (pool) buffer.
   Status Gather(int32_t h, TableCache& t) GEEPS_REQUIRES(t.mu);
+  // Closes a read returned in place (PostRead). Work the application queued
+  // on its stream before this call may still read the rows: an event is
+  // recorded there that every later install into the cache waits for
+  // (TableCache::in_place_reads_done), and a push kept in its message
+  // (AccessBuffers::adopted) is let go only once the stream gets here.
+  Status CloseInPlaceRead(TableCache& t, AccessBuffers& b) GEEPS_REQUIRES(t.mu);
   // An update's buffer into the oplog (and the cache with `read_my_writes`),
   // then its pool buffer back. Takes t.mu.
   Status Scatter(int32_t h, bool read_my_writes);

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "common/mutex.h"
+#include "device/device.h"
 #include "geeps/config.h"
 
 namespace geeps::client {
@@ -91,6 +92,13 @@ struct TableCache {
   // PostRead: while any is open, pushes in parts go through a staging
   // buffer instead of straight into the cache.
   int open_in_place_reads GEEPS_GUARDED_BY(mu) = 0;
+  // Recorded on the application's stream at the PostRead of a read in
+  // place (DataPath::CloseInPlaceRead): kernels queued before it may still
+  // read the cache rows, so an install into the cache waits for it on its
+  // channel's stream (CommChannel::InstallRows). `recorded`: since the last
+  // install that waited for it.
+  std::unique_ptr<device::Event> in_place_reads_done GEEPS_GUARDED_BY(mu);
+  bool in_place_reads_recorded GEEPS_GUARDED_BY(mu) = false;
   // Partitions with a non-empty span. Not GEEPS_GUARDED_BY(mu): the vector
   // and each slice's span fields are fixed after DataPath::BuildTables and
   // read without the lock; age, included, installing and push_installed are

@@ -141,6 +141,10 @@ Status Worker::FinishVirtualIteration() {
     StatusOr<bool> no_alias_env = HostNoAliasFromEnvironment();
     if (!no_alias_env.ok()) return fail(no_alias_env.status());
     options.no_host_alias = *no_alias_env;
+    // Read by CreateDevice for kAuto only; a malformed value is an error
+    // here whatever the device.
+    StatusOr<bool> cuda_like_env = HostAsCudaFromEnvironment();
+    if (!cuda_like_env.ok()) return fail(cuda_like_env.status());
   }
   auto device = device::CreateDevice(config_.device, options);
   if (!device.ok()) return fail(device.status());
@@ -407,9 +411,7 @@ Status Worker::PostRead(ReadHandle h) {
   if (b.open_in_place) {
     TableCache& t = data_->table(seq_.reads()[h.id].table);
     common::MutexLock lock(&t.mu);
-    --t.open_in_place_reads;
-    b.open_in_place = false;
-    b.adopted.reset();  // the message may go now
+    GEEPS_RETURN_IF_ERROR(data_->CloseInPlaceRead(t, b));
   }
   GEEPS_RETURN_IF_ERROR(data_->ReleaseBuffer(b));
   return Advance();
