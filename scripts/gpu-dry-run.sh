@@ -16,7 +16,9 @@
 # Then it checks the gpu-check.json the run wrote: the caller's path is in
 # library_path; every stage has limit_s and gate; the limits add up to at
 # most the budget, and the budget is at most 540 s; no figure stage failed;
-# the run passed.
+# the suite stage ran in the CUDA-like mode (tests made CUDA-like host
+# devices, none a CUDA one); the logs archive is under 12 MiB (files over
+# 16 MiB do not come back from the GPU machine); the run passed.
 #   bash scripts/gpu-dry-run.sh [--bundle DIR] [--out DIR]
 # Default bundle gpu-bundle/ (scripts/gpu-bundle.sh makes it); outputs in
 # gpu-check-out/ (git-ignored).
@@ -76,9 +78,13 @@ fi
 
 # The record the GPU run will leave, checked as a reader would.
 python3 - "$out/gpu-check.json" "$caller_path" "$rc" "$hidden" <<'EOF'
-import json, sys
+import json, os, sys
 path, caller, rc, hidden = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1"
 problems = []
+archive = os.path.join(os.path.dirname(path), "gpu-check-logs.tar.gz")
+archive_bytes = os.path.getsize(archive) if os.path.exists(archive) else -1
+if not 0 < archive_bytes < 12 << 20:
+    problems.append(f"the logs archive {archive} is {archive_bytes} bytes (missing, or not under 12 MiB)")
 try:
     j = json.load(open(path))
 except Exception as e:  # noqa: BLE001 - any unreadable record is the failure
@@ -97,6 +103,11 @@ for s in j.get("stages", []):
     limits += s["limit_s"]
     if s["gate"] == "figure" and s["status"] == "failed":
         problems.append(f"figure stage {s['name']} failed: {s.get('note')}")
+suite = next((s for s in j.get("stages", []) if s.get("name") == "suite"), {})
+fig = suite.get("figures", {})
+if fig.get("cuda_like", 0) <= 0 or fig.get("touched_gpu", 0) != 0:
+    problems.append(f"the suite stage did not run in the CUDA-like mode: {fig.get('cuda_like')} tests "
+                    f"made a CUDA-like device, {fig.get('touched_gpu')} a CUDA one")
 if limits > budget:
     problems.append(f"the stages' limits add up to {limits} s, over the budget {budget} s")
 if not j.get("passed") or not j.get("finished") or rc != 0:
@@ -105,7 +116,9 @@ if not j.get("passed") or not j.get("finished") or rc != 0:
     problems.append(f"the dry run did not pass (exit {rc}): " + "; ".join(bad))
 summary = ", ".join(f"{s['name']} {s['gate']} {s['limit_s']} s {s['status']}" for s in j["stages"])
 print(f"gpu-dry-run: budget {budget} s, limits {limits} s, library_path ends "
-      f"...{j.get('library_path', '')[-60:]}; tree hidden: {'yes' if hidden else 'no'}; {summary}")
+      f"...{j.get('library_path', '')[-60:]}; tree hidden: {'yes' if hidden else 'no'}; "
+      f"logs archive {archive_bytes / 2**20:.1f} MiB; suite: {fig.get('tests')} tests, "
+      f"{fig.get('cuda_like')} on a CUDA-like device; {summary}")
 for p in problems:
     print("gpu-dry-run: PROBLEM: " + p)
 sys.exit(1 if problems else 0)

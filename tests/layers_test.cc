@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "backend.h"
+#include "cudnn_algos.h"
 #include "layers.h"
 
 namespace nn {
@@ -444,6 +445,49 @@ TEST(LayersTest, NetworkShapesAndNames) {
   EXPECT_EQ(normed.Describe(), "conv3x3x8-gn4-relu");
   EXPECT_EQ(normed.layer(1).out_shape().size(), 8u * 28 * 28);
   EXPECT_EQ(normed.num_params(), (8u * 9 + 8) + 2 * 8);
+}
+
+// The cuDNN algorithms the CUDA backend may take from the heuristics
+// (cudnn_algos.h; its numbers are checked against cuDNN's enums where
+// cuda_backend.cu compiles): every algorithm of each pass, by cuDNN's
+// number, allowed or not, and why.
+TEST(CudnnAlgosTest, CoarseAndNondeterministicAlgorithmsAreLeftOut) {
+  using cudnn_algos::Pass;
+  struct Row {
+    Pass pass;
+    int algo;
+    const char* name;
+    bool coarse, nondeterministic;
+  };
+  const Row rows[] = {
+      {Pass::kForward, 0, "IMPLICIT_GEMM", false, false},
+      {Pass::kForward, 1, "IMPLICIT_PRECOMP_GEMM", false, false},
+      {Pass::kForward, 2, "GEMM", false, false},
+      {Pass::kForward, 3, "DIRECT", false, false},
+      {Pass::kForward, 4, "FFT", true, false},
+      {Pass::kForward, 5, "FFT_TILING", true, false},
+      {Pass::kForward, 6, "WINOGRAD", true, false},
+      {Pass::kForward, 7, "WINOGRAD_NONFUSED", true, false},
+      {Pass::kBackwardData, 0, "DATA_ALGO_0", false, true},
+      {Pass::kBackwardData, 1, "DATA_ALGO_1", false, false},
+      {Pass::kBackwardData, 2, "DATA FFT", true, false},
+      {Pass::kBackwardData, 3, "DATA FFT_TILING", true, false},
+      {Pass::kBackwardData, 4, "DATA WINOGRAD", true, false},
+      {Pass::kBackwardData, 5, "DATA WINOGRAD_NONFUSED", true, false},
+      {Pass::kBackwardFilter, 0, "FILTER_ALGO_0", false, true},
+      {Pass::kBackwardFilter, 1, "FILTER_ALGO_1", false, false},
+      {Pass::kBackwardFilter, 2, "FILTER FFT", true, false},
+      {Pass::kBackwardFilter, 3, "FILTER_ALGO_3", false, true},
+      {Pass::kBackwardFilter, 4, "FILTER WINOGRAD", true, false},
+      {Pass::kBackwardFilter, 5, "FILTER WINOGRAD_NONFUSED", true, false},
+      {Pass::kBackwardFilter, 6, "FILTER FFT_TILING", true, false},
+  };
+  for (const Row& r : rows) {
+    SCOPED_TRACE(r.name);
+    EXPECT_EQ(cudnn_algos::Coarse(r.pass, r.algo), r.coarse);
+    EXPECT_EQ(cudnn_algos::KnownNondeterministic(r.pass, r.algo), r.nondeterministic);
+    EXPECT_EQ(cudnn_algos::Allowed(r.pass, r.algo), !r.coarse && !r.nondeterministic);
+  }
 }
 
 }  // namespace

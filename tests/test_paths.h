@@ -6,8 +6,10 @@
 //   GEEPS_TEST_BIN_DIR     a folder holding every program by its file name
 //   GEEPS_TEST_SOURCE_DIR  a folder holding the source files read, under
 //                          their paths in the source tree
-// gpu-bundle.sh fails when a bundled binary holds any other absolute path
-// of the build or source folder, so that no test reads one unseen.
+// A test that reads any other path of the build or source folder fails in
+// the bundle's dry run (scripts/gpu-dry-run.sh), which hides the source
+// folder, build/ with it, behind an empty one where it can make a mount
+// namespace (CI can; it says so where it cannot).
 #ifndef GEEPS_TESTS_TEST_PATHS_H_
 #define GEEPS_TESTS_TEST_PATHS_H_
 

@@ -41,6 +41,7 @@
 
 #include "backend.h"
 #include "cuda_launch.h"
+#include "cudnn_algos.h"
 #include "dropout_mask.h"
 
 namespace nn {
@@ -557,25 +558,41 @@ struct ConvPlan {
   size_t fwd_bytes = 0, bwd_data_bytes = 0, bwd_filter_bytes = 0;
 };
 
-// Algorithms cuDNN documents as non-deterministic (atomics), excluded
-// whatever the heuristics' determinism field says.
-bool KnownNondeterministic(cudnnConvolutionFwdAlgo_t) { return false; }
-bool KnownNondeterministic(cudnnConvolutionBwdDataAlgo_t a) {
-  return a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_0;
-}
-bool KnownNondeterministic(cudnnConvolutionBwdFilterAlgo_t a) {
-  return a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0 || a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3;
+// cudnn_algos.h's numbers are cuDNN's.
+namespace algos = cudnn_algos;
+static_assert(algos::kFwdFft == CUDNN_CONVOLUTION_FWD_ALGO_FFT &&
+              algos::kFwdFftTiling == CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING &&
+              algos::kFwdWinograd == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD &&
+              algos::kFwdWinogradNonfused == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED);
+static_assert(algos::kDataAlgo0 == CUDNN_CONVOLUTION_BWD_DATA_ALGO_0 &&
+              algos::kDataFft == CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT &&
+              algos::kDataFftTiling == CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING &&
+              algos::kDataWinograd == CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD &&
+              algos::kDataWinogradNonfused == CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED);
+static_assert(algos::kFilterAlgo0 == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0 &&
+              algos::kFilterFft == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT &&
+              algos::kFilterAlgo3 == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3 &&
+              algos::kFilterWinograd == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD &&
+              algos::kFilterWinogradNonfused ==
+                  CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED &&
+              algos::kFilterFftTiling == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING);
+
+constexpr algos::Pass PassOf(cudnnConvolutionFwdAlgo_t) { return algos::Pass::kForward; }
+constexpr algos::Pass PassOf(cudnnConvolutionBwdDataAlgo_t) { return algos::Pass::kBackwardData; }
+constexpr algos::Pass PassOf(cudnnConvolutionBwdFilterAlgo_t) {
+  return algos::Pass::kBackwardFilter;
 }
 
 // Whether a heuristic result may be used: supported, deterministic (the same
-// inputs give the same bits from run to run, as on the host) and without
-// tensor-op math (TF32 keeps 10 mantissa bits: far from the host's results).
+// inputs give the same bits from run to run, as on the host), without
+// tensor-op math (TF32 keeps 10 mantissa bits: far from the host's results),
+// and allowed by cudnn_algos.h (neither coarse nor known non-deterministic).
 // The descriptor itself is set to CUDNN_FMA_MATH, which is what runs.
 template <typename Perf>
 bool Usable(const Perf& p) {
   return p.status == CUDNN_STATUS_SUCCESS && p.determinism == CUDNN_DETERMINISTIC &&
          (p.mathType == CUDNN_FMA_MATH || p.mathType == CUDNN_DEFAULT_MATH) &&
-         !KnownNondeterministic(p.algo);
+         algos::Allowed(PassOf(p.algo), static_cast<int>(p.algo));
 }
 #endif  // NN_WITH_CUDNN
 

@@ -4,7 +4,11 @@
 // device is seen before any test runs: the driver not found (and where it
 // was looked for), the driver found but failing to start (cuInit's error),
 // or no device. It needs no CUDA headers or libraries to build, so it is
-// built everywhere.
+// built everywhere. Where the device is seen it also says what starting the
+// driver cost the process (cuInit, then device 0's primary context, which
+// every CUDA runtime call makes): the time, the threads and the resident
+// memory it added, the figures the host backend's CUDA-like mode stands in
+// for (src/device/host/cuda_like.h).
 //
 // Prints one line per fact on stdout and exits with
 //   0  the driver started and sees at least one device
@@ -16,9 +20,11 @@
 #include <dlfcn.h>
 #include <link.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <string>
 
 namespace {
@@ -28,6 +34,8 @@ using InitFn = int (*)(unsigned);
 using CountFn = int (*)(int*);
 using VersionFn = int (*)(int*);
 using ErrorNameFn = int (*)(int, const char**);
+using DeviceGetFn = int (*)(int*, int);
+using PrimaryCtxRetainFn = int (*)(void**, int);
 
 constexpr int kExitNotFound = 3;
 constexpr int kExitIncomplete = 4;
@@ -56,6 +64,53 @@ std::string LoadedFrom(void* driver) {
     return map->l_name;
   }
   return "(path unknown)";
+}
+
+// The process's thread count and resident set (KiB), from /proc/self/status.
+struct ProcessSize {
+  long threads = 0;
+  long rss_kib = 0;
+};
+
+ProcessSize SizeNow() {
+  ProcessSize size;
+  std::ifstream status("/proc/self/status");
+  std::string key;
+  while (status >> key) {
+    if (key == "Threads:") status >> size.threads;
+    if (key == "VmRSS:") status >> size.rss_kib;
+    status.ignore(1 << 12, '\n');
+  }
+  return size;
+}
+
+using Clock = std::chrono::steady_clock;
+
+void PrintCost(const char* what, Clock::time_point start, const ProcessSize& before) {
+  const ProcessSize after = SizeNow();
+  const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  std::printf("cuda-probe: %s took %.0f ms, +%ld thread(s), +%.1f MiB resident\n", what, ms,
+              after.threads - before.threads,
+              static_cast<double>(after.rss_kib - before.rss_kib) / 1024.0);
+}
+
+// Device 0's primary context, retained (never released: the process ends),
+// and what it cost; nothing where the driver lacks the two functions.
+void ReportContextCost(void* driver) {
+  auto get = reinterpret_cast<DeviceGetFn>(dlsym(driver, "cuDeviceGet"));
+  auto retain = reinterpret_cast<PrimaryCtxRetainFn>(dlsym(driver, "cuDevicePrimaryCtxRetain"));
+  if (get == nullptr || retain == nullptr) return;
+  const ProcessSize before = SizeNow();
+  const auto start = Clock::now();
+  int device = 0;
+  void* context = nullptr;
+  const int result = get(&device, 0) != 0 ? -1 : retain(&context, device);
+  if (result != 0) {
+    std::printf("cuda-probe: device 0's primary context could not be made: error %s\n",
+                ErrorText(driver, result).c_str());
+    return;
+  }
+  PrintCost("device 0's primary context", start, before);
 }
 
 }  // namespace
@@ -90,6 +145,8 @@ int main(int argc, char** argv) {
     std::printf("cuda-probe: driver API version %d.%d\n", driver_version / 1000,
                 driver_version % 1000 / 10);
   }
+  const ProcessSize before_init = SizeNow();
+  const auto init_start = Clock::now();
   const int init_result = init(0);
   if (init_result != 0) {
     std::printf("cuda-probe: cuInit failed: error %s (driver %s)\n",
@@ -105,6 +162,8 @@ int main(int argc, char** argv) {
         ErrorText(driver, count_result).c_str(), devices);
     return kExitNoDevice;
   }
+  PrintCost("cuInit", init_start, before_init);
+  ReportContextCost(driver);
   std::printf("cuda-probe: cuInit succeeded, %d CUDA device(s)\n", devices);
   return 0;
 }

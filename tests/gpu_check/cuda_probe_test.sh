@@ -31,6 +31,9 @@ expect 5 "cuInit failed: error 100 (CUDA_ERROR_NO_DEVICE) (driver $fake_dir/libc
 expect 5 "error 999" LD_LIBRARY_PATH="$fake_dir" FAKE_CUDA_INIT=999
 expect 6 "no CUDA device is seen" LD_LIBRARY_PATH="$fake_dir" FAKE_CUDA_INIT=0 FAKE_CUDA_DEVICES=0
 expect 0 "cuInit succeeded, 2 CUDA device(s)" LD_LIBRARY_PATH="$fake_dir" FAKE_CUDA_INIT=0 FAKE_CUDA_DEVICES=2
+# What starting the driver cost: the fake's context takes 8 MiB.
+expect 0 "device 0's primary context took" LD_LIBRARY_PATH="$fake_dir" FAKE_CUDA_INIT=0 FAKE_CUDA_DEVICES=1
+expect 0 "+8." LD_LIBRARY_PATH="$fake_dir" FAKE_CUDA_INIT=0 FAKE_CUDA_DEVICES=1
 expect 0 "driver API version 13.0" LD_LIBRARY_PATH="$fake_dir" FAKE_CUDA_INIT=0 FAKE_CUDA_DEVICES=1
 if "$probe" extra-argument >/dev/null 2>&1; [[ $? != 2 ]]; then
   echo "FAILED: an argument is not refused as bad usage (exit 2)"

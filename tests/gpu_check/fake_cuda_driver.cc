@@ -4,7 +4,9 @@
 //   FAKE_CUDA_INIT     what cuInit returns (default 100,
 //                      CUDA_ERROR_NO_DEVICE)
 //   FAKE_CUDA_DEVICES  the device count cuDeviceGetCount gives (default 0)
+// cuDevicePrimaryCtxRetain takes and touches 8 MiB, as a context takes memory.
 #include <cstdlib>
+#include <cstring>
 
 namespace {
 int EnvInt(const char* name, int fallback) {
@@ -28,6 +30,20 @@ __attribute__((visibility("default"))) int cuDeviceGetCount(int* count) {
 
 __attribute__((visibility("default"))) int cuDriverGetVersion(int* version) {
   *version = 13000;
+  return 0;
+}
+
+__attribute__((visibility("default"))) int cuDeviceGet(int* device, int ordinal) {
+  *device = ordinal;
+  return ordinal < EnvInt("FAKE_CUDA_DEVICES", 0) ? 0 : 101;  // CUDA_ERROR_INVALID_DEVICE
+}
+
+__attribute__((visibility("default"))) int cuDevicePrimaryCtxRetain(void** context, int /*dev*/) {
+  constexpr size_t kBytes = size_t{8} << 20;
+  void* block = std::malloc(kBytes);  // kept: the context lives until the process ends
+  if (block == nullptr) return 2;     // CUDA_ERROR_OUT_OF_MEMORY
+  std::memset(block, 1, kBytes);
+  *context = block;
   return 0;
 }
 
