@@ -9,6 +9,10 @@
 #include <cstring>
 
 namespace {
+// The fake context's memory, referenced for as long as the process lives, as
+// a real context's is (volatile: never read; LeakSanitizer must see it).
+void* volatile g_context_memory = nullptr;
+
 int EnvInt(const char* name, int fallback) {
   const char* v = std::getenv(name);
   return v == nullptr ? fallback : std::atoi(v);
@@ -43,6 +47,7 @@ __attribute__((visibility("default"))) int cuDevicePrimaryCtxRetain(void** conte
   void* block = std::malloc(kBytes);  // kept: the context lives until the process ends
   if (block == nullptr) return 2;     // CUDA_ERROR_OUT_OF_MEMORY
   std::memset(block, 1, kBytes);
+  g_context_memory = block;
   *context = block;
   return 0;
 }
