@@ -13,6 +13,7 @@
 #include <string>
 #include <tuple>
 
+#include "common/env_flags.h"
 #include "device/device.h"
 #include "exact_sum.h"
 #include "test_cluster.h"
@@ -35,7 +36,8 @@ class ExactSumTest : public ::testing::TestWithParam<std::tuple<Backend, Shape>>
   void SetUp() override {
     const Status available = device::CheckDeviceAvailable(backend().device);
     if (available.ok()) return;
-    if (backend().device == DeviceKind::kCuda && CudaLikeHostMode()) {
+    const StatusOr<bool> cuda_like = HostAsCudaFromEnvironment();
+    if (backend().device == DeviceKind::kCuda && cuda_like.ok() && *cuda_like) {
       device_ = DeviceKind::kAuto;
       reported_kind_ = DeviceKind::kHost;
       return;
@@ -248,7 +250,10 @@ class ClusterFailureTest : public ::testing::TestWithParam<Backend> {
     w.iterations = 50;
     w.kill_rank = victim;
     w.kill_at = 3;
-    w.heartbeat_timeout_ms = 1500;
+    // 1500 ms; longer in a sanitizer build, where 4 such processes on 2
+    // cores have missed heartbeats for 1500 ms before the kill (every rank
+    // then lost every other, the victim included).
+    w.heartbeat_timeout_ms = 1500 * ::geeps::testing::SanitizerSlowdown();
     const auto start = steady_clock::now();
     const ClusterResult r =
         MakeCluster(GetParam(), ::geeps::testing::Program(GEEPS_MULTIPROC_WORKER))->Run(w);

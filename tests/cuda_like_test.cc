@@ -23,16 +23,7 @@
 namespace geeps {
 namespace {
 
-long ResidentBytes() {
-  std::ifstream in("/proc/self/status");
-  std::string key;
-  long kib = -1;
-  while (in >> key) {
-    if (key == "VmRSS:") in >> kib;
-    in.ignore(1 << 12, '\n');
-  }
-  return kib * 1024;
-}
+long ResidentBytes() { return testing::ProcStatusField("VmRSS:") * 1024; }
 
 // Threads of this process named `name` (/proc/self/task/<tid>/comm).
 int ThreadsNamed(const std::string& name) {

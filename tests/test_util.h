@@ -34,14 +34,6 @@ inline void PrintTo(DeviceKind kind, std::ostream* os) {
 
 namespace geeps::testing {
 
-// Whether the suite runs in the host backend's CUDA-like mode
-// (GEEPS_HOST_AS_CUDA=1, src/device/host/cuda_like.h): DeviceKind::kAuto
-// without a GPU is then a host device that behaves like one.
-inline bool CudaLikeHostMode() {
-  const char* v = std::getenv("GEEPS_HOST_AS_CUDA");
-  return v != nullptr && std::string(v) == "1";
-}
-
 // Sets an environment variable (unsets it for a null value) for its own
 // lifetime, then restores what was there.
 class ScopedEnv {
@@ -66,15 +58,42 @@ class ScopedEnv {
   std::optional<std::string> saved_;
 };
 
-// Threads of this process, from /proc/self/status (-1 if unavailable).
-inline int ThreadCount() {
+// The number after `key` (e.g. "Threads:", "VmRSS:" in KiB) in
+// /proc/self/status (-1 if unavailable).
+inline long ProcStatusField(const std::string& key) {
   std::ifstream in("/proc/self/status");
   std::string line;
   while (std::getline(in, line)) {
-    if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
+    if (line.rfind(key, 0) == 0) return std::stol(line.substr(key.size()));
   }
   return -1;
 }
+
+// How many times longer than a plain build's this build's timing-bound
+// waits must be: ThreadSanitizer slows a process of many threads about 5
+// times, AddressSanitizer about 2. Tests that race a deadline of their own
+// (a heartbeat timeout, say) against the work of several processes on 2
+// cores scale that deadline by it, never the bound they assert.
+inline int SanitizerSlowdown() {
+#if defined(__SANITIZE_THREAD__)
+  return 5;
+#elif defined(__SANITIZE_ADDRESS__)
+  return 2;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+  return 5;
+#elif __has_feature(address_sanitizer)
+  return 2;
+#else
+  return 1;
+#endif
+#else
+  return 1;
+#endif
+}
+
+// Threads of this process (-1 if unavailable).
+inline int ThreadCount() { return static_cast<int>(ProcStatusField("Threads:")); }
 
 // The one-table iteration many tests run: Read then PostRead of `rows` of
 // table `table`, PreUpdate then Update of the same rows, Clock; then
