@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "client/adopted_rows.h"
+#include "client/comm_channel.h"
 #include "device/device.h"
 #include "device/host/host_device.h"
 #include "geeps/embedded_cluster.h"
@@ -89,6 +90,16 @@ TEST(MapHostMemoryTest, AnEmptyRangeIsNotMapped) {
 }
 
 // ---- A worker keeping its pushes --------------------------------------------
+// In one process the pushes come over inproc, whose messages are the
+// partition's own rows: a worker keeps none of them (misuse_test,
+// AWriteIntoAReadBufferReachesNoOtherWorker), except where a test lets it,
+// as these do, to test the keeping itself (ipc and tcp pushes are kept
+// without it).
+class KeepInprocPushes {
+ public:
+  KeepInprocPushes() { client::AdoptInprocPushesForTesting(true); }
+  ~KeepInprocPushes() { client::AdoptInprocPushesForTesting(false); }
+};
 
 constexpr uint64_t kRows = 64;
 // Half the rows (a slice when there are two shards) fill a push just big
@@ -196,6 +207,7 @@ WorkerStats RunJob(int workers, bool gather_too) {
 // and the reads in place still see every clock's exact sum.
 TEST(AdoptedPushTest, KeptPushesSkipTheInstallPass) {
   testing::ScopedEnv mode("GEEPS_HOST_NO_ALIAS", "0");
+  KeepInprocPushes keep;
   for (int workers : {1, 2}) {
     SCOPED_TRACE(std::to_string(workers) + " workers");
     const WorkerStats s = RunJob(workers, /*gather_too=*/false);
@@ -204,6 +216,15 @@ TEST(AdoptedPushTest, KeptPushesSkipTheInstallPass) {
     EXPECT_EQ(s.pushes_adopted, s.pushes_installed);
     EXPECT_EQ(s.data_path.install, 0);
   }
+}
+
+// Over inproc, where a push's bytes are the partition's own, no push is
+// kept: each is copied into the cache.
+TEST(AdoptedPushTest, PushesOverInprocAreCopied) {
+  testing::ScopedEnv mode("GEEPS_HOST_NO_ALIAS", "0");
+  const WorkerStats s = RunJob(2, /*gather_too=*/false);
+  EXPECT_EQ(s.pushes_adopted, 0);
+  EXPECT_EQ(s.data_path.install, s.pushes_installed * kV);
 }
 
 // Without a host alias every push is copied into the cache, once.
@@ -218,6 +239,7 @@ TEST(AdoptedPushTest, WithoutAHostAliasEveryPushIsCopied) {
 // push in, and sees the same sums as the read in place.
 TEST(AdoptedPushTest, ReadersOfTheCacheSeeAKeptPush) {
   testing::ScopedEnv mode("GEEPS_HOST_NO_ALIAS", "0");
+  KeepInprocPushes keep;
   for (int workers : {1, 2}) {
     SCOPED_TRACE(std::to_string(workers) + " workers");
     const WorkerStats s = RunJob(workers, /*gather_too=*/true);
@@ -234,6 +256,7 @@ TEST(AdoptedPushTest, ReadersOfTheCacheSeeAKeptPush) {
 // slice's message.
 TEST(AdoptedPushTest, AReadOverTwoSlicesCopiesTheirPushesIn) {
   testing::ScopedEnv mode("GEEPS_HOST_NO_ALIAS", "0");
+  KeepInprocPushes keep;
   Config c = OneTable(1);
   c.num_shards = 2;
   auto cluster = EmbeddedCluster::Start(c);

@@ -7,8 +7,10 @@
 // and a stalled worker inside a machine.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "exact_sum.h"
@@ -226,14 +228,24 @@ TEST(MachineAggregationTest, AStalledWorkerInsideAMachineIsNamed) {
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   ::testing::internal::CaptureStderr();
   Status worker0;
+  std::atomic<bool> worker0_done{false};
   const Status all = (*cluster)->RunWorkers([&](GeePS& ps) -> Status {
     GEEPS_ASSIGN_OR_RETURN(testing::Recorded rec, testing::Record(ps, c, 0));
-    if (ps.rank() == 1) return Status::OK();  // never clocks again
+    if (ps.rank() == 1) {
+      // Stalls: never clocks again, and its function does not return
+      // before worker 0's has (a return would end it, which the others
+      // are told at once: misuse_test).
+      const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+      while (!worker0_done.load() && std::chrono::steady_clock::now() < give_up)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      return Status::OK();
+    }
     for (int i = 0; i < 3; ++i) {
       for (TableId t = 0; t < c.tables.size(); ++t) {
         auto read = ps.Read(rec.reads[t]);
         if (!read.ok()) {
           worker0 = read.status();
+          worker0_done.store(true);
           return read.status();
         }
         GEEPS_RETURN_IF_ERROR(ps.PostRead(rec.reads[t]));
@@ -244,6 +256,7 @@ TEST(MachineAggregationTest, AStalledWorkerInsideAMachineIsNamed) {
       }
       GEEPS_RETURN_IF_ERROR(ps.Clock());
     }
+    worker0_done.store(true);
     return Status::OK();
   });
   const std::string log = ::testing::internal::GetCapturedStderr();

@@ -24,7 +24,7 @@ constexpr int kUnboundedSlack = std::numeric_limits<int>::max();
 // by their position in Config::tables (TableId 0, 1, ...).
 struct TableSpec {
   std::string name;
-  uint64_t num_rows = 0;
+  uint64_t num_rows = 0;   // 1 .. 2^32 - 1 (caches index rows with 32-bit offsets)
   uint32_t row_width = 0;  // floats per row, >= 1
   // false: a shared parameter table (Read / PreUpdate / Update), sharded over
   //        the servers.

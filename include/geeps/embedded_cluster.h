@@ -33,8 +33,15 @@ class GEEPS_EXPORT EmbeddedCluster {
   GeePS* worker(int rank);
 
   // Runs `fn(worker)` for every worker, each on its own thread, and joins
-  // them. Returns the first non-OK status (by rank). When a worker fails, the
-  // others' blocked calls fail within Config::timeout.
+  // them. Returns the cause of a failure as "worker <rank>: <message>" with
+  // its code: the first failed worker by rank whose error is not a
+  // kUnavailable that the failure of another caused. When a worker fails,
+  // it is shut down and the others' calls fail at once (kUnavailable naming
+  // it). An exception thrown by `fn` is caught and is that worker's failure
+  // (kUnknown with the exception's type and what()). A worker whose `fn`
+  // returns OK while the others still iterate makes a Read or Sync of
+  // theirs that needs its later clocks fail at once (kFailedPrecondition
+  // naming it and the clocks it completed).
   //
   // Destroy the cluster only after RunWorkers has returned. A cluster
   // destroyed while it runs (an exception unwinding the caller) shuts its

@@ -73,15 +73,26 @@ class GEEPS_EXPORT ComputeStream {
   void* handle_ = nullptr;
 };
 
-// Handles name a recorded operation. Default-constructed handles are invalid.
+// Handles name a recorded operation of the worker whose Virtual* call
+// returned them: `id` the operation, `worker` that worker's rank and
+// `instance` that GeePS object (unique in the process, never 0). Treat them
+// as opaque. Default-constructed handles are invalid; a handle used on a
+// GeePS other than the one that returned it (another worker's, or a worker
+// of another cluster or job) is kInvalidArgument naming both.
 struct ReadHandle {
   int32_t id = -1;
+  int32_t worker = -1;
+  uint32_t instance = 0;
 };
 struct UpdateHandle {
   int32_t id = -1;
+  int32_t worker = -1;
+  uint32_t instance = 0;
 };
 struct LocalHandle {
   int32_t id = -1;
+  int32_t worker = -1;
+  uint32_t instance = 0;
 };
 
 namespace client {

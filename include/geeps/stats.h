@@ -82,12 +82,16 @@ struct GEEPS_EXPORT WorkerStats {
   std::string device;
   uint64_t device_bytes_in_use = 0;
   // The memory manager (zero without a device memory budget).
-  double memory_stall_seconds = 0;   // the application waited for buffers or copies
-  int64_t bytes_host_to_device = 0;  // local data swapped in
-  int64_t bytes_device_to_host = 0;  // local data written back
-  uint64_t pool_bytes = 0;           // the access buffer pool
-  uint64_t pool_high_water = 0;      // most pool bytes in use at once
-  std::string memory_plan_json;      // the plan (what lives where); "" without one
+  double memory_stall_seconds = 0;  // the application waited for buffers or copies
+  // Bytes the memory manager moved between host and device memory: local
+  // data swapped in / written back, and the rows of a shared table's cache
+  // that it keeps in host memory, gathered for a Read / scattered from an
+  // Update through their pinned staging buffers.
+  int64_t bytes_host_to_device = 0;
+  int64_t bytes_device_to_host = 0;
+  uint64_t pool_bytes = 0;       // the access buffer pool
+  uint64_t pool_high_water = 0;  // most pool bytes in use at once
+  std::string memory_plan_json;  // the plan (what lives where); "" without one
   // Seconds the application waited, per recorded access ({"local#3":0.01,...}).
   std::string memory_stall_by_access_json;
 

@@ -28,6 +28,8 @@ enum class StatusCode : int {
   kDeviceError = 9,         // the device backend (host or CUDA) failed
   kInternal = 10,           // a broken invariant inside libgeeps (a bug)
   kDataLoss = 11,           // stored data (a checkpoint file) is truncated or corrupt
+  kUnknown = 12,            // the application's own code failed in a way libgeeps cannot
+                            // classify (an exception thrown by a worker function)
 };
 
 // The code's name without its k ("InvalidArgument"), as ToString writes it.
@@ -66,6 +68,7 @@ GEEPS_EXPORT Status CancelledError(std::string message);
 GEEPS_EXPORT Status DeviceError(std::string message);
 GEEPS_EXPORT Status InternalError(std::string message);
 GEEPS_EXPORT Status DataLossError(std::string message);
+GEEPS_EXPORT Status UnknownError(std::string message);
 
 // Either a value of type T or a non-OK Status.
 template <typename T>

@@ -593,6 +593,12 @@ bool CommChannel::InstallWhole(TableCache& t, PartitionSlice& s, const DecodedMe
   return true;
 }
 
+namespace {
+std::atomic<bool> adopt_inproc_for_testing{false};
+}  // namespace
+
+void AdoptInprocPushesForTesting(bool on) { adopt_inproc_for_testing.store(on); }
+
 bool CommChannel::AdoptPush(TableCache& t, PartitionSlice& s,
                             std::vector<transport::Frame>& frames) {
   // Only a slice whose cached rows lie in one piece of device memory.
@@ -606,6 +612,13 @@ bool CommChannel::AdoptPush(TableCache& t, PartitionSlice& s,
   if (pieces != 1 || !on_device || bytes < AdoptedRows::kMinBytes || frames.size() != 2 ||
       frames[1].size() != bytes)
     return false;
+  // Only bytes that are this worker's alone: over inproc a push's message is
+  // the sender's memory (the partition's own rows, lent without a copy, and
+  // the same bytes in every subscriber's message), and a read in place of
+  // it would let one worker's write reach the server and every worker.
+  const size_t shard = static_cast<size_t>(s.partition / ctx_.config->num_channels);
+  const bool inproc = shard >= endpoints_.size() || endpoints_[shard].rfind("inproc://", 0) == 0;
+  if (inproc && !adopt_inproc_for_testing.load(std::memory_order_relaxed)) return false;
   // Moved first: a small message's bytes live inside the message object.
   auto owner = std::make_shared<transport::Frame>(std::move(frames[1]));
   void* host = owner->data();

@@ -92,6 +92,11 @@ struct WaitState {
   void Wake() const;  // writes wake_fd; never fails
 };
 
+// Tests only: let channels keep pushes that came over inproc too, whose
+// bytes are the sender's (CommChannel::AdoptPush), so that the keeping
+// itself can be tested in one process. Off unless a test turns it on.
+void AdoptInprocPushesForTesting(bool on);
+
 class CommChannel {
  public:
   // How long the channel thread leaves the sockets to an application thread
@@ -190,7 +195,8 @@ class CommChannel {
                     float* collected, std::vector<transport::Frame>& frames)
       GEEPS_REQUIRES(io_mu_, t.mu);
   // The push in frames[1] kept there as the slice's rows; false (nothing
-  // changed) where that cannot be.
+  // changed) where that cannot be, or where its bytes may not be this
+  // worker's alone (a push over inproc).
   bool AdoptPush(TableCache& t, PartitionSlice& s, std::vector<transport::Frame>& frames)
       GEEPS_REQUIRES(io_mu_, t.mu);
   // Copies `count` rows of slice `s` from its `first` row on into the cache

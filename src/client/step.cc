@@ -30,7 +30,9 @@ struct Step::Call {
   int slack = 0;
   bool flag = false;
   int32_t opener = -1;
-  int32_t handle = -1;  // openers: the GeePS handle's id
+  int32_t handle = -1;  // openers: the GeePS handle's id, worker, instance
+  int32_t handle_worker = -1;
+  uint32_t handle_instance = 0;
   bool closed = false;  // openers, while recording
 
   Sig sig() const {
@@ -45,6 +47,19 @@ struct Step::Call {
     return s;
   }
 };
+
+namespace {
+// The GeePS handle an opening call was given (an invalid one for none).
+template <class Handle, class Call>
+Handle HandleOf(const Call* opener) {
+  Handle h;
+  if (opener == nullptr) return h;
+  h.id = opener->handle;
+  h.worker = opener->handle_worker;
+  h.instance = opener->handle_instance;
+  return h;
+}
+}  // namespace
 
 namespace {
 
@@ -264,36 +279,38 @@ Status Step::Record(std::vector<Call>* calls, int32_t position) {
   auto keep_handle = [&](auto so) {
     if (so.ok()) {
       c.handle = so->id;
+      c.handle_worker = so->worker;
+      c.handle_instance = so->instance;
     } else {
       st = so.status();
     }
   };
-  const int32_t h = c.opener >= 0 ? (*calls)[c.opener].handle : -1;
+  const Call* opener = c.opener >= 0 ? &(*calls)[c.opener] : nullptr;
   switch (c.op) {
     case Op::kRead:
       keep_handle(c.has_slack ? ps_.VirtualRead(c.table, c.rows, c.slack)
                               : ps_.VirtualRead(c.table, c.rows));
       break;
     case Op::kPostRead:
-      st = ps_.VirtualPostRead(ReadHandle{h});
+      st = ps_.VirtualPostRead(HandleOf<ReadHandle>(opener));
       break;
     case Op::kPreUpdate:
       keep_handle(ps_.VirtualPreUpdate(c.table, c.rows));
       break;
     case Op::kUpdate:
-      st = ps_.VirtualUpdate(UpdateHandle{h});
+      st = ps_.VirtualUpdate(HandleOf<UpdateHandle>(opener));
       break;
     case Op::kLocalAccess:
       keep_handle(ps_.VirtualLocalAccess(c.table, c.rows, c.flag));
       break;
     case Op::kPostLocalAccess:
-      st = ps_.VirtualPostLocalAccess(LocalHandle{h}, c.flag);
+      st = ps_.VirtualPostLocalAccess(HandleOf<LocalHandle>(opener), c.flag);
       break;
     case Op::kLocalRead:
       keep_handle(ps_.VirtualLocalRead(c.table, c.rows));
       break;
     case Op::kPostLocalRead:
-      st = ps_.VirtualPostLocalAccess(LocalHandle{h}, /*keep=*/true);
+      st = ps_.VirtualPostLocalAccess(HandleOf<LocalHandle>(opener), /*keep=*/true);
       break;
     case Op::kClock:
       st = ps_.VirtualClock();
@@ -418,11 +435,11 @@ StatusOr<ConstRows> Step::DoRead(Op op, TableId table, const std::vector<RowInde
   view.width = widths_[table];
   view.position = at;
   if (recording()) return view;
-  const int32_t h = section()[at].handle;
+  const Call* h = &section()[at];
   if (op == Op::kRead) {
-    GEEPS_ASSIGN_OR_RETURN(view.data, ps_.Read(ReadHandle{h}));
+    GEEPS_ASSIGN_OR_RETURN(view.data, ps_.Read(HandleOf<ReadHandle>(h)));
   } else {
-    GEEPS_ASSIGN_OR_RETURN(view.data, ps_.LocalRead(LocalHandle{h}));
+    GEEPS_ASSIGN_OR_RETURN(view.data, ps_.LocalRead(HandleOf<LocalHandle>(h)));
   }
   ++cursor_;
   return view;
@@ -450,11 +467,11 @@ StatusOr<MutableRows> Step::DoOpen(Op op, TableId table, const std::vector<RowIn
   view.width = widths_[table];
   view.position = at;
   if (recording()) return view;
-  const int32_t h = section()[at].handle;
+  const Call* h = &section()[at];
   if (op == Op::kPreUpdate) {
-    GEEPS_ASSIGN_OR_RETURN(view.data, ps_.PreUpdate(UpdateHandle{h}));
+    GEEPS_ASSIGN_OR_RETURN(view.data, ps_.PreUpdate(HandleOf<UpdateHandle>(h)));
   } else {
-    GEEPS_ASSIGN_OR_RETURN(view.data, ps_.LocalAccess(LocalHandle{h}));
+    GEEPS_ASSIGN_OR_RETURN(view.data, ps_.LocalAccess(HandleOf<LocalHandle>(h)));
   }
   ++cursor_;
   return view;
@@ -478,18 +495,18 @@ Status Step::DoClose(Op op, int32_t opener, bool keep) {
   GEEPS_RETURN_IF_ERROR(Enter(sig, &at));
   if (recording()) return Status::OK();
   std::vector<Call>& calls = section();
-  const int32_t h = op == Op::kClock ? -1 : calls[calls[at].opener].handle;
+  const Call* h = op == Op::kClock ? nullptr : &calls[calls[at].opener];
   Status st;
   switch (op) {
     case Op::kPostRead:
-      st = ps_.PostRead(ReadHandle{h});
+      st = ps_.PostRead(HandleOf<ReadHandle>(h));
       break;
     case Op::kUpdate:
-      st = ps_.Update(UpdateHandle{h});
+      st = ps_.Update(HandleOf<UpdateHandle>(h));
       break;
     case Op::kPostLocalAccess:
     case Op::kPostLocalRead:
-      st = ps_.PostLocalAccess(LocalHandle{h});
+      st = ps_.PostLocalAccess(HandleOf<LocalHandle>(h));
       break;
     case Op::kClock:
       st = ps_.Clock();

@@ -70,12 +70,15 @@ StatusOr<ReadHandle> Worker::VirtualRead(TableId table, const std::vector<RowInd
                                          int slack) {
   common::MutexLock lock(&api_mu_);
   GEEPS_RETURN_IF_ERROR(CheckRecording("VirtualRead"));
-  return seq_.AddRead(table, rows, slack);
+  GEEPS_ASSIGN_OR_RETURN(ReadHandle h, seq_.AddRead(table, rows, slack));
+  return Stamp(h);
 }
 
 Status Worker::VirtualPostRead(ReadHandle h) {
   common::MutexLock lock(&api_mu_);
   GEEPS_RETURN_IF_ERROR(CheckRecording("VirtualPostRead"));
+  GEEPS_RETURN_IF_ERROR(
+      CheckHandleOwner("VirtualPostRead", "ReadHandle", h.id, OwnerOf(h), self()));
   return seq_.AddPostRead(h);
 }
 
@@ -83,12 +86,15 @@ StatusOr<UpdateHandle> Worker::VirtualPreUpdate(TableId table, const std::vector
                                                 bool zeroed) {
   common::MutexLock lock(&api_mu_);
   GEEPS_RETURN_IF_ERROR(CheckRecording("VirtualPreUpdate"));
-  return seq_.AddPreUpdate(table, rows, zeroed);
+  GEEPS_ASSIGN_OR_RETURN(UpdateHandle h, seq_.AddPreUpdate(table, rows, zeroed));
+  return Stamp(h);
 }
 
 Status Worker::VirtualUpdate(UpdateHandle h) {
   common::MutexLock lock(&api_mu_);
   GEEPS_RETURN_IF_ERROR(CheckRecording("VirtualUpdate"));
+  GEEPS_RETURN_IF_ERROR(
+      CheckHandleOwner("VirtualUpdate", "UpdateHandle", h.id, OwnerOf(h), self()));
   return seq_.AddUpdate(h);
 }
 
@@ -96,18 +102,23 @@ StatusOr<LocalHandle> Worker::VirtualLocalAccess(TableId table, const std::vecto
                                                  bool fetch) {
   common::MutexLock lock(&api_mu_);
   GEEPS_RETURN_IF_ERROR(CheckRecording("VirtualLocalAccess"));
-  return seq_.AddLocalAccess(table, rows, fetch);
+  GEEPS_ASSIGN_OR_RETURN(LocalHandle h, seq_.AddLocalAccess(table, rows, fetch));
+  return Stamp(h);
 }
 
 StatusOr<LocalHandle> Worker::VirtualLocalRead(TableId table, const std::vector<RowIndex>& rows) {
   common::MutexLock lock(&api_mu_);
   GEEPS_RETURN_IF_ERROR(CheckRecording("VirtualLocalRead"));
-  return seq_.AddLocalAccess(table, rows, /*fetch=*/true, /*read_only=*/true);
+  GEEPS_ASSIGN_OR_RETURN(LocalHandle h,
+                         seq_.AddLocalAccess(table, rows, /*fetch=*/true, /*read_only=*/true));
+  return Stamp(h);
 }
 
 Status Worker::VirtualPostLocalAccess(LocalHandle h, bool keep) {
   common::MutexLock lock(&api_mu_);
   GEEPS_RETURN_IF_ERROR(CheckRecording("VirtualPostLocalAccess"));
+  GEEPS_RETURN_IF_ERROR(
+      CheckHandleOwner("VirtualPostLocalAccess", "LocalHandle", h.id, OwnerOf(h), self()));
   return seq_.AddPostLocalAccess(h, keep);
 }
 
@@ -141,10 +152,11 @@ Status Worker::FinishVirtualIteration() {
     StatusOr<bool> no_alias_env = HostNoAliasFromEnvironment();
     if (!no_alias_env.ok()) return fail(no_alias_env.status());
     options.no_host_alias = *no_alias_env;
-    // Read by CreateDevice for kAuto only; a malformed value is an error
-    // here whatever the device.
-    StatusOr<bool> cuda_like_env = HostAsCudaFromEnvironment();
-    if (!cuda_like_env.ok()) return fail(cuda_like_env.status());
+    // GEEPS_HOST_AS_CUDA (read by CreateDevice for kAuto only) and
+    // GEEPS_LOG_LEVEL: a malformed value is an error here whatever the
+    // device.
+    Status env = CheckSelfReadEnvironment();
+    if (!env.ok()) return fail(env);
   }
   auto device = device::CreateDevice(config_.device, options);
   if (!device.ok()) return fail(device.status());
@@ -248,12 +260,19 @@ Status Worker::StartIterations() {
   return Status::OK();
 }
 
-Status Worker::Expect(OpType type, int32_t handle, size_t count, const char* call) {
+Status Worker::Expect(OpType type, int32_t handle, size_t count, const char* call,
+                      HandleOwner owner) {
   if (phase_ == Phase::kShutDown)
     return FailedPreconditionError(std::string(call) + ": the worker is shut down");
   if (phase_ != Phase::kRunning)
     return FailedPreconditionError(std::string(call) + ": called before StartIterations");
   if (peers_failed_.load()) return PeerFailure();
+  if (type != OpType::kClock) {
+    const char* kind = type == OpType::kRead || type == OpType::kPostRead      ? "ReadHandle"
+                       : type == OpType::kPreUpdate || type == OpType::kUpdate ? "UpdateHandle"
+                                                                               : "LocalHandle";
+    GEEPS_RETURN_IF_ERROR(CheckHandleOwner(call, kind, handle, owner, self()));
+  }
   if (type != OpType::kClock && (handle < 0 || static_cast<size_t>(handle) >= count))
     return InvalidArgumentError(std::string(call) + ": unknown handle #" + std::to_string(handle));
   const Op& expected = seq_.ops(section_)[pos_];
@@ -346,7 +365,8 @@ int64_t Worker::RequiredAge(int slack) const {
 
 StatusOr<const float*> Worker::Read(ReadHandle h) {
   common::MutexLock api_lock(&api_mu_);
-  GEEPS_RETURN_IF_ERROR(Expect(OpType::kRead, h.id, data_ ? data_->num_reads() : 0, "Read"));
+  GEEPS_RETURN_IF_ERROR(
+      Expect(OpType::kRead, h.id, data_ ? data_->num_reads() : 0, "Read", OwnerOf(h)));
   const RecordedAccess& a = seq_.reads()[h.id];
   AccessBuffers& b = data_->read_buf(h.id);
   TableCache& t = data_->table(a.table);
@@ -362,7 +382,8 @@ StatusOr<const float*> Worker::Read(ReadHandle h) {
       reads_waited_.fetch_add(1);
       const auto start = SteadyClock::now();
       const bool ok = WaitForPushes(lock, start + config_.timeout, [&] {
-        return fresh() || shutdown_requested_.load() || peers_failed_.load();
+        return fresh() || shutdown_requested_.load() || peers_failed_.load() ||
+               required > ended_clock_.load();
       });
       read_wait_ns_.fetch_add(
           std::chrono::duration_cast<std::chrono::nanoseconds>(SteadyClock::now() - start).count());
@@ -370,6 +391,10 @@ StatusOr<const float*> Worker::Read(ReadHandle h) {
         return CancelledError("Read(read#" + std::to_string(h.id) +
                               "): the worker was shut down while the read waited");
       if (peers_failed_.load() && !fresh()) return PeerFailure();
+      if (!fresh())
+        GEEPS_RETURN_IF_ERROR(EndedPeerBlocks(
+            required, "Read(read#" + std::to_string(h.id) + ") of table " +
+                          std::to_string(a.table) + " ('" + config_.tables[a.table].name + "')"));
       if (!ok) return ReadTimeout(h.id, t, required);
     }
     const std::vector<int>& slices = plan_->read_slices(h.id);
@@ -405,7 +430,7 @@ StatusOr<const float*> Worker::Read(ReadHandle h) {
 Status Worker::PostRead(ReadHandle h) {
   common::MutexLock api_lock(&api_mu_);
   GEEPS_RETURN_IF_ERROR(
-      Expect(OpType::kPostRead, h.id, data_ ? data_->num_reads() : 0, "PostRead"));
+      Expect(OpType::kPostRead, h.id, data_ ? data_->num_reads() : 0, "PostRead", OwnerOf(h)));
   EmulateCompute();
   AccessBuffers& b = data_->read_buf(h.id);
   if (b.open_in_place) {
@@ -420,7 +445,7 @@ Status Worker::PostRead(ReadHandle h) {
 StatusOr<float*> Worker::PreUpdate(UpdateHandle h) {
   common::MutexLock api_lock(&api_mu_);
   GEEPS_RETURN_IF_ERROR(
-      Expect(OpType::kPreUpdate, h.id, data_ ? data_->num_updates() : 0, "PreUpdate"));
+      Expect(OpType::kPreUpdate, h.id, data_ ? data_->num_updates() : 0, "PreUpdate", OwnerOf(h)));
   // A lost peer ends the wait for a buffer ZeroMQ still sends to it.
   GEEPS_ASSIGN_OR_RETURN(float* buffer,
                          data_->PrepareUpdate(h.id, *oplog_, config_.timeout, [this] {
@@ -432,7 +457,8 @@ StatusOr<float*> Worker::PreUpdate(UpdateHandle h) {
 
 Status Worker::Update(UpdateHandle h) {
   common::MutexLock api_lock(&api_mu_);
-  GEEPS_RETURN_IF_ERROR(Expect(OpType::kUpdate, h.id, data_ ? data_->num_updates() : 0, "Update"));
+  GEEPS_RETURN_IF_ERROR(
+      Expect(OpType::kUpdate, h.id, data_ ? data_->num_updates() : 0, "Update", OwnerOf(h)));
   EmulateCompute();
   if (plan_->direct_update(h.id)) {
     // The buffer is the table's whole clock of deltas: Advance (which
@@ -457,7 +483,8 @@ StatusOr<const float*> Worker::LocalRead(LocalHandle h) {
 StatusOr<float*> Worker::OpenLocal(LocalHandle h, bool read_only) {
   common::MutexLock api_lock(&api_mu_);
   const char* call = read_only ? "LocalRead" : "LocalAccess";
-  GEEPS_RETURN_IF_ERROR(Expect(OpType::kLocalAccess, h.id, data_ ? data_->num_locals() : 0, call));
+  GEEPS_RETURN_IF_ERROR(
+      Expect(OpType::kLocalAccess, h.id, data_ ? data_->num_locals() : 0, call, OwnerOf(h)));
   const RecordedAccess& a = seq_.locals()[h.id];
   if (a.read_only != read_only) {
     return FailedPreconditionError(std::string(call) + ": local#" + std::to_string(h.id) +
@@ -472,8 +499,8 @@ StatusOr<float*> Worker::OpenLocal(LocalHandle h, bool read_only) {
 
 Status Worker::PostLocalAccess(LocalHandle h) {
   common::MutexLock api_lock(&api_mu_);
-  GEEPS_RETURN_IF_ERROR(
-      Expect(OpType::kPostLocalAccess, h.id, data_ ? data_->num_locals() : 0, "PostLocalAccess"));
+  GEEPS_RETURN_IF_ERROR(Expect(OpType::kPostLocalAccess, h.id, data_ ? data_->num_locals() : 0,
+                               "PostLocalAccess", OwnerOf(h)));
   EmulateCompute();
   GEEPS_RETURN_IF_ERROR(data_->CloseLocal(h.id));
   return Advance();
@@ -534,7 +561,7 @@ const float* Worker::HostAddress(const float* buffer) {
 
 Status Worker::Clock() {
   common::MutexLock api_lock(&api_mu_);
-  GEEPS_RETURN_IF_ERROR(Expect(OpType::kClock, -1, 0, "Clock"));
+  GEEPS_RETURN_IF_ERROR(Expect(OpType::kClock, -1, 0, "Clock", self()));
   return Advance();
 }
 
@@ -558,9 +585,12 @@ Status Worker::Sync() {
         if (s.cache_count > 0 && s.age < target) return false;
       return true;
     };
-    if (!WaitForPushes(lock, deadline, [&] {
-          return done() || shutdown_requested_.load() || peers_failed_.load();
-        }))
+    const bool ok = WaitForPushes(lock, deadline, [&] {
+      return done() || shutdown_requested_.load() || peers_failed_.load() ||
+             target > ended_clock_.load();
+    });
+    if (!done()) GEEPS_RETURN_IF_ERROR(EndedPeerBlocks(target, "Sync"));
+    if (!ok)
       return DeadlineExceededError("Sync: table " + std::to_string(t.id) + " did not reach clock " +
                                    std::to_string(target) + " within " +
                                    std::to_string(config_.timeout.count()) + " ms");

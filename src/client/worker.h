@@ -16,6 +16,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -23,6 +24,7 @@
 
 #include "client/comm_channel.h"
 #include "client/data_path.h"
+#include "client/handle_owner.h"
 #include "client/iteration_plan.h"
 #include "client/op_sequence.h"
 #include "client/oplog.h"
@@ -105,6 +107,16 @@ class Worker {
   // that would wait, and every real call after it, returns `reason`. Any
   // thread; the first reason is kept.
   void FailPeers(const Status& reason);
+  // Worker `rank` of this job has ended (its function returned OK, in
+  // EmbeddedCluster::RunWorkers) with `clock` clocks completed: no push can
+  // then reach a later clock, so a Read or Sync that needs one fails at once
+  // (kFailedPrecondition naming it) instead of running into its timeout.
+  // The lowest such clock is kept; ClearEndedPeers forgets them (a new
+  // RunWorkers). Any thread.
+  void PeerEnded(int rank, int64_t clock);
+  void ClearEndedPeers();
+  // Clocks completed (0 in the prologue). Any thread.
+  int64_t clock() const { return clock_.load(); }
 
  private:
   enum class Phase { kRecording, kFinished, kRunning, kShutDown };
@@ -115,8 +127,21 @@ class Worker {
   // kFailedPrecondition before FinishVirtualIteration and after Shutdown.
   Status CheckDeviceReady(const char* call) const GEEPS_REQUIRES(api_mu_);
   Status CopyBuffer(const char* call, void* dst, const void* src, size_t floats, bool to_host);
-  Status Expect(OpType type, int32_t handle, size_t count, const char* call)
+  // `owner`: the handle's stamp, checked against this worker's
+  // (handle_owner.h; not for Clock).
+  Status Expect(OpType type, int32_t handle, size_t count, const char* call, HandleOwner owner)
       GEEPS_REQUIRES(api_mu_);
+  // The stamp of this worker's handles, and a handle stamped with it.
+  HandleOwner self() const { return {rank_, instance_}; }
+  template <class Handle>
+  Handle Stamp(Handle h) const {
+    h.worker = rank_;
+    h.instance = instance_;
+    return h;
+  }
+  // A wait for rows of clock `required` that an ended peer (PeerEnded)
+  // can never let come: its error (`what` names the wait); OK otherwise.
+  Status EndedPeerBlocks(int64_t required, const std::string& what) const;
   // After an op: advances the table clocks the plan names, moves the
   // cursor. `direct_update`: the handle of the direct Update this op is
   // (IterationPlan::direct_update; its buffer holds its table's deltas), or
@@ -129,6 +154,7 @@ class Worker {
 
   const Config config_;
   const int rank_;
+  const uint32_t instance_ = NextWorkerInstance();
   transport::Context* context_;
   const std::vector<std::string> partition_endpoints_;
   const transport::SecurityConfig* security_;
@@ -138,6 +164,10 @@ class Worker {
   std::atomic<bool> peers_failed_{false};
   mutable common::Mutex failure_mu_;
   Status peer_failure_ GEEPS_GUARDED_BY(failure_mu_);
+  // PeerEnded: the lowest clock an ended peer reached (INT64_MAX: none),
+  // and that peer's rank.
+  std::atomic<int64_t> ended_clock_{INT64_MAX};
+  int ended_rank_ GEEPS_GUARDED_BY(failure_mu_) = -1;
   Status PeerFailure() const;
   // A Read of `read` that waited config_.timeout for rows of clock
   // `required` of `t`: which partition it waited for, and why it may lag.

@@ -86,6 +86,34 @@ void Worker::FailPeers(const Status& reason) {
   WakeWaiters();
 }
 
+void Worker::PeerEnded(int rank, int64_t clock) {
+  {
+    common::MutexLock lock(&failure_mu_);
+    if (clock >= ended_clock_.load()) return;
+    ended_rank_ = rank;
+    ended_clock_.store(clock);
+  }
+  WakeWaiters();
+}
+
+void Worker::ClearEndedPeers() {
+  common::MutexLock lock(&failure_mu_);
+  ended_rank_ = -1;
+  ended_clock_.store(INT64_MAX);
+}
+
+Status Worker::EndedPeerBlocks(int64_t required, const std::string& what) const {
+  common::MutexLock lock(&failure_mu_);
+  const int64_t ended = ended_clock_.load();
+  if (required <= ended) return Status::OK();
+  return FailedPreconditionError(
+      what + " on worker " + std::to_string(rank_) + " at clock " + std::to_string(clock_.load()) +
+      " needs rows of clock " + std::to_string(required) + ", but worker " +
+      std::to_string(ended_rank_) + "'s function returned with only " + std::to_string(ended) +
+      " clock(s) completed, so no push can reach that clock (every worker's function must run "
+      "as many iterations as the others)");
+}
+
 bool Worker::WaitForPushes(common::MutexLock& lock, SteadyClock::time_point deadline,
                            const std::function<bool()>& done) {
   if (done()) return true;

@@ -1,10 +1,15 @@
 #include "geeps/embedded_cluster.h"
 
+#include <cxxabi.h>
+
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <memory>
+#include <string>
 #include <thread>
+#include <typeinfo>
 
 #include "client/geeps_access.h"
 #include "client/worker.h"
@@ -174,16 +179,43 @@ Status EmbeddedCluster::RunWorkers(const std::function<Status(GeePS&)>& fn) {
   return result;
 }
 
+namespace {
+
+// fn(ps), with an exception it throws as a kUnknown saying what it was.
+Status CallWorkerFunction(const std::function<Status(GeePS&)>& fn, GeePS& ps) {
+  try {
+    return fn(ps);
+  } catch (const std::exception& e) {
+    int failed = 0;
+    char* name = abi::__cxa_demangle(typeid(e).name(), nullptr, nullptr, &failed);
+    const std::string type = failed == 0 && name != nullptr ? name : typeid(e).name();
+    std::free(name);
+    return UnknownError("its function threw " + type + ": " + e.what());
+  } catch (...) {
+    return UnknownError("its function threw an exception that is not a std::exception");
+  }
+}
+
+}  // namespace
+
 Status EmbeddedCluster::RunWorkersOnThreads(const std::function<Status(GeePS&)>& fn) {
   const int n = num_workers();
   std::vector<Status> results(n);
   std::vector<std::thread> threads;
   threads.reserve(n);
+  for (client::Worker* w : impl_->impls) w->ClearEndedPeers();
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
       running_worker_of = this;
-      results[r] = fn(*impl_->workers[r]);
-      if (results[r].ok()) return;
+      results[r] = CallWorkerFunction(fn, *impl_->workers[r]);
+      if (results[r].ok()) {
+        // Its clocks stop here: a peer that waits for a later one fails at
+        // once, naming it, instead of at its deadline.
+        const int64_t clock = impl_->impls[r]->clock();
+        for (int other = 0; other < n; ++other)
+          if (other != r) impl_->impls[other]->PeerEnded(r, clock);
+        return;
+      }
       // A failed worker stops, and its peers fail at once instead of waiting
       // for its clocks until their deadline.
       impl_->workers[r]->Shutdown().ok();

@@ -17,6 +17,7 @@
 #include "cluster/bootstrap.h"
 #include "cluster/job_plan.h"
 #include "cluster/membership.h"
+#include "common/env_flags.h"
 #include "common/logging.h"
 #include "common/mutex.h"
 #include "device/selection.h"
@@ -105,7 +106,9 @@ Status ApplyEnvironment(ProcessOptions* o) {
                                   "': expected 1 to 255 of [A-Za-z0-9._:-], not \"-\"");
     o->machine = v;
   }
-  return Status::OK();
+  // Every process, servers too, tells a malformed diagnostic or test-mode
+  // variable here.
+  return CheckSelfReadEnvironment();
 }
 
 // The ipc:// socket files this process bound: removed at Shutdown, or when

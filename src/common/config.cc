@@ -141,6 +141,23 @@ StatusOr<bool> HostOpaquePointersFromEnvironment() {
 StatusOr<bool> HostNoAliasFromEnvironment() { return BoolFlag("GEEPS_HOST_NO_ALIAS"); }
 StatusOr<bool> HostAsCudaFromEnvironment() { return BoolFlag("GEEPS_HOST_AS_CUDA"); }
 
+Status CheckLogLevelEnvironment() {
+  const char* text = std::getenv("GEEPS_LOG_LEVEL");
+  if (text == nullptr || text[0] == '\0') return Status::OK();
+  for (const char* level : {"error", "warning", "info", "debug"})
+    if (std::string(text) == level) return Status::OK();
+  return InvalidArgumentError(std::string("GEEPS_LOG_LEVEL='") + text +
+                              "': expected one of error|warning|info|debug");
+}
+
+Status CheckSelfReadEnvironment() {
+  GEEPS_RETURN_IF_ERROR(AsyncHostStreamsFromEnvironment().status());
+  GEEPS_RETURN_IF_ERROR(HostOpaquePointersFromEnvironment().status());
+  GEEPS_RETURN_IF_ERROR(HostNoAliasFromEnvironment().status());
+  GEEPS_RETURN_IF_ERROR(HostAsCudaFromEnvironment().status());
+  return CheckLogLevelEnvironment();
+}
+
 namespace {
 
 // One Config row of common/tunables.h, if its variable is set.
@@ -177,6 +194,7 @@ Status ApplyEnvironment(Config* c) {
   for (const tunables::Tunable& t : tunables::All()) {
     if (t.scope == tunables::Scope::kConfig) GEEPS_RETURN_IF_ERROR(ApplyTunable(t, c));
   }
+  GEEPS_RETURN_IF_ERROR(CheckLogLevelEnvironment());
   GEEPS_ASSIGN_OR_RETURN(bool async_host, AsyncHostStreamsFromEnvironment());
   if (async_host) c->async_host_streams = true;
   GEEPS_ASSIGN_OR_RETURN(bool opaque, HostOpaquePointersFromEnvironment());

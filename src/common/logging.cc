@@ -15,6 +15,11 @@ LogLevel ThresholdFromEnv() {
   if (std::strcmp(v, "error") == 0) return LogLevel::kError;
   if (std::strcmp(v, "info") == 0) return LogLevel::kInfo;
   if (std::strcmp(v, "debug") == 0) return LogLevel::kDebug;
+  // The calls that read the environment return this as an error
+  // (CheckLogLevelEnvironment); a process that makes none still hears it.
+  if (v[0] != '\0' && std::strcmp(v, "warning") != 0)
+    std::cerr << "[geeps W logging.cc] GEEPS_LOG_LEVEL='" << v
+              << "' is not one of error|warning|info|debug: logging at warning" << std::endl;
   return LogLevel::kWarning;
 }
 

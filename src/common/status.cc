@@ -28,6 +28,8 @@ const char* StatusCodeName(StatusCode code) {
       return "Internal";
     case StatusCode::kDataLoss:
       return "DataLoss";
+    case StatusCode::kUnknown:
+      return "Unknown";
   }
   return "Unknown";
 }
@@ -56,5 +58,6 @@ Status CancelledError(std::string m) { return Status(StatusCode::kCancelled, std
 Status DeviceError(std::string m) { return Status(StatusCode::kDeviceError, std::move(m)); }
 Status InternalError(std::string m) { return Status(StatusCode::kInternal, std::move(m)); }
 Status DataLossError(std::string m) { return Status(StatusCode::kDataLoss, std::move(m)); }
+Status UnknownError(std::string m) { return Status(StatusCode::kUnknown, std::move(m)); }
 
 }  // namespace geeps
