@@ -40,6 +40,7 @@
 #include "geeps/geeps.h"
 #include "process_util.h"
 #include "temp_dirs.h"
+#include "test_util.h"
 
 namespace geeps::testing {
 
@@ -56,8 +57,8 @@ struct Workload {
   bool push_in_read_order = false;
   bool adapt_push_order = true;  // Config::adapt_push_order (its default)
   // ProcessCluster only: rank kill_rank SIGKILLs itself before clock
-  // kill_at; heartbeat_timeout_ms (0: default) bounds how long the others
-  // take to notice.
+  // kill_at; heartbeat_timeout_ms (0: 2000 ms, times SanitizerSlowdown()
+  // in a sanitizer build) bounds how long the others take to notice.
   int kill_rank = -1, kill_at = -1;
   int heartbeat_timeout_ms = 0;
 };
@@ -277,7 +278,9 @@ class ProcessCluster : public TestCluster {
       Env env = {{"GEEPS_COORDINATOR", "127.0.0.1:" + std::to_string(port)},
                  {"GEEPS_TIMEOUT_MS", "20000"},
                  {"GEEPS_HEARTBEAT_TIMEOUT_MS",
-                  std::to_string(w.heartbeat_timeout_ms > 0 ? w.heartbeat_timeout_ms : 2000)},
+                  std::to_string(w.heartbeat_timeout_ms > 0
+                                     ? w.heartbeat_timeout_ms
+                                     : 2000 * ::geeps::testing::SanitizerSlowdown())},
                  {"GEEPS_RANK", std::to_string(r)},
                  {"GEEPS_WORLD_SIZE", std::to_string(n)},
                  {"GEEPS_TRANSPORT", transport_}};
