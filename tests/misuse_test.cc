@@ -63,7 +63,11 @@ TEST(HandleOwnerTest, EveryCase) {
       {"an unknown id (named by the caller)", -1, {0, 2}, me, true, {}},
       {"another worker's", 3, {0, 7}, me, false, {"Read on worker 1", "belongs to worker 0"}},
       {"another worker's of another job", 3, {2, 9}, me, false, {"belongs to worker 2"}},
-      {"same rank, another GeePS", 3, {1, 4}, me, false,
+      {"same rank, another GeePS",
+       3,
+       {1, 4},
+       me,
+       false,
        {"instance 7", "another GeePS of rank 1", "instance 4"}},
       {"made by hand", 3, {-1, 0}, me, false, {"ReadHandle #3", "made by hand", "worker 1"}},
   };
@@ -246,8 +250,8 @@ TEST(MisuseTest, AWriteIntoAReadBufferReachesNoOtherWorker) {
       const float expected = static_cast<float>(2 * i);
       for (size_t k = 0; k < floats; k += 4099)
         W_CHECK(seen[k] == expected, "worker " + std::to_string(ps.rank()) + " iteration " +
-                                         std::to_string(i) + " float " + std::to_string(k) +
-                                         " = " + std::to_string(seen[k]));
+                                         std::to_string(i) + " float " + std::to_string(k) + " = " +
+                                         std::to_string(seen[k]));
       if (ps.rank() == 0 && i == 2) {
         const std::vector<float> junk(4096, 1000.0f);
         GEEPS_RETURN_IF_ERROR(ps.CopyFromHost(const_cast<float*>(read), junk.data(), 4096));
@@ -261,8 +265,8 @@ TEST(MisuseTest, AWriteIntoAReadBufferReachesNoOtherWorker) {
     GEEPS_RETURN_IF_ERROR(ps.Sync());
     GEEPS_RETURN_IF_ERROR(ps.CopyRows(0, rows, seen.data()));
     for (size_t k = 0; k < floats; k += 97)
-      W_CHECK(seen[k] == 2.0f * kIterations, "final float " + std::to_string(k) + " = " +
-                                                 std::to_string(seen[k]));
+      W_CHECK(seen[k] == 2.0f * kIterations,
+              "final float " + std::to_string(k) + " = " + std::to_string(seen[k]));
     return Status::OK();
   });
   EXPECT_OK(st);

@@ -25,12 +25,11 @@ Status CheckHandleOwner(const char* call, const char* kind, int32_t id, HandleOw
                                 std::to_string(stamp.worker) +
                                 " (its Virtual* call returned it); each worker uses the handles "
                                 "of its own virtual iteration");
-  return InvalidArgumentError(std::string(call) + " on " + me + " (instance " +
-                              std::to_string(self.instance) + "): " + kind + " #" +
-                              std::to_string(id) + " belongs to another GeePS of rank " +
-                              std::to_string(stamp.worker) + " (instance " +
-                              std::to_string(stamp.instance) +
-                              ": a worker of another cluster, process or job)");
+  return InvalidArgumentError(
+      std::string(call) + " on " + me + " (instance " + std::to_string(self.instance) +
+      "): " + kind + " #" + std::to_string(id) + " belongs to another GeePS of rank " +
+      std::to_string(stamp.worker) + " (instance " + std::to_string(stamp.instance) +
+      ": a worker of another cluster, process or job)");
 }
 
 }  // namespace geeps::client
