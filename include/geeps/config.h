@@ -137,7 +137,9 @@ struct Config {
   // the process (read at FinishVirtualIteration, as above).
   bool host_opaque_device_pointers = false;
   // If set, Shutdown() writes the worker's stats and memory plan (JSON) to
-  // this path; "%r" is replaced by the worker's rank.
+  // this path; "%r" is replaced by the worker's rank. A file that cannot be
+  // written makes Shutdown() return kUnavailable naming the path (only
+  // there: RunWorkers, which shuts no worker down, returns OK).
   std::string stats_file;
 
   // Longest time any call waits for a peer before it fails (kDeadlineExceeded
