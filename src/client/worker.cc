@@ -155,7 +155,8 @@ Status Worker::FinishVirtualIteration() {
     // GEEPS_HOST_AS_CUDA (read by CreateDevice for kAuto only) and
     // GEEPS_LOG_LEVEL: a malformed value is an error here whatever the
     // device.
-    Status env = CheckSelfReadEnvironment();
+    Status env = HostAsCudaFromEnvironment().status();
+    if (env.ok()) env = CheckLogLevelEnvironment();
     if (!env.ok()) return fail(env);
   }
   auto device = device::CreateDevice(config_.device, options);
