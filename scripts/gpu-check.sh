@@ -15,7 +15,11 @@
 # Fashion-MNIST's training time).
 #
 # Stages, in this order, each with its limit (seconds; they add up to at most
-# the budget, 540 s by default, so that one 600 s call holds the whole check):
+# the budget, 540 s by default, so that one 600 s call holds the whole check).
+# A stage ends by the sum of its own and the earlier stages' limits, counted
+# from the check's start: the time an earlier stage left unused passes on to
+# the later ones (the suite uses it; the others keep their own limits), and
+# the whole check still ends by the sum of the limits:
 #   env          correctness  nvidia-smi (read only, under a limit; found on
 #                              the PATH or in /usr/local/nvidia/bin; its
 #                              absence is no failure where the driver's
@@ -219,7 +223,8 @@ save_logs() {
 
 # Each stage function sets st (passed | failed | no-gpu | unavailable | cut),
 # note and fig (a JSON object), within its limit: `box` gives the seconds
-# left of it.
+# left of it. stage_deadline is the check's start plus the limits of the
+# stages up to this one (the head's "Stages").
 stage_deadline=0
 box() {  # box <seconds>: that, or what is left of the stage's limit (at least 1)
   local left=$((stage_deadline - SECONDS - 5))  # timeout -k 5: ends by the limit
@@ -237,11 +242,15 @@ run_stage() {  # run_stage <index>
   echo "=== gpu-check: ${names[$i]} (${gates[$i]}, limit ${limits[$i]} s; $((SECONDS - start)) s elapsed)"
   statuses[$i]=running
   write_json
-  stage_deadline=$((SECONDS + limits[$i]))
+  local j own_deadline=$((SECONDS + limits[$i]))
+  stage_deadline=$start
+  for ((j = 0; j <= i; j++)); do stage_deadline=$((stage_deadline + limits[j])); done
   st=failed note="" fig="{}"
   "${fns[$i]}"
   note="${note%; }"
-  if ((SECONDS > stage_deadline + 5)); then note+="; overran its limit by $((SECONDS - stage_deadline)) s"; fi
+  if ((SECONDS > stage_deadline + 5)); then note+="; overran its limit by $((SECONDS - stage_deadline)) s"
+  elif ((SECONDS > own_deadline)); then note+="; ran $((SECONDS - own_deadline)) s past its own limit, on time the earlier stages left unused"
+  fi
   statuses[$i]="$st" secs[$i]=$((SECONDS - t0)) notes[$i]="$note" figs[$i]="$fig"
   printf '=== %-12s %-11s %4d s  %s\n' "${names[$i]}" "$st" $((SECONDS - t0)) "$note"
   write_json
@@ -862,7 +871,7 @@ stage_suite() {
   LOGS="$logs" WD="$work/tests" BIN="$bin" RESULTS="$work/suite.results" LDP="$libpath" \
     RUNNING="$work/running" CUDA_LIKE="$cuda_like_env" \
     GEEPS_TEST_BIN_DIR="$bin" GEEPS_TEST_SOURCE_DIR="$bundle/share/src" \
-    timeout -k 5 "$(box 172)" xargs -d '\n' -n 1 -P "$jobs" bash "$work/run1.sh" <"$work/suite.tsv"
+    timeout -k 5 "$(box "$budget")" xargs -d '\n' -n 1 -P "$jobs" bash "$work/run1.sh" <"$work/suite.tsv"
   local xrc=$?
   end_cut_tests
   cp "$work/suite.results" "$logs/suite-results.tsv"
