@@ -153,10 +153,11 @@ trap cleanup EXIT
 
 # ---- bookkeeping: gpu-check.json ------------------------------------------------------
 start=$SECONDS
-names=() gates=() limits=() fns=() statuses=() secs=() notes=() figs=()
+names=() gates=() limits=() ends=() fns=() statuses=() secs=() notes=() figs=()
 for row in "${stage_table[@]}"; do
   read -r n g l f <<<"$row"
   names+=("$n") gates+=("$g") limits+=("$l") fns+=("$f")
+  ends+=($((${#ends[@]} > 0 ? ends[-1] + l : l)))  # this and the earlier stages' limits
   statuses+=(pending) secs+=(0) notes+=("") figs+=("{}")
 done
 machine_json="{}"
@@ -242,9 +243,8 @@ run_stage() {  # run_stage <index>
   echo "=== gpu-check: ${names[$i]} (${gates[$i]}, limit ${limits[$i]} s; $((SECONDS - start)) s elapsed)"
   statuses[$i]=running
   write_json
-  local j own_deadline=$((SECONDS + limits[$i]))
-  stage_deadline=$start
-  for ((j = 0; j <= i; j++)); do stage_deadline=$((stage_deadline + limits[j])); done
+  local own_deadline=$((SECONDS + limits[$i]))
+  stage_deadline=$((start + ends[$i]))
   st=failed note="" fig="{}"
   "${fns[$i]}"
   note="${note%; }"

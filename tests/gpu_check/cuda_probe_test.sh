@@ -9,10 +9,13 @@
 set -uo pipefail
 probe="$1" fake_dir="$2"
 failures=0
+probe_output() {  # probe_output <env...>: the probe's output, run with env
+  env -u LD_LIBRARY_PATH "$@" "$probe" 2>&1
+}
 expect() {  # expect <exit> <text> <env...>: runs the probe with env
   local want_rc="$1" want_text="$2" out rc
   shift 2
-  out="$(env -u LD_LIBRARY_PATH "$@" "$probe" 2>&1)"
+  out="$(probe_output "$@")"
   rc=$?
   if [[ "$rc" != "$want_rc" || "$out" != *"$want_text"* ]]; then
     echo "FAILED: $* -> exit $rc (want $want_rc), output:"
@@ -35,7 +38,7 @@ expect 0 "cuInit succeeded, 2 CUDA device(s)" LD_LIBRARY_PATH="$fake_dir" FAKE_C
 expect 0 "device 0's primary context took" LD_LIBRARY_PATH="$fake_dir" FAKE_CUDA_INIT=0 FAKE_CUDA_DEVICES=1
 # At least those 8 MiB, and not twice that: the sanitizers' runtimes add a
 # little of their own (ASan's run showed +9.0 MiB).
-out="$(env -u LD_LIBRARY_PATH LD_LIBRARY_PATH="$fake_dir" FAKE_CUDA_INIT=0 FAKE_CUDA_DEVICES=1 "$probe" 2>&1)"
+out="$(probe_output LD_LIBRARY_PATH="$fake_dir" FAKE_CUDA_INIT=0 FAKE_CUDA_DEVICES=1)"
 mib="$(sed -nE "s/.*primary context took [0-9]+ ms, .*\+([0-9]+)\.[0-9] MiB resident.*/\1/p" <<<"$out")"
 if [[ -z "$mib" ]] || ((mib < 8 || mib >= 16)); then
   echo "FAILED: the context's resident memory is not reported as 8 to 16 MiB (read '${mib}'), output:"
