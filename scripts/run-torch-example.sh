@@ -9,10 +9,11 @@
 #   bash scripts/run-torch-example.sh --baseline      # libtorch alone
 #   bash scripts/run-torch-example.sh --workers 4 --epochs 2
 #   bash scripts/run-torch-example.sh --test          # ctest -L torch instead
-# --test builds the torch tests into GEEPS_TORCH_BUILD_DIR and runs them
-# (.ci/run does so in its own build folder, build, whose libgeeps is built
-# already). As scripts/run-example.sh: without debug information, the CUDA
-# backend left out when no GPU is visible, libgeeps at -O1 (libtorch's
+# --test builds the torch tests into GEEPS_TORCH_BUILD_DIR and runs them,
+# then again in the host backend's CUDA-like mode (.ci/run does so in its
+# own build folder, build, whose libgeeps is built already). As
+# scripts/run-example.sh: without debug information, the CUDA backend left
+# out when no GPU is visible, libgeeps at -O1 (libtorch's
 # kernels are where the time goes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,7 +23,12 @@ build_dir="${GEEPS_TORCH_BUILD_DIR:-build-torch}"
 if [[ "${1:-}" == --test ]]; then
   GEEPS_BUILD_DIR="$build_dir" GEEPS_BUILD_TARGETS=geeps_tests_torch bash scripts/build.sh \
     -DGEEPS_WITH_TORCH=ON -DGEEPS_BUILD_EXAMPLES=ON -DGEEPS_BUILD_TESTS=ON
-  exec ctest --test-dir "$build_dir" -L torch --output-on-failure -j "${GEEPS_TEST_JOBS:-4}" --no-tests=error
+  ctest --test-dir "$build_dir" -L torch --output-on-failure -j "${GEEPS_TEST_JOBS:-4}" --no-tests=error
+  # Again in the CUDA-like mode (scripts/test-modes.sh): parameters are then
+  # copies, as with the GPU's buffers.
+  echo "run-torch-example.sh: GEEPS_HOST_AS_CUDA=1 ctest -L torch"
+  GEEPS_HOST_AS_CUDA=1 exec ctest --test-dir "$build_dir" -L torch --output-on-failure \
+    -j "${GEEPS_TEST_JOBS:-4}" --no-tests=error
 fi
 cuda=OFF
 if command -v nvidia-smi >/dev/null 2>&1 && grep -q '^GPU' <<<"$(nvidia-smi -L 2>/dev/null)"; then
