@@ -312,10 +312,12 @@ double RunGeeps(const Options& o, uint64_t bytes, Passes* passes) {
   const int world = 2 * o.pairs;
   const std::string coord = "127.0.0.1:" + std::to_string(geeps::testing::FreePort());
   for (int r = 0; r < world; ++r) {
-    Env env = {{"GEEPS_RANK", std::to_string(r)},
-               {"GEEPS_WORLD_SIZE", std::to_string(world)},
-               {"GEEPS_COORDINATOR", coord},
-               {"GEEPS_ROLE", r < o.pairs ? "worker" : "server"}};
+    // The caller's GEEPS_* settings, then the job's.
+    Env env = geeps::testing::GeepsVariables();
+    env["GEEPS_RANK"] = std::to_string(r);
+    env["GEEPS_WORLD_SIZE"] = std::to_string(world);
+    env["GEEPS_COORDINATOR"] = coord;
+    env["GEEPS_ROLE"] = r < o.pairs ? "worker" : "server";
     children.push_back(geeps::testing::Spawn(
         {Self(), "--child", "geeps", "--bytes", std::to_string(bytes), "--seconds",
          std::to_string(o.seconds), "--pairs", std::to_string(o.pairs)},

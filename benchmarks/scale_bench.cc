@@ -174,6 +174,13 @@ int RunChild(const Options& o) {
   for (int t = 0; t < o.tables; ++t)
     c.tables.push_back({"layer" + std::to_string(t), rows, kWidth});
   c.timeout = std::chrono::milliseconds(120000);
+  // GEEPS_* settings first (e.g. GEEPS_SEND_UPDATES_IN_PLACE=1); the flags'
+  // below win.
+  geeps::Status env = geeps::ApplyEnvironment(&c);
+  if (!env.ok()) {
+    std::fprintf(stderr, "environment: %s\n", env.ToString().c_str());
+    return 1;
+  }
   c.pipeline_part_bytes = o.pipeline;
   c.aggregate_per_machine = o.child_aggregate != 0;
   c.push_in_read_order = o.read_order;
@@ -351,9 +358,11 @@ double RunGeeps(const Options& o, int n, int slack, const NetnsCluster* net, boo
   const std::string coord = net ? NetnsCluster::Address(0) + ":" + std::to_string(NextNetnsPort())
                                 : "127.0.0.1:" + std::to_string(geeps::testing::FreePort());
   for (int r = 0; r < n; ++r) {
-    Env env = {{"GEEPS_RANK", std::to_string(r)},
-               {"GEEPS_WORLD_SIZE", std::to_string(n)},
-               {"GEEPS_COORDINATOR", coord}};
+    // The caller's GEEPS_* settings, then the job's.
+    Env env = geeps::testing::GeepsVariables();
+    env["GEEPS_RANK"] = std::to_string(r);
+    env["GEEPS_WORLD_SIZE"] = std::to_string(n);
+    env["GEEPS_COORDINATOR"] = coord;
     std::vector<std::string> argv = {Self(), "--child"};
     for (const std::string& a : ChildArgs(o, slack)) argv.push_back(a);
     const int machine = r / std::max(1, o.per_machine);

@@ -24,8 +24,8 @@ if [[ "${1:-}" == --test ]]; then
   GEEPS_BUILD_DIR="$build_dir" GEEPS_BUILD_TARGETS=geeps_tests_torch bash scripts/build.sh \
     -DGEEPS_WITH_TORCH=ON -DGEEPS_BUILD_EXAMPLES=ON -DGEEPS_BUILD_TESTS=ON
   ctest --test-dir "$build_dir" -L torch --output-on-failure -j "${GEEPS_TEST_JOBS:-4}" --no-tests=error
-  # Again in the CUDA-like mode (scripts/test-modes.sh): parameters are then
-  # copies, as with the GPU's buffers.
+  # Again in the CUDA-like mode (scripts/test-modes.sh): the worker's
+  # buffers are then opaque, without a host alias, as the GPU's.
   echo "run-torch-example.sh: GEEPS_HOST_AS_CUDA=1 ctest -L torch"
   GEEPS_HOST_AS_CUDA=1 exec ctest --test-dir "$build_dir" -L torch --output-on-failure \
     -j "${GEEPS_TEST_JOBS:-4}" --no-tests=error

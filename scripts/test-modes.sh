@@ -22,8 +22,13 @@
 #           stays the plain host. Every test except label 'slow', the
 #           sprays included: the whole suite as the GPU check's suite stage
 #           will meet it. Alone only (it sets the others for its devices).
+#   checked GEEPS_CHECKED=1: the checked mode (Config::checked), over every
+#           test that trains: the examples (label examples, which the plain
+#           run already runs checked), the exact-sum, Step, deterministic
+#           and checkpoint suites; a false report of misuse fails them.
+#           Alone only.
 # A mode may join others with '+' (GEEPS_TEST_MODES, default
-# "async+noalias async+opaque cuda", what .ci/run runs): one run with every
+# "async+noalias async+opaque cuda checked", what .ci/run runs): one run with every
 # variable of the parts set, over the tests of the narrowest part. The
 # asynchronous streams go with each of the other two rather than alone: the
 # paths that only no-alias takes (copies through the stream) and those that
@@ -38,7 +43,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 build_dir="${GEEPS_BUILD_DIR:-build}"
-modes="${GEEPS_TEST_MODES:-async+noalias async+opaque cuda}"
+modes="${GEEPS_TEST_MODES:-async+noalias async+opaque cuda checked}"
 sprays='ForeignTrafficTest\.'
 run() {  # run <VAR=value...> -- <ctest args>...
   local settings=()
@@ -52,6 +57,11 @@ for mode in $modes; do
     run GEEPS_HOST_AS_CUDA=1 -- -LE slow
     continue
   fi
+  if [[ "$mode" == checked ]]; then
+    run GEEPS_CHECKED=1 -- -LE slow -R 'ExactSum|Step|Deterministic|Checkpoint'
+    run GEEPS_CHECKED=1 -- -L examples
+    continue
+  fi
   settings=()
   opaque=0
   for part in ${mode//+/ }; do
@@ -60,7 +70,7 @@ for mode in $modes; do
       opaque) settings+=(GEEPS_HOST_OPAQUE_POINTERS=1); opaque=1 ;;
       noalias) settings+=(GEEPS_HOST_NO_ALIAS=1) ;;
       *)
-        echo "test-modes.sh: unknown mode '$part' in '$mode' (expected async, opaque, noalias, joined by +, or cuda alone)" >&2
+        echo "test-modes.sh: unknown mode '$part' in '$mode' (expected async, opaque, noalias, joined by +, or cuda or checked alone)" >&2
         exit 2
         ;;
     esac

@@ -240,7 +240,7 @@ TEST(ComputeStreamApiTest, WorkQueuedOnRowsReadInPlaceRunsBeforeTheNextPush) {
 // FinishVirtualIteration (where every worker reads them).
 TEST(ComputeStreamApiTest, MalformedTestModeVariableIsAClearError) {
   for (const char* name : {"GEEPS_ASYNC_HOST_STREAMS", "GEEPS_HOST_OPAQUE_POINTERS",
-                           "GEEPS_HOST_NO_ALIAS", "GEEPS_HOST_AS_CUDA"}) {
+                           "GEEPS_HOST_NO_ALIAS", "GEEPS_HOST_AS_CUDA", "GEEPS_CHECKED"}) {
     SCOPED_TRACE(name);
     testing::ScopedEnv env(name, "yes");
     auto cluster = EmbeddedCluster::Start(OneTable());

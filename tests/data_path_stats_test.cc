@@ -30,10 +30,12 @@ struct JobStats {
 // Messages in separate frames unless `pack_below_bytes` is given: most of
 // these tests count the passes of pushes sent from the rows themselves. The
 // device is the suite's (kAuto) unless a test needs the host's.
+// `in_place`: Config::send_updates_in_place.
 JobStats RunOne(bool read_my_writes, uint64_t device_memory_budget = 0,
                 uint64_t pipeline_part_bytes = 0, bool zeroed = true, uint64_t pack_below_bytes = 0,
-                DeviceKind device = DeviceKind::kAuto) {
+                DeviceKind device = DeviceKind::kAuto, bool in_place = false) {
   Config c;
+  c.send_updates_in_place = in_place;
   c.device = device;
   c.pipeline_part_bytes = pipeline_part_bytes;
   c.pack_below_bytes = pack_below_bytes;
@@ -93,20 +95,22 @@ void ExpectZeroed(int64_t zero, int64_t per_clock) {
 // device memory has a host alias (the host backend's normal mode, which only
 // the host device has: that case picks kHost itself), or not (CUDA; the host
 // backend's no-alias mode, GEEPS_HOST_NO_ALIAS=1, set here either way so
-// that both cases run in every test mode).
-void ExpectDirectUpdatesAndReadsInPlace(bool host_alias) {
+// that both cases run in every test mode). `in_place`:
+// Config::send_updates_in_place (only with a host alias does it matter).
+void ExpectDirectUpdatesAndReadsInPlace(bool host_alias, bool in_place) {
   testing::ScopedEnv mode("GEEPS_HOST_NO_ALIAS", host_alias ? "0" : "1");
   const JobStats run = RunOne(/*read_my_writes=*/false, 0, 0, /*zeroed=*/true, 0,
-                              host_alias ? DeviceKind::kHost : DeviceKind::kAuto);
+                              host_alias ? DeviceKind::kHost : DeviceKind::kAuto, in_place);
   const DataPathBytes& p = run.worker.data_path;
   ASSERT_EQ(run.worker.updates_direct, kIterations);
   ASSERT_EQ(run.worker.reads_in_place, kIterations);
   EXPECT_EQ(p.gather, 0);
   EXPECT_EQ(p.scatter_add, 0);
   ExpectZeroed(p.zero, kV);  // PreUpdate's buffer; the oplog stays clean
-  // With a host alias the update leaves from its buffer itself, with no
-  // copy into a slot; without one it is copied into the slot once.
-  EXPECT_EQ(p.to_slot, host_alias ? 0 : kIterations * kV);
+  // Sent in place (with a host alias) the update leaves from its buffer
+  // itself, with no copy into a slot; otherwise it is copied into the slot
+  // once.
+  EXPECT_EQ(p.to_slot, host_alias && in_place ? 0 : kIterations * kV);
   EXPECT_EQ(p.pack, 0);                           // consecutive rows leave as they are
   EXPECT_EQ(p.app_copies, 2 * kIterations * kV);  // the read out, the deltas in
   // Every push installs V once (one part, no own deltas to re-add).
@@ -124,11 +128,17 @@ void ExpectDirectUpdatesAndReadsInPlace(bool host_alias) {
 }
 
 TEST(DataPathStatsTest, DirectUpdatesAndReadsInPlaceSkipTheirPasses) {
-  ExpectDirectUpdatesAndReadsInPlace(/*host_alias=*/true);
+  ExpectDirectUpdatesAndReadsInPlace(/*host_alias=*/true, /*in_place=*/true);
+}
+
+// By default (isolated) the host backend copies a direct update into its
+// slot at Update, as CUDA does.
+TEST(DataPathStatsTest, ByDefaultADirectUpdateIsCopiedIntoItsSlotOnce) {
+  ExpectDirectUpdatesAndReadsInPlace(/*host_alias=*/true, /*in_place=*/false);
 }
 
 TEST(DataPathStatsTest, WithoutAHostAliasADirectUpdateIsCopiedIntoItsSlotOnce) {
-  ExpectDirectUpdatesAndReadsInPlace(/*host_alias=*/false);
+  ExpectDirectUpdatesAndReadsInPlace(/*host_alias=*/false, /*in_place=*/true);
 }
 
 // Under Config::pack_below_bytes (the default's 16 KiB; V is 2 KiB here)
@@ -176,9 +186,10 @@ TEST(DataPathStatsTest, APooledUpdateBufferIsCopiedIntoTheSlot) {
 // i + 1 into every element of its PreUpdate buffer at clock i; `check(i,
 // seen)` is given what PreUpdate returned at clock i. Worker 1 lags, so
 // worker 0's Reads wait (and zero ahead meanwhile).
-void RunPreUpdates(int workers, int clocks, bool zeroed,
+void RunPreUpdates(int workers, int clocks, bool zeroed, bool in_place,
                    const std::function<Status(int, const std::vector<float>&)>& check) {
   Config c;
+  c.send_updates_in_place = in_place;
   c.num_workers = workers;
   c.tables = {{"W", kRows, kWidth}};
   c.timeout = std::chrono::milliseconds(10000);
@@ -206,16 +217,18 @@ void RunPreUpdates(int workers, int clocks, bool zeroed,
 }
 
 // An update sent in place from its buffer is zeroed again, by the thread
-// that waits for the next push or by PreUpdate: every PreUpdate returns
-// zeros, although the previous clock filled the same buffer.
+// that waits for the next push or by PreUpdate; a copied one by PreUpdate:
+// every PreUpdate returns zeros, although the previous clock filled the
+// same buffer.
 TEST(DataPathStatsTest, EveryPreUpdateBufferIsZero) {
-  RunPreUpdates(2, 20, /*zeroed=*/true, [](int i, const std::vector<float>& seen) {
-    for (float v : seen)
-      if (v != 0.0f)
-        return InternalError("clock " + std::to_string(i) + ": PreUpdate returned " +
-                             std::to_string(v) + ", not a zeroed buffer");
-    return Status::OK();
-  });
+  for (bool in_place : {true, false})
+    RunPreUpdates(2, 20, /*zeroed=*/true, in_place, [](int i, const std::vector<float>& seen) {
+      for (float v : seen)
+        if (v != 0.0f)
+          return InternalError("clock " + std::to_string(i) + ": PreUpdate returned " +
+                               std::to_string(v) + ", not a zeroed buffer");
+      return Status::OK();
+    });
 }
 
 // An update recorded with zeroed=false: PreUpdate hands its buffer back
@@ -242,12 +255,14 @@ TEST(DataPathStatsTest, AnUpdateRecordedUnzeroedSkipsTheZeroingPass) {
 // next PreUpdate returns what the application wrote the clock before,
 // which is never all zero (1, 2, ...).
 TEST(DataPathStatsTest, AnUnzeroedPreUpdateBufferIsNotZeroed) {
-  RunPreUpdates(1, 5, /*zeroed=*/false, [](int i, const std::vector<float>& seen) {
-    const bool all_zero = std::all_of(seen.begin(), seen.end(), [](float v) { return v == 0.0f; });
-    if (i > 0 && all_zero)
-      return InternalError("clock " + std::to_string(i) + ": PreUpdate zeroed the buffer");
-    return Status::OK();
-  });
+  RunPreUpdates(
+      1, 5, /*zeroed=*/false, /*in_place=*/true, [](int i, const std::vector<float>& seen) {
+        const bool all_zero =
+            std::all_of(seen.begin(), seen.end(), [](float v) { return v == 0.0f; });
+        if (i > 0 && all_zero)
+          return InternalError("clock " + std::to_string(i) + ": PreUpdate zeroed the buffer");
+        return Status::OK();
+      });
 }
 
 TEST(DataPathStatsTest, ReadMyWritesGathersAndGoesThroughTheOplog) {

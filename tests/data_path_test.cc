@@ -23,6 +23,9 @@ class DataPathTest : public ::testing::Test {
  protected:
   void SetUp() override {
     config_.tables = {{"shared", 8, kWidth, false}, {"local", 6, kWidth, true}};
+    // The host backend's updates sent from their own buffers (not the
+    // default: Config::send_updates_in_place), which these tests cover.
+    config_.send_updates_in_place = true;
     // Read rows 4, 1, 3 (cached rows 1, 3, 4 at positions 0, 1, 2); update
     // rows 3, 4 (a direct update: positions 1, 2); a local access of the
     // scattered rows 0 and 2.
@@ -100,6 +103,11 @@ TEST_F(DataPathTest, TablesFollowThePlan) {
   // is sent in place.
   ASSERT_TRUE(plan_->direct_update(0));
   EXPECT_NE(data_->update_buf(0).send_refs, nullptr);
+  // By default (isolated) it is copied into its slot instead.
+  data_->update_buf(0).send_refs.reset();
+  config_.send_updates_in_place = false;
+  data_->PlanSendInPlace(*plan_);
+  EXPECT_EQ(data_->update_buf(0).send_refs, nullptr);
 }
 
 TEST_F(DataPathTest, GatherTakesTheRowsInRequestOrder) {

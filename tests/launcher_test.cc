@@ -54,6 +54,16 @@ TEST(ParseLaunchArgsTest, Accepted) {
   o = ParseLaunchArgs({"--help"}, &error);
   ASSERT_TRUE(o) << error;
   EXPECT_TRUE(o->help);
+
+  using EnvHelp = LaunchOptions::EnvHelp;
+  for (const auto& [arg, want] : std::vector<std::pair<std::string, EnvHelp>>{
+           {"--help-env", EnvHelp::kText},
+           {"--help-env=markdown", EnvHelp::kMarkdown},
+           {"--help-env=config-markdown", EnvHelp::kConfigMarkdown}}) {
+    o = ParseLaunchArgs({arg}, &error);
+    ASSERT_TRUE(o) << arg << ": " << error;
+    EXPECT_EQ(o->help_env, want) << arg;
+  }
 }
 
 TEST(ParseLaunchArgsTest, Rejected) {
@@ -358,6 +368,10 @@ TEST_F(LauncherTest, BadUsageExitsWith2) {
   const Result help = Run({"--help"});
   EXPECT_EQ(help.code, 0);
   EXPECT_NE(help.out.find("usage: geeps_launch -n N"), std::string::npos) << help.out;
+  const Result config = Run({"--help-env=config-markdown"});
+  EXPECT_EQ(config.code, 0);
+  EXPECT_EQ(config.out.rfind("| field | variable | values | default | meaning |\n", 0), 0u)
+      << config.out;
 }
 
 TEST_F(LauncherTest, AProgramThatCannotRunGives127) {

@@ -102,12 +102,25 @@ struct Child {
 };
 
 // Whether variable `name` picks a mode for a whole test suite (the device
-// backend, the host backend's test modes, the device trace), which the
-// processes a test starts must run in too.
+// backend, the host backend's test modes, the checked mode, the device
+// trace), which the processes a test starts must run in too.
 inline bool IsSuiteModeVariable(const std::string& name) {
   return name == "GEEPS_DEVICE" || name == "GEEPS_HOST_OPAQUE_POINTERS" ||
          name == "GEEPS_ASYNC_HOST_STREAMS" || name == "GEEPS_HOST_NO_ALIAS" ||
-         name == "GEEPS_HOST_AS_CUDA" || name == "GEEPS_DEVICE_TRACE";
+         name == "GEEPS_HOST_AS_CUDA" || name == "GEEPS_CHECKED" || name == "GEEPS_DEVICE_TRACE";
+}
+
+// This process's GEEPS_* variables: a benchmark passes its caller's
+// settings (GEEPS_SEND_UPDATES_IN_PLACE=1, GEEPS_RESEND_AFTER_CONNECTION_LOSS=0
+// ...) on to its children, which Spawn would otherwise start without them.
+inline Env GeepsVariables() {
+  Env out;
+  for (char** e = environ; *e; ++e) {
+    const char* eq = std::strchr(*e, '=');
+    if (eq != nullptr && std::strncmp(*e, "GEEPS_", 6) == 0)
+      out[std::string(*e, static_cast<size_t>(eq - *e))] = eq + 1;
+  }
+  return out;
 }
 
 // Starts argv with the variables of `env` added (GEEPS_*, OMPI_* and SLURM_*

@@ -642,6 +642,41 @@ TEST(StepRecordingTest, BrokenInvariantsAreClearErrors) {
   EXPECT_EQ(step.RunIteration().code(), StatusCode::kFailedPrecondition);
 }
 
+// A Step records every call itself: a worker that has recorded calls of its
+// own, or has finished its virtual iteration, is refused at Start, naming
+// what it found (it once failed later, naming an open read).
+TEST(StepRecordingTest, AWorkerThatHasRecordedIsRefusedAtStart) {
+  Config c;
+  c.tables = {{"a", 4, 2}};
+  c.device = DeviceKind::kHost;
+  auto clock = [](Step& s) { return s.Clock(); };
+  auto cluster = StartOrDie(c);
+  ASSERT_NE(cluster, nullptr);
+  GeePS& ps = *cluster->worker(0);
+  auto read = ps.VirtualRead(0, {0, 1});
+  ASSERT_OK(read.status());
+  Step recorded(ps, c);
+  ExpectMentions(recorded.Run(nullptr, clock, 1),
+                 {"Step: worker 0 has already recorded 1 call(s)", "has recorded nothing"});
+  ASSERT_OK(ps.VirtualPostRead(*read));
+  ASSERT_OK(ps.VirtualClock());
+  Step clocked(ps, c);
+  ExpectMentions(clocked.Run(nullptr, clock, 1), {"call(s) and a VirtualClock"});
+  // Its own virtual iteration, finished: the worker is past recording.
+  auto other = StartOrDie(c);
+  ASSERT_NE(other, nullptr);
+  GeePS& done = *other->worker(0);
+  ASSERT_OK(done.VirtualClock());
+  ASSERT_OK(done.FinishVirtualIteration());
+  Step finished(done, c);
+  Status st = finished.Run(nullptr, clock, 1);
+  EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition) << st;
+  EXPECT_NE(st.message().find("Step: the virtual iteration is already finished"), std::string::npos)
+      << st;
+  EXPECT_OK(cluster->Shutdown());
+  EXPECT_OK(other->Shutdown());
+}
+
 // A Config whose tables differ from the job's (a width of 4 where the job's
 // is 8: 9 of 21 parameters were once never updated, silently) is refused
 // before anything runs, naming the table, the field and both values.

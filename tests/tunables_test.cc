@@ -1,8 +1,10 @@
 // The one list of GEEPS_* variables (src/common/tunables.h): well formed,
 // what ApplyEnvironment reads (every Config row's range and words, checked
 // row by row), complete (every GEEPS_* variable the sources name is in it,
-// and nothing else), and docs/operations.md's table generated from it.
+// and nothing else), and the tables of docs/operations.md and docs/api.md
+// generated from it.
 #include "common/tunables.h"
+#include "common/config_doc.h"
 
 #include <gtest/gtest.h>
 
@@ -163,17 +165,48 @@ TEST(TunablesTest, TheListIsWhatTheSourcesRead) {
   }
 }
 
+// The lines of `doc` (a path under the source tree) between its
+// "<!-- marker:begin ...-->" line and its "<!-- marker:end -->" line; a
+// failure where either is missing.
+std::string GeneratedSection(const std::string& doc, const std::string& marker) {
+  const std::string text = ReadFile(::geeps::testing::SourceFile(doc));
+  const size_t b = text.find("<!-- " + marker + ":begin");
+  const size_t e = text.find("<!-- " + marker + ":end -->", b);
+  if (b == std::string::npos || e == std::string::npos) {
+    ADD_FAILURE() << doc << " has no " << marker << " markers";
+    return "";
+  }
+  const size_t table = text.find('\n', b) + 1;
+  return text.substr(table, e - table);
+}
+
 TEST(TunablesTest, OperationsDocHoldsTheGeneratedTable) {
-  const std::string doc = ReadFile(::geeps::testing::SourceFile("docs/operations.md"));
-  const std::string begin = "<!-- tunables:begin";
-  const std::string end = "<!-- tunables:end -->";
-  const size_t b = doc.find(begin);
-  ASSERT_NE(b, std::string::npos) << "docs/operations.md has no tunables:begin marker";
-  const size_t table = doc.find('\n', b) + 1;
-  const size_t e = doc.find(end, table);
-  ASSERT_NE(e, std::string::npos);
-  EXPECT_EQ(doc.substr(table, e - table), MarkdownTable())
+  EXPECT_EQ(GeneratedSection("docs/operations.md", "tunables"), MarkdownTable())
       << "regenerate it: bash scripts/update-env-doc.sh";
+}
+
+TEST(TunablesTest, ApiDocHoldsTheGeneratedConfigTable) {
+  EXPECT_EQ(GeneratedSection("docs/api.md", "config-table"), ConfigMarkdownTable())
+      << "regenerate it: bash scripts/update-env-doc.sh";
+}
+
+// Every Config row has the guide's meaning (src/common/config_doc.cc), so a
+// new field's row says more than its one line of help.
+TEST(TunablesTest, EveryConfigRowHasAMeaningInTheGuide) {
+  int rows = 0;
+  for (const Tunable& t : All()) {
+    if (t.scope != Scope::kConfig) continue;
+    ++rows;
+    EXPECT_NE(ConfigMeaning(t.field), nullptr) << t.field << ": add its meaning to config_doc.cc";
+    EXPECT_NE(ConfigMarkdownTable().find(std::string("| `") + t.variable + "` |"),
+              std::string::npos)
+        << t.variable;
+  }
+  EXPECT_GE(rows, 29);
+  EXPECT_EQ(ConfigMeaning("Config::no_such_field"), nullptr);
+  EXPECT_NE(
+      ConfigMarkdownTable().find("| `prefetch_depth` | `GEEPS_PREFETCH_DEPTH` | `0..64` | `2` |"),
+      std::string::npos);
 }
 
 TEST(TunablesTest, HelpNamesEveryVariable) {

@@ -8,21 +8,28 @@
 //
 //   prologue   worker 0 writes its module's initial parameters (every
 //              worker's module is then replaced by the tables' values);
-//   iteration  Read every table, and make each parameter's data a tensor
-//              over the read buffer (torch::from_blob: no copy where the
-//              host may address the buffer, GeePS::HostAddress; a copy into
-//              the parameter's own storage where it may not: CUDA, the host
-//              backend's no-alias mode); the caller's loss function;
-//              backward; PostRead; then per table PreUpdate, the delta
-//              -lr * v written into the (zeroed) update buffer (v =
-//              momentum * v + grad / num_workers, a worker-local velocity),
-//              Update; Clock.
+//   iteration  Read every table and copy its rows into the parameter's own
+//              storage (never a view of the read buffer, which is
+//              read-only); the caller's loss function; backward; PostRead;
+//              then per table PreUpdate, the delta -lr * v written into the
+//              (zeroed) update buffer (v = momentum * v + grad /
+//              num_workers, a worker-local velocity), plus the worker's
+//              in-place edit (below), Update; Clock.
 //
 // Summed over the workers, the deltas are one SGD step (with momentum) on
 // the mean of the workers' gradients: with equal batches, N workers of b
 // examples step as one worker of N * b would (up to the order of float
 // sums). Buffers (batch norm's running statistics) are not parameters: each
 // worker keeps its own, and evaluation uses the evaluating worker's.
+//
+// In-place edits: a loss function may change a parameter in place (under
+// torch::NoGradGuard: w.mul_(0), w.clamp_(-c, c), a renormalisation), as
+// plain libtorch code does. The edit (the parameter after the loss
+// function and backward, minus the rows read) divided by num_workers joins
+// that worker's delta: when every worker makes the same edit, the tables
+// change by exactly that edit plus the SGD step, as one libtorch process
+// would; an edit of one worker alone counts for 1/num_workers of it. An
+// edit never reaches the other workers in any other way.
 //
 // Errors: a table layout that does not match the module (Trainer::Create),
 // and anything libtorch throws in the loss function or backward, become a
@@ -120,7 +127,7 @@ class Trainer {
     auto prologue = [&](geeps::Step& s) { return WriteInitialValues(s); };
     auto iteration = [&](geeps::Step& s) { return Iterate(s, loss_fn); };
     geeps::Status st = step.Run(prologue, iteration, iterations);
-    for (Param& p : params_) p.tensor.set_data(p.owned);  // never a view of a released buffer
+    for (Param& p : params_) p.tensor.set_data(p.owned);  // its own storage, as in every iteration
     GEEPS_RETURN_IF_ERROR(st);
     return LoadParameters();
   }
@@ -141,17 +148,15 @@ class Trainer {
     return geeps::Status::OK();
   }
 
-  // Whether parameters are views of the worker's buffers (true) or copies
-  // (the host cannot address them). Known after the first real Read.
-  bool zero_copy() const { return zero_copy_; }
-
  private:
   struct Param {
     torch::Tensor tensor;  // the module's parameter
     geeps::TableId table = 0;
     size_t rows = 0;
     uint32_t width = 0;
-    torch::Tensor owned;     // the parameter's own storage (copies, between runs)
+    torch::Tensor owned;     // the parameter's own storage (the rows read, then edits)
+    torch::Tensor before;    // the rows read this iteration, to find in-place edits
+    torch::Tensor edit;      // this iteration's in-place edit / num_workers, or undefined
     torch::Tensor velocity;  // momentum, this worker's
     torch::Tensor scratch;   // the delta on the host when the buffer is not
     geeps::ConstRows read;
@@ -162,6 +167,7 @@ class Trainer {
     for (Param& p : params_) {
       p.owned = p.tensor.detach().clone().contiguous();
       p.tensor.set_data(p.owned);
+      p.before = torch::empty_like(p.owned);
       p.velocity = torch::zeros_like(p.owned);
       p.scratch = torch::zeros({static_cast<int64_t>(p.rows * p.width)});
     }
@@ -188,19 +194,30 @@ class Trainer {
     return geeps::Status::OK();
   }
 
-  // The parameter's data becomes the read rows: a view where the host can
-  // address them, else a copy into its own storage.
+  // The parameter's own storage (its data: see the constructor and Run)
+  // becomes the read rows; `before` keeps them.
   geeps::Status Bind(Param& p) {
-    const float* host = ps_.HostAddress(p.read.data);
-    zero_copy_ = host != nullptr;
-    if (host == nullptr)  // the parameter is its own storage here (see Run, Iterate)
-      return ps_.CopyToHost(p.owned.data_ptr<float>(), p.read.data, p.owned.numel());
+    GEEPS_RETURN_IF_ERROR(
+        ps_.CopyToHost(p.before.data_ptr<float>(), p.read.data, p.before.numel()));
     return Guarded(
         [&] {
-          p.tensor.set_data(
-              torch::from_blob(const_cast<float*>(host), p.owned.sizes(), torch::kFloat32));
+          torch::NoGradGuard no_grad;
+          p.owned.copy_(p.before);
         },
         "binding a parameter");
+  }
+
+  // What the loss function changed in place, over num_workers (undefined
+  // where it changed nothing: the delta then stays bitwise the SGD step).
+  geeps::Status FindEdit(Param& p) {
+    return Guarded(
+        [&] {
+          torch::NoGradGuard no_grad;
+          p.edit = torch::equal(p.owned, p.before)
+                       ? torch::Tensor()
+                       : (p.owned - p.before).div_(static_cast<double>(ps_.num_workers()));
+        },
+        "comparing a parameter with the rows read");
   }
 
   // -lr * v into the zeroed update buffer (in place, or through scratch,
@@ -218,6 +235,7 @@ class Trainer {
           p.velocity.mul_(sgd_.momentum).add_(grad, 1.0 / ps_.num_workers());
           torch::Tensor body = all.narrow(0, 0, p.owned.numel()).view(p.owned.sizes());
           torch::mul_out(body, p.velocity, -lr);
+          if (p.edit.defined()) body.add_(p.edit);
         },
         "computing a delta"));
     if (host == nullptr)
@@ -240,8 +258,8 @@ class Trainer {
           "the loss function or backward");
     }));
     for (Param& p : params_) {
+      GEEPS_RETURN_IF_ERROR(s.Compute([&] { return FindEdit(p); }));
       GEEPS_RETURN_IF_ERROR(s.PostRead(p.read));
-      p.tensor.set_data(p.owned);  // the read buffer is released
     }
     for (Param& p : params_) {
       GEEPS_ASSIGN_OR_RETURN(geeps::MutableRows d,
@@ -255,7 +273,6 @@ class Trainer {
   geeps::GeePS& ps_;
   std::vector<Param> params_;
   Sgd sgd_;
-  bool zero_copy_ = false;
 };
 
 }  // namespace geeps_torch

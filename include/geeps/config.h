@@ -67,6 +67,15 @@ struct Config {
   // from the servers (see docs/api.md).
   bool read_my_writes = false;
 
+  // The host backend only: a direct update (docs/architecture.md, "Oplogs
+  // and slots") is sent from the application's update buffer itself
+  // instead of a copy in its send slot, saving one pass over the update.
+  // Off by default because it is not isolated: a write into that buffer
+  // after Update, while ZeroMQ still sends from it, reaches the servers and
+  // every worker (docs/api.md, "Writing through the pointers libgeeps
+  // returns"). On CUDA, updates are always copied.
+  bool send_updates_in_place = false;
+
   // Servers add the updates of a clock in worker rank order, so that a run is
   // bitwise reproducible whatever the arrival order, channel count or timing
   // (costs a buffer per worker and clock on the servers).
@@ -128,6 +137,18 @@ struct Config {
   // with or without ApplyEnvironment), so that a whole test suite can run in
   // this mode; =0 leaves the field as set.
   bool async_host_streams = false;
+  // The checked mode (docs/api.md, "Writing through the pointers libgeeps
+  // returns"): the worker names a misuse of the buffers it hands out at
+  // the call where it shows: a Read buffer written before PostRead
+  // (PostRead fails), read or written after it (poisoned with NaN; a write
+  // makes the next Read fail), an update buffer written after Update (the
+  // next PreUpdate fails), a non-finite delta (Update fails, naming the
+  // row; nothing is sent). It gathers every read into a buffer of its own
+  // and copies every update, and costs a look at each buffer at each call
+  // (docs/api.md says how much). GEEPS_CHECKED=1 turns it on for every
+  // worker of the process (read by the worker itself, with or without
+  // ApplyEnvironment); =0 leaves the field as set.
+  bool checked = false;
   // Host backend only, a test mode: device memory gets addresses that the
   // host cannot dereference, as on a GPU (the device's own operations
   // translate them), so code that touches a buffer returned by Read,

@@ -18,6 +18,9 @@
 // pass (the prologue is written and run first, but GeePS records it after
 // VirtualClock(): the Step keeps the prologue's calls and records them
 // there), and the calls FinishVirtualIteration() and StartIterations().
+// So the GeePS it is given must have recorded nothing of its own: Start
+// (and Run) return kFailedPrecondition naming what it has recorded, or that
+// its virtual iteration is finished, before calling either function.
 //
 // Compute while recording: the views the accessors return while recording()
 // have data == nullptr (rows and width are set). Put the work on the buffers

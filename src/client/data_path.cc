@@ -242,6 +242,9 @@ std::vector<bool> DataPath::CacheOnDevice() const {
 }
 
 void DataPath::PlanSendInPlace(const IterationPlan& plan) {
+  // Not isolated (a write after Update would reach the servers): only when
+  // asked for, and never in the checked mode (which poisons the buffer).
+  if (!config_->send_updates_in_place || config_->checked) return;
   for (size_t h = 0; h < update_bufs_.size(); ++h) {
     // Sent in place: a buffer of its own (not the pool's, which another
     // access may take while ZeroMQ still reads it) that the host can read.

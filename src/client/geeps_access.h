@@ -17,6 +17,8 @@ class GeePSAccess {
   static std::unique_ptr<GeePS> Make(std::unique_ptr<client::Worker> impl) {
     return std::unique_ptr<GeePS>(new GeePS(std::move(impl)));
   }
+  // The worker behind `ps` (the Step's checks of its phase).
+  static const client::Worker& Impl(const GeePS& ps) { return *ps.impl_; }
 };
 
 }  // namespace internal

@@ -156,7 +156,8 @@ void IterationPlan::PlaceCaches(const std::vector<bool>& cache_on_device) {
   const size_t m = seq_.reads().size();
   read_in_place_.assign(m, false);
   read_first_pos_.assign(m, 0);
-  if (config_.read_my_writes) return;
+  // The checked mode poisons each read's buffer at PostRead: its own.
+  if (config_.read_my_writes || config_.checked) return;
   const std::vector<Op>& ops = seq_.ops(kRepeated);
   std::vector<int64_t> open_at(m, -1), close_at(m, -1);
   for (size_t i = 0; i < ops.size(); ++i) {

@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "client/geeps_access.h"
+
 namespace geeps {
 
 // A call as made by the application (rows borrowed).
@@ -579,7 +581,8 @@ Status Step::Start(const Body& prologue, const Body& iteration) {
   if (!iteration) {
     return InvalidArgumentError("Step: the iteration function is empty");
   }
-  Status st = RunBody(prologue, Phase::kRecordPrologue);
+  Status st = internal::GeePSAccess::Impl(ps_).CheckNothingRecorded("Step");
+  if (st.ok()) st = RunBody(prologue, Phase::kRecordPrologue);
   if (st.ok()) st = RunBody(iteration, Phase::kRecordIteration);
   if (st.ok()) {
     // GeePS records the prologue after VirtualClock().

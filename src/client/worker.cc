@@ -22,10 +22,21 @@ using SteadyClock = std::chrono::steady_clock;
 
 }  // namespace
 
+namespace {
+// `config`, in the checked mode if GEEPS_CHECKED=1 (a malformed value is
+// reported by FinishVirtualIteration, with the other variables the worker
+// reads by itself).
+Config WithCheckedFromEnvironment(Config config) {
+  StatusOr<bool> checked = CheckedFromEnvironment();
+  if (checked.ok() && *checked) config.checked = true;
+  return config;
+}
+}  // namespace
+
 Worker::Worker(const Config& config, int rank, transport::Context* context,
                std::vector<std::string> partition_endpoints,
                const transport::SecurityConfig* security)
-    : config_(config),
+    : config_(WithCheckedFromEnvironment(config)),
       rank_(rank),
       context_(context),
       partition_endpoints_(std::move(partition_endpoints)),
@@ -128,6 +139,18 @@ Status Worker::VirtualClock() {
   return seq_.AddClock();
 }
 
+Status Worker::CheckNothingRecorded(const char* who) const {
+  common::MutexLock lock(&api_mu_);
+  GEEPS_RETURN_IF_ERROR(CheckRecording(who));
+  const size_t calls = seq_.ops(kPrologue).size() + seq_.ops(kRepeated).size();
+  if (calls == 0 && !seq_.clocked()) return Status::OK();
+  return FailedPreconditionError(std::string(who) + ": worker " + std::to_string(rank_) +
+                                 " has already recorded " + std::to_string(calls) + " call(s)" +
+                                 (seq_.clocked() ? " and a VirtualClock" : "") +
+                                 " of its own; a Step records every call itself, so give it a "
+                                 "worker that has recorded nothing");
+}
+
 Status Worker::FinishVirtualIteration() {
   common::MutexLock lock(&api_mu_);
   GEEPS_RETURN_IF_ERROR(CheckRecording("FinishVirtualIteration"));
@@ -156,6 +179,7 @@ Status Worker::FinishVirtualIteration() {
     // GEEPS_LOG_LEVEL: a malformed value is an error here whatever the
     // device.
     Status env = HostAsCudaFromEnvironment().status();
+    if (env.ok()) env = CheckedFromEnvironment().status();
     if (env.ok()) env = CheckLogLevelEnvironment();
     if (!env.ok()) return fail(env);
   }
@@ -180,6 +204,8 @@ Status Worker::FinishVirtualIteration() {
   if (!st.ok()) return fail(st);
   plan_->PlaceCaches(data_->CacheOnDevice());
   data_->PlanSendInPlace(*plan_);
+  if (config_.checked)
+    checked_ = std::make_unique<CheckedMode>(&config_, &seq_, rank_, device_.get(), stream_.get());
 
   oplog_ = std::make_unique<Oplog>(
       &config_, rank_, device_.get(), stream_.get(), &counters_,
@@ -421,8 +447,11 @@ StatusOr<const float*> Worker::Read(ReadHandle h) {
     }
     GEEPS_RETURN_IF_ERROR(data_->AcquireBuffer(b, a.rows.size() * t.width * sizeof(float),
                                                {MemoryManager::Kind::kRead, h.id}));
+    if (checked_)
+      GEEPS_RETURN_IF_ERROR(checked_->BeforeGather(h.id, b.pooled ? nullptr : b.buffer));
     GEEPS_RETURN_IF_ERROR(data_->Materialize(t, slices));
     GEEPS_RETURN_IF_ERROR(data_->Gather(h.id, t));
+    if (checked_) GEEPS_RETURN_IF_ERROR(checked_->AfterRead(h.id, b.buffer));
   }
   GEEPS_RETURN_IF_ERROR(Advance());
   return static_cast<const float*>(b.buffer);
@@ -434,6 +463,8 @@ Status Worker::PostRead(ReadHandle h) {
       Expect(OpType::kPostRead, h.id, data_ ? data_->num_reads() : 0, "PostRead", OwnerOf(h)));
   EmulateCompute();
   AccessBuffers& b = data_->read_buf(h.id);
+  if (checked_ && !b.open_in_place)
+    GEEPS_RETURN_IF_ERROR(checked_->AtPostRead(h.id, b.buffer, b.pooled ? nullptr : b.buffer));
   if (b.open_in_place) {
     TableCache& t = data_->table(seq_.reads()[h.id].table);
     common::MutexLock lock(&t.mu);
@@ -447,6 +478,10 @@ StatusOr<float*> Worker::PreUpdate(UpdateHandle h) {
   common::MutexLock api_lock(&api_mu_);
   GEEPS_RETURN_IF_ERROR(
       Expect(OpType::kPreUpdate, h.id, data_ ? data_->num_updates() : 0, "PreUpdate", OwnerOf(h)));
+  if (checked_) {
+    const AccessBuffers& b = data_->update_buf(h.id);
+    GEEPS_RETURN_IF_ERROR(checked_->BeforePreUpdate(h.id, b.pooled ? nullptr : b.buffer));
+  }
   // A lost peer ends the wait for a buffer ZeroMQ still sends to it.
   GEEPS_ASSIGN_OR_RETURN(float* buffer,
                          data_->PrepareUpdate(h.id, *oplog_, config_.timeout, [this] {
@@ -461,16 +496,21 @@ Status Worker::Update(UpdateHandle h) {
   GEEPS_RETURN_IF_ERROR(
       Expect(OpType::kUpdate, h.id, data_ ? data_->num_updates() : 0, "Update", OwnerOf(h)));
   EmulateCompute();
+  AccessBuffers& b = data_->update_buf(h.id);
+  float* own = b.pooled ? nullptr : b.buffer;  // the checked mode poisons it once copied
+  if (checked_) GEEPS_RETURN_IF_ERROR(checked_->AtUpdate(h.id, b.buffer));
   if (plan_->direct_update(h.id)) {
     // The buffer is the table's whole clock of deltas: Advance (which
     // advances this table now) sends it from there.
     Status st = Advance(h.id);
     if (st.ok()) updates_direct_.fetch_add(1);
-    Status released = data_->ReleaseBuffer(data_->update_buf(h.id));
+    if (st.ok() && checked_) st = checked_->AfterUpdate(h.id, own);
+    Status released = data_->ReleaseBuffer(b);
     return st.ok() ? released : st;
   }
   // A resumed job's prologue updates are discarded (not applied anywhere).
   GEEPS_RETURN_IF_ERROR(data_->Scatter(h.id, config_.read_my_writes && !DiscardingPrologue()));
+  if (checked_) GEEPS_RETURN_IF_ERROR(checked_->AfterUpdate(h.id, own));
   return Advance();
 }
 

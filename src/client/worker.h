@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "client/checked_mode.h"
 #include "client/comm_channel.h"
 #include "client/data_path.h"
 #include "client/handle_owner.h"
@@ -66,6 +67,9 @@ class Worker {
   StatusOr<LocalHandle> VirtualLocalRead(TableId table, const std::vector<RowIndex>& rows);
   Status VirtualPostLocalAccess(LocalHandle h, bool keep);
   Status VirtualClock();
+  // OK while the virtual iteration is open and has recorded nothing; else
+  // kFailedPrecondition saying what `who` ("Step") found.
+  Status CheckNothingRecorded(const char* who) const;
   Status FinishVirtualIteration();
   Status StartIterations();
 
@@ -214,6 +218,8 @@ class Worker {
 
   ClientCounters counters_;
   std::unique_ptr<Oplog> oplog_;
+  // Config::checked (or GEEPS_CHECKED=1): the looks at the buffers.
+  std::unique_ptr<CheckedMode> checked_;
   std::vector<std::unique_ptr<CommChannel>> channels_ GEEPS_GUARDED_BY(api_mu_);
 
   // The real-phase cursor.

@@ -140,6 +140,7 @@ StatusOr<bool> HostOpaquePointersFromEnvironment() {
 }
 StatusOr<bool> HostNoAliasFromEnvironment() { return BoolFlag("GEEPS_HOST_NO_ALIAS"); }
 StatusOr<bool> HostAsCudaFromEnvironment() { return BoolFlag("GEEPS_HOST_AS_CUDA"); }
+StatusOr<bool> CheckedFromEnvironment() { return BoolFlag("GEEPS_CHECKED"); }
 
 Status CheckLogLevelEnvironment() {
   const char* text = std::getenv("GEEPS_LOG_LEVEL");
@@ -155,6 +156,7 @@ Status CheckSelfReadEnvironment() {
   GEEPS_RETURN_IF_ERROR(HostOpaquePointersFromEnvironment().status());
   GEEPS_RETURN_IF_ERROR(HostNoAliasFromEnvironment().status());
   GEEPS_RETURN_IF_ERROR(HostAsCudaFromEnvironment().status());
+  GEEPS_RETURN_IF_ERROR(CheckedFromEnvironment().status());
   return CheckLogLevelEnvironment();
 }
 
@@ -199,6 +201,8 @@ Status ApplyEnvironment(Config* c) {
   if (async_host) c->async_host_streams = true;
   GEEPS_ASSIGN_OR_RETURN(bool opaque, HostOpaquePointersFromEnvironment());
   if (opaque) c->host_opaque_device_pointers = true;
+  GEEPS_ASSIGN_OR_RETURN(bool checked, CheckedFromEnvironment());
+  if (checked) c->checked = true;
   return Status::OK();
 }
 

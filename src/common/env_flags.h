@@ -22,6 +22,8 @@ StatusOr<bool> HostNoAliasFromEnvironment();
 // resolves to a host device that behaves like the GPU it would get on a
 // machine with one. No Config field either.
 StatusOr<bool> HostAsCudaFromEnvironment();
+// GEEPS_CHECKED, the same way (Config::checked).
+StatusOr<bool> CheckedFromEnvironment();
 // GEEPS_LOG_LEVEL: unset, empty or one of error|warning|info|debug is OK;
 // anything else kInvalidArgument naming the variable (the logger itself
 // then keeps its default, warning, and says so once on stderr).

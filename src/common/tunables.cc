@@ -96,6 +96,9 @@ std::vector<Tunable> ConfigRows() {
                                       "slack of reads that give none (0: BSP)"),
       Boolean<&Config::read_my_writes>("GEEPS_READ_MY_WRITES", "Config::read_my_writes",
                                        "a worker sees its own updates at once"),
+      Boolean<&Config::send_updates_in_place>(
+          "GEEPS_SEND_UPDATES_IN_PLACE", "Config::send_updates_in_place",
+          "host backend: direct updates sent from their buffers, not isolated (0: copied)"),
       Boolean<&Config::deterministic_bsp>("GEEPS_DETERMINISTIC_BSP", "Config::deterministic_bsp",
                                           "servers add a clock's updates in worker rank order"),
       Boolean<&Config::aggregate_per_machine>(
@@ -249,6 +252,8 @@ std::vector<Tunable> OtherRows() {
       Elsewhere("GEEPS_HOST_OPAQUE_POINTERS", Scope::kTestMode,
                 "Config::host_opaque_device_pointers", "0|1", "0",
                 "host device memory the host cannot dereference, as on a GPU"),
+      Elsewhere("GEEPS_CHECKED", Scope::kTestMode, "Config::checked", "0|1", "0",
+                "the checked mode: misuse of the buffers libgeeps hands out named at its call"),
       Elsewhere("GEEPS_HOST_NO_ALIAS", Scope::kTestMode, "", "0|1", "0",
                 "host device memory never aliases host memory (every push copied)"),
       Elsewhere("GEEPS_HOST_AS_CUDA", Scope::kTestMode, "", "0|1", "0",
@@ -326,13 +331,18 @@ std::string HelpText() {
   return out;
 }
 
+std::string MarkdownCell(std::string_view text) {
+  std::string out;
+  for (char ch : text) out += ch == '|' ? std::string("\\|") : std::string(1, ch);
+  return out;
+}
+
 std::string MarkdownTable() {
   std::string out = "| variable | read by | values | default | what it sets |\n";
   out += "| --- | --- | --- | --- | --- |\n";
   for (const Tunable& t : All()) {
     const std::string def = Default(t);
-    std::string values;  // a table cell: its pipes escaped
-    for (char ch : Values(t)) values += ch == '|' ? std::string("\\|") : std::string(1, ch);
+    const std::string values = MarkdownCell(Values(t));
     std::string what = t.doc;
     if (t.field[0] != '\0') what += std::string(" (`") + t.field + "`)";
     out += std::string("| `") + t.variable + "` | " + ScopeName(t.scope) + " | `" + values +

@@ -71,6 +71,8 @@ std::string Default(const Tunable& t);
 std::string HelpText();
 // docs/operations.md's table (between its "tunables" markers).
 std::string MarkdownTable();
+// `text` as a markdown table cell: its pipes escaped.
+std::string MarkdownCell(std::string_view text);
 
 }  // namespace geeps::tunables
 

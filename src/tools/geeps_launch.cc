@@ -39,6 +39,7 @@
 #include <string>
 #include <vector>
 
+#include "common/config_doc.h"
 #include "common/tunables.h"
 #include "tools/launch_options.h"
 #include "tools/line_prefixer.h"
@@ -353,9 +354,10 @@ int main(int argc, char** argv) {
     }
     using EnvHelp = geeps::tools::LaunchOptions::EnvHelp;
     if (options->help_env != EnvHelp::kNone) {
-      const std::string text = options->help_env == EnvHelp::kText
-                                   ? geeps::tunables::HelpText()
-                                   : geeps::tunables::MarkdownTable();
+      const std::string text = options->help_env == EnvHelp::kText ? geeps::tunables::HelpText()
+                               : options->help_env == EnvHelp::kMarkdown
+                                   ? geeps::tunables::MarkdownTable()
+                                   : geeps::tunables::ConfigMarkdownTable();
       std::fputs(text.c_str(), stdout);
       return 0;
     }

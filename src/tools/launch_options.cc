@@ -48,9 +48,11 @@ std::optional<LaunchOptions> ParseLaunchArgs(const std::vector<std::string>& arg
       o.help = true;
       return o;
     }
-    if (arg == "--help-env" || arg == "--help-env=markdown") {
-      o.help_env =
-          arg == "--help-env" ? LaunchOptions::EnvHelp::kText : LaunchOptions::EnvHelp::kMarkdown;
+    if (arg == "--help-env" || arg == "--help-env=markdown" ||
+        arg == "--help-env=config-markdown") {
+      o.help_env = arg == "--help-env"            ? LaunchOptions::EnvHelp::kText
+                   : arg == "--help-env=markdown" ? LaunchOptions::EnvHelp::kMarkdown
+                                                  : LaunchOptions::EnvHelp::kConfigMarkdown;
       return o;
     }
     if (arg == "--no-prefix") {

@@ -16,8 +16,9 @@ extern const char kLaunchUsage[];
 struct LaunchOptions {
   bool help = false;  // -h / --help: print kLaunchUsage, run nothing
   // --help-env: print the GEEPS_* variables (common/tunables.h), run
-  // nothing; --help-env=markdown: docs/operations.md's table of them.
-  enum class EnvHelp { kNone, kText, kMarkdown } help_env = EnvHelp::kNone;
+  // nothing; --help-env=markdown: docs/operations.md's table of them;
+  // --help-env=config-markdown: docs/api.md's table of the Config ones.
+  enum class EnvHelp { kNone, kText, kMarkdown, kConfigMarkdown } help_env = EnvHelp::kNone;
   int ranks = 0;                     // -n N, 1..kMaxLaunchRanks
   std::optional<double> timeout_s;   // --timeout-s S, > 0
   double grace_s = 5.0;              // --grace-s G, >= 0: SIGTERM to SIGKILL
