@@ -336,6 +336,10 @@ TEST(MisuseTest, AWriteIntoAnUpdateBufferAfterUpdateReachesNobody) {
 // reach the rows (in some of five tries at least; each is a race with the
 // servers' add).
 TEST(MisuseTest, SentInPlaceTheWritesAfterUpdateDoReachTheRows) {
+  if (testing::BuiltWithThreadSanitizer())
+    GTEST_SKIP() << "the misuse shown here is a data race by design (the application's writes "
+                    "against the servers' reads of the buffer in flight), which ThreadSanitizer "
+                    "rightly reports; the plain and ASan builds run it";
   const std::vector<RowIndex> rows = RowRange(0, 64);
   int reached = 0;
   for (int attempt = 0; attempt < 5 && reached == 0; ++attempt) {

@@ -69,6 +69,21 @@ inline long ProcStatusField(const std::string& key) {
   return -1;
 }
 
+// Whether this build runs under ThreadSanitizer.
+inline bool BuiltWithThreadSanitizer() {
+#if defined(__SANITIZE_THREAD__)
+  return true;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+  return true;
+#else
+  return false;
+#endif
+#else
+  return false;
+#endif
+}
+
 // How many times longer than a plain build's this build's timing-bound
 // waits must be: ThreadSanitizer slows a process of many threads about 5
 // times, AddressSanitizer about 2. Tests that race a deadline of their own
