@@ -60,6 +60,9 @@ struct AccessBuffers {
   // Memory manager: `buffer` comes from the pool while the access is open
   // (reads, updates, local data in host memory).
   bool pooled = false;
+  // `buffer` when it is this access's own (not the pool's, which lends it
+  // on at the access's end), else null.
+  float* own() const { return pooled ? nullptr : buffer; }
   float* host_rows = nullptr;  // local data in host memory: contiguous rows there
   float* staging = nullptr;    // ... or a pinned buffer to gather/scatter through
   // An in-place read of a push kept in its message: holds the message until

@@ -20,9 +20,6 @@ namespace {
 
 using SteadyClock = std::chrono::steady_clock;
 
-}  // namespace
-
-namespace {
 // `config`, in the checked mode if GEEPS_CHECKED=1 (a malformed value is
 // reported by FinishVirtualIteration, with the other variables the worker
 // reads by itself).
@@ -447,8 +444,7 @@ StatusOr<const float*> Worker::Read(ReadHandle h) {
     }
     GEEPS_RETURN_IF_ERROR(data_->AcquireBuffer(b, a.rows.size() * t.width * sizeof(float),
                                                {MemoryManager::Kind::kRead, h.id}));
-    if (checked_)
-      GEEPS_RETURN_IF_ERROR(checked_->BeforeGather(h.id, b.pooled ? nullptr : b.buffer));
+    if (checked_) GEEPS_RETURN_IF_ERROR(checked_->BeforeGather(h.id, b.own()));
     GEEPS_RETURN_IF_ERROR(data_->Materialize(t, slices));
     GEEPS_RETURN_IF_ERROR(data_->Gather(h.id, t));
     if (checked_) GEEPS_RETURN_IF_ERROR(checked_->AfterRead(h.id, b.buffer));
@@ -464,7 +460,7 @@ Status Worker::PostRead(ReadHandle h) {
   EmulateCompute();
   AccessBuffers& b = data_->read_buf(h.id);
   if (checked_ && !b.open_in_place)
-    GEEPS_RETURN_IF_ERROR(checked_->AtPostRead(h.id, b.buffer, b.pooled ? nullptr : b.buffer));
+    GEEPS_RETURN_IF_ERROR(checked_->AtPostRead(h.id, b.buffer, b.own()));
   if (b.open_in_place) {
     TableCache& t = data_->table(seq_.reads()[h.id].table);
     common::MutexLock lock(&t.mu);
@@ -479,8 +475,7 @@ StatusOr<float*> Worker::PreUpdate(UpdateHandle h) {
   GEEPS_RETURN_IF_ERROR(
       Expect(OpType::kPreUpdate, h.id, data_ ? data_->num_updates() : 0, "PreUpdate", OwnerOf(h)));
   if (checked_) {
-    const AccessBuffers& b = data_->update_buf(h.id);
-    GEEPS_RETURN_IF_ERROR(checked_->BeforePreUpdate(h.id, b.pooled ? nullptr : b.buffer));
+    GEEPS_RETURN_IF_ERROR(checked_->BeforePreUpdate(h.id, data_->update_buf(h.id).own()));
   }
   // A lost peer ends the wait for a buffer ZeroMQ still sends to it.
   GEEPS_ASSIGN_OR_RETURN(float* buffer,
@@ -497,7 +492,7 @@ Status Worker::Update(UpdateHandle h) {
       Expect(OpType::kUpdate, h.id, data_ ? data_->num_updates() : 0, "Update", OwnerOf(h)));
   EmulateCompute();
   AccessBuffers& b = data_->update_buf(h.id);
-  float* own = b.pooled ? nullptr : b.buffer;  // the checked mode poisons it once copied
+  float* own = b.own();  // the checked mode poisons it once copied
   if (checked_) GEEPS_RETURN_IF_ERROR(checked_->AtUpdate(h.id, b.buffer));
   if (plan_->direct_update(h.id)) {
     // The buffer is the table's whole clock of deltas: Advance (which
